@@ -1,0 +1,1 @@
+"""C generation and compilation. Import submodules directly: only ``cache`` is light."""

@@ -1,0 +1,104 @@
+"""Compile a mechanism file into an importable cffi extension, atomically.
+
+The C produced by cffi is compiled with one direct compiler call (no setuptools run),
+which keeps a cold compile of a small mechanism well under two seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import cffi
+
+from mbgen.codegen.cache import build_dir, content_hash, module_name
+from mbgen.codegen.emit import generate, template_text
+from mbgen.errors import MbgenError
+from mbgen.model import load_mechanism
+from mbgen.symbolic import build_symbolic_model, derive_kernels
+
+CFLAGS = ["-O2", "-fPIC", "-shared", "-std=gnu99", "-fno-strict-aliasing", "-w"]
+
+
+class CompileError(MbgenError):
+    """The C compiler rejected the generated code (a bug in mbgen: please report)."""
+
+
+def compile_mechanism(path: str | Path, out_dir: str | Path,
+                      progress: Callable[[str], None] | None = None) -> Path:
+    """Derive, generate and build ``path``; returns the directory holding the module."""
+    path = Path(path)
+    out_dir = Path(out_dir)
+    yaml_bytes = path.read_bytes()
+    digest = content_hash(yaml_bytes)
+    target = build_dir(out_dir, path.stem, digest)
+    name = module_name(path.stem, digest)
+    say = progress or (lambda _msg: None)
+
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    say("parsing")
+    mechanism = load_mechanism(path)
+    say("deriving equations")
+    kernels = derive_kernels(build_symbolic_model(mechanism))
+    timings["derive"] = time.perf_counter() - start
+    start = time.perf_counter()
+    runtime_cdef = template_text("dynamics.h.j2")
+    source = generate(kernels, extra_cdef=runtime_cdef,
+                      progress=lambda k: say(f"generating C: {k}"))
+    timings["codegen"] = time.perf_counter() - start
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".tmp-{digest}-", dir=target.parent))
+    try:
+        start = time.perf_counter()
+        say("compiling C")
+        ffi = cffi.FFI()
+        ffi.cdef(source.cdef)
+        ffi.set_source(name, source.c_source)
+        c_file = staging / f"{name}.c"
+        with contextlib.redirect_stdout(io.StringIO()):
+            ffi.emit_c_code(str(c_file))
+        (staging / "mechanism.c").write_text(source.c_source)
+        _compile_c(c_file, staging / f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}")
+        timings["compile"] = time.perf_counter() - start
+        meta = dict(source.meta, module=name, hash=digest, timings=timings)
+        (staging / "meta.json").write_text(json.dumps(meta, indent=1))
+        _install(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    _remove_stale_builds(target)
+    return target
+
+
+def _compile_c(c_file: Path, output: Path) -> None:
+    compiler = os.environ.get("CC", "cc")
+    include = sysconfig.get_paths()["include"]
+    command = [compiler, *CFLAGS, f"-I{include}", str(c_file), "-o", str(output), "-lm"]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise CompileError(f"C compilation failed ({' '.join(command)}):\n{result.stderr[-4000:]}")
+
+
+def _install(staging: Path, target: Path) -> None:
+    """Move the finished build into place in one rename; a concurrent twin may win."""
+    try:
+        os.rename(staging, target)
+    except OSError:
+        if not (target / "meta.json").exists():
+            raise
+
+
+def _remove_stale_builds(target: Path) -> None:
+    for sibling in target.parent.iterdir():
+        if sibling != target and not sibling.name.startswith(".tmp-") and sibling.is_dir():
+            shutil.rmtree(sibling, ignore_errors=True)

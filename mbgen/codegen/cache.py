@@ -1,0 +1,50 @@
+"""Where a compiled mechanism lives and when it is stale (no SymPy needed here).
+
+A module is reused until its content hash changes: the mechanism file's bytes, the
+templates, mbgen's version and the source of the layers that derive the C code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from importlib import resources
+from pathlib import Path
+
+import mbgen
+
+_DERIVING_PACKAGES = ("model", "symbolic", "codegen")
+
+
+def _source_fingerprint() -> bytes:
+    digest = hashlib.sha256(mbgen.__version__.encode())
+    package_root = Path(mbgen.__file__).parent
+    for package in _DERIVING_PACKAGES:
+        for path in sorted((package_root / package).glob("*.py")):
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    for entry in sorted(resources.files("mbgen.templates").iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".j2"):
+            digest.update(entry.name.encode())
+            digest.update(entry.read_bytes())
+    return digest.digest()
+
+
+def content_hash(yaml_bytes: bytes) -> str:
+    digest = hashlib.sha256(_source_fingerprint())
+    digest.update(yaml_bytes)
+    return digest.hexdigest()[:16]
+
+
+def safe_name(stem: str) -> str:
+    """A C/Python-safe identifier derived from a file name (never used verbatim)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_]", "_", stem).strip("_") or "mechanism"
+    return cleaned if not cleaned[0].isdigit() else f"m_{cleaned}"
+
+
+def module_name(stem: str, digest: str) -> str:
+    return f"_mbgen_{safe_name(stem)}_{digest}"
+
+
+def build_dir(out_dir: Path, stem: str, digest: str) -> Path:
+    return out_dir / safe_name(stem) / digest

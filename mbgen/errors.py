@@ -1,0 +1,28 @@
+"""Errors that point the user at the exact place in their mechanism file."""
+
+from __future__ import annotations
+
+
+class MbgenError(Exception):
+    """Base class for every error mbgen raises on purpose."""
+
+
+class MechanismError(MbgenError):
+    """Bad input in a mechanism file: says which file, line and key are at fault."""
+
+    def __init__(self, message: str, file: str | None = None, line: int | None = None,
+                 key: str | None = None) -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        self.key = key
+        where = file or "<mechanism>"
+        if line is not None:
+            where += f":{line}"
+        if key:
+            where += f" [{key}]"
+        super().__init__(f"{where}: {message}")
+
+
+class SingularConfigurationError(MbgenError):
+    """The dynamics have no unique solution at this configuration (dead point, lost rank)."""

@@ -1,0 +1,151 @@
+"""The parsed mechanism: plain data, with every quantity a SymPy expression in parameters.
+
+Nothing here knows about generalized coordinates' symbols or C; the symbolic layer turns
+this description into equations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import sympy as sp
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A named model parameter: a runtime input with a default value (identifiable)."""
+
+    name: str
+    symbol: sp.Symbol
+    value: float
+
+
+@dataclass(frozen=True)
+class Point:
+    index: int
+    name: str
+    x: sp.Expr  # initial (or, if fixed, permanent) coordinates, in parameters
+    y: sp.Expr
+    fixed: bool
+    line: int
+
+
+@dataclass(frozen=True)
+class Body:
+    """A rigid planar body; its inertia lives on its first two points (reference model)."""
+
+    index: int
+    name: str
+    points: tuple[int, ...]
+    length: sp.Expr  # distance between the first two points
+    mass: sp.Expr
+    inertia: sp.Expr  # I0: moment of inertia about the first point
+    cog: tuple[sp.Expr, sp.Expr]  # body frame: origin at point 1, +X toward point 2
+    distances: tuple[tuple[int, int, sp.Expr], ...]  # rigidity constraints (pa, pb, length)
+    visual: Any
+    line: int
+
+
+@dataclass(frozen=True)
+class RelativeAngle:
+    """Absolute angle of segment points[0]→points[1], or angle from body A to body B."""
+
+    name: str
+    kind: Literal["absolute", "between_bodies"]
+    points: tuple[int, int, int, int]  # absolute: (a, b, -, -); between: (a1, a2, b1, b2)
+    initial: sp.Expr
+    line: int
+
+
+@dataclass(frozen=True)
+class Slider:
+    """Point ``point`` stays on the line through ``line_points`` (fixed or mobile)."""
+
+    name: str
+    point: int
+    line_points: tuple[int, int]
+    line: int
+
+
+@dataclass(frozen=True)
+class Spring:
+    """Linear spring and/or viscous damper between two points."""
+
+    name: str
+    points: tuple[int, int]
+    stiffness: sp.Expr
+    damping: sp.Expr
+    rest_length: sp.Expr
+    line: int
+
+
+@dataclass(frozen=True)
+class Force:
+    """A constant generalized force on one coordinate (expression in parameters)."""
+
+    coordinate: str
+    value: sp.Expr
+    line: int
+
+
+@dataclass(frozen=True)
+class Actuator:
+    """A named external input acting as a generalized force on one coordinate."""
+
+    name: str
+    coordinate: str
+    line: int
+
+
+SensorKind = Literal["gyroscope", "encoder", "position", "velocity"]
+
+
+@dataclass(frozen=True)
+class Sensor:
+    name: str
+    kind: SensorKind
+    target: int | str  # body index (gyroscope), coordinate name (encoder), point index
+    noise: float | None
+    line: int
+
+
+@dataclass
+class Mechanism:
+    name: str
+    source: str
+    parameters: list[Parameter]
+    points: list[Point]
+    bodies: list[Body]
+    relative_angles: list[RelativeAngle] = field(default_factory=list)
+    sliders: list[Slider] = field(default_factory=list)
+    springs: list[Spring] = field(default_factory=list)
+    forces: list[Force] = field(default_factory=list)
+    actuators: list[Actuator] = field(default_factory=list)
+    sensors: list[Sensor] = field(default_factory=list)
+    gravity: tuple[sp.Expr, sp.Expr] = (sp.Integer(0), sp.Rational("-9.81"))
+    independent: list[str] | None = None  # coordinates the user asks to use as z
+
+    @property
+    def mobile_points(self) -> list[Point]:
+        return [p for p in self.points if not p.fixed]
+
+    @property
+    def coordinate_names(self) -> list[str]:
+        """Reference order: x, y of every non-fixed point, then relative coordinates."""
+        names: list[str] = []
+        for point in self.mobile_points:
+            names += [f"x{point.index}", f"y{point.index}"]
+        return names + [angle.name for angle in self.relative_angles]
+
+    @property
+    def parameter_values(self) -> dict[sp.Symbol, float]:
+        return {p.symbol: p.value for p in self.parameters}
+
+    def initial_coordinates(self) -> list[float]:
+        values: list[sp.Expr] = []
+        for point in self.mobile_points:
+            values += [point.x, point.y]
+        values += [angle.initial for angle in self.relative_angles]
+        subs = self.parameter_values
+        return [float(sp.N(v.subs(subs))) for v in values]

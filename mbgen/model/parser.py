@@ -1,0 +1,344 @@
+"""Mechanism file → :class:`Mechanism`, with located errors for every kind of bad input."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import sympy as sp
+
+from mbgen.errors import MechanismError
+from mbgen.model.expressions import ExpressionError, parse_expression
+from mbgen.model.mechanism import (
+    Actuator,
+    Body,
+    Force,
+    Mechanism,
+    Parameter,
+    Point,
+    RelativeAngle,
+    Sensor,
+    Slider,
+    Spring,
+)
+from mbgen.model.yaml_nodes import Node, read_document
+
+TOP_KEYS = {"name", "parameters", "points", "planar_bodies", "relative_coordinates", "gravity",
+            "sliders", "springs", "forces", "actuators", "sensors", "independent_coordinates"}
+POINT_KEYS = {"x", "y", "fixed", "name"}
+BODY_KEYS = {"points", "length", "mass", "I0", "cog", "visual", "name"}
+RELATIVE_TYPES = {"RelativeAngleAbsoluteDOF", "RelativeAngle"}
+SENSOR_TARGET = {"gyroscope": "body", "encoder": "coordinate", "position": "point",
+                 "velocity": "point"}
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
+
+
+def load_mechanism(path: str | Path) -> Mechanism:
+    """Read and validate a mechanism file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise MechanismError(f"cannot read file: {exc.strerror}", str(path)) from exc
+    return parse_mechanism(text, str(path), default_name=path.stem)
+
+
+def parse_mechanism(text: str, file: str = "<string>", default_name: str = "mechanism") -> Mechanism:
+    return _Builder(read_document(text, file), default_name).build()
+
+
+def _distance(ax: sp.Expr, ay: sp.Expr, bx: sp.Expr, by: sp.Expr) -> sp.Expr:
+    return sp.sqrt((bx - ax) ** 2 + (by - ay) ** 2)
+
+
+class _Builder:
+    def __init__(self, root: Node, default_name: str) -> None:
+        self.root = root
+        self.keys = root.mapping(TOP_KEYS, required={"points"})
+        self.default_name = default_name
+        self.scope: dict[str, sp.Expr] = {}
+        self.parameters: list[Parameter] = []
+        self.points: list[Point] = []
+        self.point_names: dict[str, int] = {}
+
+    # -- helpers -------------------------------------------------------------------------
+    def expression(self, node: Node, scope: Mapping[str, sp.Expr] | None = None) -> sp.Expr:
+        value = node.scalar()
+        try:
+            return parse_expression(value, self.scope if scope is None else scope)
+        except ExpressionError as exc:
+            raise node.error(str(exc)) from None
+
+    def numeric(self, expr: sp.Expr, node: Node) -> float:
+        subs = {p.symbol: p.value for p in self.parameters}
+        value = complex(sp.N(expr.subs(subs)))
+        if value.imag != 0 or value.real != value.real:
+            raise node.error(f"expression does not evaluate to a real number: {expr}")
+        return value.real
+
+    def point_ref(self, node: Node) -> int:
+        value = node.scalar()
+        if isinstance(value, str) and value in self.point_names:
+            return self.point_names[value]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise node.error(f"expected a point index or point name, got {value!r}")
+        if not 0 <= value < len(self.points):
+            raise node.error(f"point {value} does not exist (there are {len(self.points)} points)")
+        return value
+
+    def point_list(self, node: Node, count: int | None = None, minimum: int = 2) -> list[int]:
+        refs = [self.point_ref(item) for item in node.sequence()]
+        if count is not None and len(refs) != count:
+            raise node.error(f"expected exactly {count} points, got {len(refs)}")
+        if len(refs) < minimum:
+            raise node.error(f"expected at least {minimum} points, got {len(refs)}")
+        if len(set(refs)) != len(refs):
+            raise node.error(f"points must be distinct, got {refs}")
+        return refs
+
+    def name(self, node: Node | None, default: str, taken: set[str]) -> str:
+        if node is None:
+            return default
+        text = node.string()
+        if not _IDENTIFIER.match(text):
+            raise node.error(f"names must be identifiers (letters, digits, _), got {text!r}")
+        if text in taken:
+            raise node.error(f"name {text!r} is already used")
+        return text
+
+    def section(self, key: str) -> list[Node]:
+        node = self.keys.get(key)
+        if node is None or node.is_null():
+            return []
+        return list(node.sequence())
+
+    # -- sections ------------------------------------------------------------------------
+    def build(self) -> Mechanism:
+        name = self.keys["name"].string() if "name" in self.keys else self.default_name
+        self.read_parameters()
+        self.read_points()
+        bodies = self.read_bodies()
+        angles = self.read_relative_angles()
+        mechanism = Mechanism(
+            name=name, source=self.root.file, parameters=self.parameters, points=self.points,
+            bodies=bodies, relative_angles=angles)
+        coordinates = set(mechanism.coordinate_names)
+        mechanism.sliders = self.read_sliders()
+        mechanism.springs = self.read_springs()
+        mechanism.forces, mechanism.actuators = self.read_forces(coordinates)
+        mechanism.sensors = self.read_sensors(coordinates, len(bodies))
+        if "gravity" in self.keys:
+            node = self.keys["gravity"]
+            items = list(node.sequence())
+            if len(items) != 2:
+                raise node.error("gravity must be a list [gx, gy]")
+            mechanism.gravity = (self.expression(items[0]), self.expression(items[1]))
+        if "independent_coordinates" in self.keys:
+            node = self.keys["independent_coordinates"]
+            chosen = [item.string() for item in node.sequence()]
+            for item, value in zip(node.sequence(), chosen, strict=True):
+                if value not in coordinates:
+                    raise item.error(f"unknown coordinate {value!r}")
+            mechanism.independent = chosen
+        if not mechanism.coordinate_names:
+            raise self.keys["points"].error("the mechanism has no mobile point or coordinate")
+        return mechanism
+
+    def read_parameters(self) -> None:
+        node = self.keys.get("parameters")
+        if node is None or node.is_null():
+            return
+        if not node.is_mapping():
+            raise node.error("parameters must be a mapping name: value")
+        for key_node, value_raw in node.raw.value:
+            name = str(key_node.value)
+            value = Node(value_raw, node.file, f"parameters.{name}")
+            if not _IDENTIFIER.match(name) or name in self.scope:
+                raise value.error(f"invalid or repeated parameter name {name!r}")
+            expr = self.expression(value)
+            if expr.free_symbols:
+                self.scope[name] = expr  # derived: follows the parameters it uses
+            else:
+                number = self.numeric(expr, value)
+                symbol = sp.Symbol(f"p_{name}", real=True)
+                self.parameters.append(Parameter(name, symbol, number))
+                self.scope[name] = symbol
+
+    def read_points(self) -> None:
+        for i, node in enumerate(self.keys["points"].sequence()):
+            keys = node.mapping(POINT_KEYS, required={"x", "y"})
+            x = self.expression(keys["x"])
+            y = self.expression(keys["y"])
+            for axis, expr in (("x", x), ("y", y)):
+                self.numeric(expr, keys[axis])
+            fixed = keys["fixed"].boolean() if "fixed" in keys else False
+            name = self.name(keys.get("name"), str(i), set(self.point_names))
+            if "name" in keys:
+                self.point_names[name] = i
+            self.points.append(Point(i, name, x, y, fixed, node.line))
+            self.scope[f"x{i}"] = x
+            self.scope[f"y{i}"] = y
+        if not self.points:
+            raise self.keys["points"].error("the mechanism needs at least one point")
+
+    def read_bodies(self) -> list[Body]:
+        bodies: list[Body] = []
+        for index, node in enumerate(self.section("planar_bodies")):
+            keys = node.mapping(BODY_KEYS, required={"points", "mass"})
+            refs = self.point_list(keys["points"])
+            pts = [self.points[r] for r in refs]
+            scope = dict(self.scope)
+            for (i, a), (j, b) in itertools.combinations(enumerate(pts, start=1), 2):
+                d = _distance(a.x, a.y, b.x, b.y)
+                scope[f"length{i}{j}"] = scope[f"length{j}{i}"] = d
+            length = scope["length12"]
+            if len(refs) == 2 and "length" in keys and keys["length"].scalar() != "auto":
+                length = self.expression(keys["length"], scope)
+            scope["length"] = length
+            mass = self.expression(keys["mass"], scope)
+            scope["mass"] = mass
+            inertia = (self.expression(keys["I0"], scope) if "I0" in keys
+                       else mass * length**2 / 3)
+            cog = (sp.Rational(1, 2) * length, sp.Integer(0))
+            if "cog" in keys:
+                items = list(keys["cog"].sequence())
+                if len(items) != 2:
+                    raise keys["cog"].error("cog must be a list [x, y] in the body frame")
+                cog = (self.expression(items[0], scope), self.expression(items[1], scope))
+            self.check_inertia(keys, mass, inertia, cog, length)
+            distances = [(refs[0], refs[1], length)]
+            for j in range(2, len(refs)):
+                for k in (0, 1):
+                    distances.append((refs[k], refs[j], scope[f"length{k + 1}{j + 1}"]))
+            visual = keys["visual"].plain() if "visual" in keys else None
+            name = self.name(keys.get("name"), f"body{index}", {b.name for b in bodies})
+            bodies.append(Body(index, name, tuple(refs), length, mass, inertia, cog,
+                               tuple(distances), visual, node.line))
+        return bodies
+
+    def check_inertia(self, keys: dict[str, Node], mass: sp.Expr, inertia: sp.Expr,
+                      cog: tuple[sp.Expr, sp.Expr], length: sp.Expr) -> None:
+        m = self.numeric(mass, keys["mass"])
+        if m < 0:
+            raise keys["mass"].error(f"mass must not be negative, got {m}")
+        where = keys.get("I0", keys["mass"])
+        i0 = self.numeric(inertia, where)
+        offset = sum(self.numeric(c, keys.get("cog", where)) ** 2 for c in cog)
+        if i0 < m * offset * (1 - 1e-9):
+            raise where.error(f"I0 = {i0:g} is smaller than mass*|cog|^2 = {m * offset:g}, "
+                              "impossible for a rigid body (I0 is about the first point)")
+        if self.numeric(length, keys["points"]) <= 0:
+            raise keys["points"].error("the body's first two points coincide")
+
+    def read_relative_angles(self) -> list[RelativeAngle]:
+        angles: list[RelativeAngle] = []
+        for k, node in enumerate(self.section("relative_coordinates")):
+            keys = node.mapping({"type", "points", "name"}, required={"type", "points"})
+            kind = keys["type"].string()
+            if kind not in RELATIVE_TYPES:
+                raise keys["type"].error(f"unknown relative coordinate type {kind!r} "
+                                         f"(allowed: {', '.join(sorted(RELATIVE_TYPES))})")
+            if kind == "RelativeAngleAbsoluteDOF":
+                a, b = self.point_list(keys["points"], count=2)
+                quad = (a, b, a, b)
+            else:
+                refs = self.point_list(keys["points"], minimum=3)
+                if len(refs) == 3:
+                    quad = (refs[0], refs[1], refs[0], refs[2])
+                elif len(refs) == 4:
+                    quad = (refs[0], refs[1], refs[2], refs[3])
+                else:
+                    raise keys["points"].error("RelativeAngle takes 3 points [origin, a, b] "
+                                               "or 4 points [a1, a2, b1, b2]")
+            p = [self.points[i] for i in quad]
+            ux, uy = p[1].x - p[0].x, p[1].y - p[0].y
+            if kind == "RelativeAngleAbsoluteDOF":
+                initial = sp.atan2(uy, ux)
+            else:
+                vx, vy = p[3].x - p[2].x, p[3].y - p[2].y
+                initial = sp.atan2(ux * vy - uy * vx, ux * vx + uy * vy)
+            name = self.name(keys.get("name"), f"theta{k}", {a.name for a in angles})
+            angles.append(RelativeAngle(name, "absolute" if kind == "RelativeAngleAbsoluteDOF"
+                                        else "between_bodies", quad, initial, node.line))
+        return angles
+
+    def read_sliders(self) -> list[Slider]:
+        sliders: list[Slider] = []
+        for k, node in enumerate(self.section("sliders")):
+            keys = node.mapping({"point", "line", "name"}, required={"point", "line"})
+            point = self.point_ref(keys["point"])
+            a, b = self.point_list(keys["line"], count=2)
+            if point in (a, b):
+                raise keys["point"].error("a slider's point cannot be one of its line points")
+            name = self.name(keys.get("name"), f"slider{k}", {s.name for s in sliders})
+            sliders.append(Slider(name, point, (a, b), node.line))
+        return sliders
+
+    def read_springs(self) -> list[Spring]:
+        springs: list[Spring] = []
+        for k, node in enumerate(self.section("springs")):
+            keys = node.mapping({"points", "k", "c", "length", "name"}, required={"points"})
+            a, b = self.point_list(keys["points"], count=2)
+            stiffness = self.expression(keys["k"]) if "k" in keys else sp.Integer(0)
+            damping = self.expression(keys["c"]) if "c" in keys else sp.Integer(0)
+            pa, pb = self.points[a], self.points[b]
+            rest = _distance(pa.x, pa.y, pb.x, pb.y)
+            if "length" in keys and keys["length"].scalar() != "auto":
+                rest = self.expression(keys["length"])
+            name = self.name(keys.get("name"), f"spring{k}", {s.name for s in springs})
+            springs.append(Spring(name, (a, b), stiffness, damping, rest, node.line))
+        return springs
+
+    def coordinate(self, node: Node, coordinates: set[str]) -> str:
+        value = node.string()
+        if value not in coordinates:
+            raise node.error(f"unknown coordinate {value!r} (coordinates: "
+                             f"{', '.join(sorted(coordinates))})")
+        return value
+
+    def read_forces(self, coordinates: set[str]) -> tuple[list[Force], list[Actuator]]:
+        forces = []
+        for node in self.section("forces"):
+            keys = node.mapping({"coordinate", "value"}, required={"coordinate", "value"})
+            forces.append(Force(self.coordinate(keys["coordinate"], coordinates),
+                                self.expression(keys["value"]), node.line))
+        actuators: list[Actuator] = []
+        for k, node in enumerate(self.section("actuators")):
+            keys = node.mapping({"coordinate", "name"}, required={"coordinate"})
+            name = self.name(keys.get("name"), f"actuator{k}", {a.name for a in actuators})
+            actuators.append(Actuator(name, self.coordinate(keys["coordinate"], coordinates),
+                                      node.line))
+        return forces, actuators
+
+    def read_sensors(self, coordinates: set[str], n_bodies: int) -> list[Sensor]:
+        sensors: list[Sensor] = []
+        for k, node in enumerate(self.section("sensors")):
+            keys = node.mapping({"type", "body", "coordinate", "point", "name", "noise"},
+                                required={"type"})
+            kind = keys["type"].string()
+            if kind not in SENSOR_TARGET:
+                raise keys["type"].error(f"unknown sensor type {kind!r} "
+                                         f"(allowed: {', '.join(sorted(SENSOR_TARGET))})")
+            target_key = SENSOR_TARGET[kind]
+            if target_key not in keys:
+                raise node.error(f"a {kind} sensor needs the key {target_key!r}")
+            target_node = keys[target_key]
+            target: int | str
+            if target_key == "body":
+                target = target_node.integer()
+                if not 0 <= target < n_bodies:
+                    raise target_node.error(f"body {target} does not exist")
+            elif target_key == "point":
+                target = self.point_ref(target_node)
+                if self.points[target].fixed:
+                    raise target_node.error(f"point {target} is fixed: nothing to measure")
+            else:
+                target = self.coordinate(target_node, coordinates)
+            noise = None
+            if "noise" in keys:
+                noise = self.numeric(self.expression(keys["noise"]), keys["noise"])
+            name = self.name(keys.get("name"), f"{kind}{k}", {s.name for s in sensors})
+            sensors.append(Sensor(name, kind, target, noise, node.line))
+        return sensors

@@ -1,0 +1,108 @@
+"""YAML reading that keeps line numbers, so every error can name the line at fault."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from mbgen.errors import MechanismError
+
+
+@dataclass
+class Node:
+    """A YAML node with its file and line, and helpers that fail with a located error."""
+
+    raw: yaml.Node
+    file: str
+    key: str
+
+    @property
+    def line(self) -> int:
+        return self.raw.start_mark.line + 1
+
+    def error(self, message: str) -> MechanismError:
+        return MechanismError(message, self.file, self.line, self.key)
+
+    def is_mapping(self) -> bool:
+        return isinstance(self.raw, yaml.MappingNode)
+
+    def is_sequence(self) -> bool:
+        return isinstance(self.raw, yaml.SequenceNode)
+
+    def is_scalar(self) -> bool:
+        return isinstance(self.raw, yaml.ScalarNode)
+
+    def mapping(self, allowed: set[str], required: set[str] = frozenset()) -> dict[str, Node]:
+        """The mapping's children by key; unknown keys and missing required keys fail."""
+        if not self.is_mapping():
+            raise self.error("expected a mapping of keys to values")
+        children: dict[str, Node] = {}
+        for key_node, value_node in self.raw.value:
+            name = str(key_node.value)
+            path = f"{self.key}.{name}" if self.key else name
+            if name not in allowed:
+                raise MechanismError(
+                    f"unknown key {name!r} (allowed: {', '.join(sorted(allowed))})",
+                    self.file, key_node.start_mark.line + 1, path)
+            if name in children:
+                raise MechanismError(f"duplicate key {name!r}", self.file,
+                                     key_node.start_mark.line + 1, path)
+            children[name] = Node(value_node, self.file, path)
+        for name in sorted(required - children.keys()):
+            raise self.error(f"missing required key {name!r}")
+        return children
+
+    def sequence(self) -> Iterator[Node]:
+        if not self.is_sequence():
+            raise self.error("expected a list")
+        for i, item in enumerate(self.raw.value):
+            yield Node(item, self.file, f"{self.key}[{i}]")
+
+    def scalar(self) -> Any:
+        """The scalar's Python value (int, float, bool, str or None)."""
+        if not self.is_scalar():
+            raise self.error("expected a single value")
+        return yaml.SafeLoader(" ").construct_object(self.raw)
+
+    def is_null(self) -> bool:
+        """True for an empty value (``key:`` with nothing after it)."""
+        return self.is_scalar() and self.scalar() is None
+
+    def boolean(self) -> bool:
+        value = self.scalar()
+        if not isinstance(value, bool):
+            raise self.error(f"expected true or false, got {value!r}")
+        return value
+
+    def string(self) -> str:
+        value = self.scalar()
+        if not isinstance(value, str):
+            raise self.error(f"expected a string, got {value!r}")
+        return value
+
+    def integer(self) -> int:
+        value = self.scalar()
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(f"expected an integer, got {value!r}")
+        return value
+
+    def plain(self) -> Any:
+        """The node as plain Python data (for display-only data such as ``visual``)."""
+        return yaml.SafeLoader(" ").construct_document(self.raw)
+
+
+def read_document(text: str, file: str) -> Node:
+    """Parse a whole mechanism file into a located root node."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise MechanismError(f"invalid YAML: {getattr(exc, 'problem', exc)}", file, line) from exc
+    if root is None:
+        raise MechanismError("the file is empty", file, 1)
+    return Node(root, file, "")
+

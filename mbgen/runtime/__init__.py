@@ -1,0 +1,1 @@
+"""Loading compiled mechanisms and calling their kernels from NumPy."""

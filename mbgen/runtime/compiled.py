@@ -1,0 +1,204 @@
+"""NumPy face of a compiled mechanism: every method takes one state or a batch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+Array = np.ndarray
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    name: str
+    inputs: tuple[str, ...]
+    shape: tuple[int, ...]
+    indices: tuple[Array, ...]  # one index array per output dimension
+
+    @property
+    def nnz(self) -> int:
+        return len(self.indices[0]) if self.indices else 0
+
+
+class CompiledMechanism:
+    """A mechanism's generated C kernels, callable on states of shape (n,) or (N, n)."""
+
+    def __init__(self, module: ModuleType, meta: dict[str, Any], directory: Path) -> None:
+        self.module = module
+        self.lib = module.lib
+        self.ffi = module.ffi
+        self.meta = meta
+        self.directory = directory
+        self.name: str = meta["name"]
+        self.n: int = meta["n"]
+        self.m: int = meta["m"]
+        self.coordinate_names: list[str] = meta["coordinate_names"]
+        self.constraint_labels: list[str] = meta["constraint_labels"]
+        self.sensor_labels: list[str] = meta["sensor_labels"]
+        self.parameters: dict[str, float] = dict(meta["parameters"])
+        self.q0: Array = np.array(meta["q0"], dtype=float)
+        self.kernels = {
+            name: KernelInfo(name, tuple(info["inputs"]), tuple(info["shape"]),
+                             tuple(np.array(info["indices"], dtype=np.intp).reshape(-1, len(
+                                 info["shape"])).T))
+            for name, info in meta["kernels"].items()
+        }
+        self._sizes = {"q": self.n, "qd": self.n, "v": self.n, "lam": self.m,
+                       "p": len(self.parameters)}
+        self._rank: int | None = None
+
+    # -- properties ------------------------------------------------------------------------
+    @property
+    def parameter_vector(self) -> Array:
+        return np.array(list(self.parameters.values()), dtype=float)
+
+    @property
+    def rank(self) -> int:
+        """Rank of Φq at q0 (numerical, SVD)."""
+        if self._rank is None:
+            self._rank = int(np.linalg.matrix_rank(self.phi_q(self.q0), tol=1e-9 * max(
+                1.0, float(np.abs(self.phi_q(self.q0)).max(initial=0.0)))))
+        return self._rank
+
+    @property
+    def dof(self) -> int:
+        return self.n - self.rank
+
+    def coordinate_index(self, name: str) -> int:
+        try:
+            return self.coordinate_names.index(name)
+        except ValueError:
+            raise KeyError(f"unknown coordinate {name!r} (coordinates: "
+                           f"{', '.join(self.coordinate_names)})") from None
+
+    def sparsity(self, kernel: str) -> tuple[Array, ...]:
+        """Row/column (and parameter) indices of a kernel's nonzeros, in output order."""
+        return self.kernels[kernel].indices
+
+    # -- calling kernels ------------------------------------------------------------------
+    def _as_batch(self, name: str, value: Any, count: int | None) -> tuple[Array, int]:
+        size = self._sizes[name]
+        array = np.ascontiguousarray(value, dtype=np.float64)
+        if array.ndim == 1:
+            array = array[None, :]
+        if array.ndim != 2 or array.shape[1] != size:
+            raise ValueError(f"{name} must have shape ({size},) or (N, {size}), "
+                             f"got {np.shape(value)}")
+        if count is not None and array.shape[0] not in (1, count):
+            raise ValueError(f"{name} has {array.shape[0]} states, expected {count}")
+        return array, array.shape[0]
+
+    def _ptr(self, array: Array) -> Any:
+        return self.ffi.cast("double *", array.ctypes.data)
+
+    def evaluate(self, kernel: str, params: Any = None, **inputs: Any) -> tuple[Array, bool]:
+        """Raw sparse values (N, nnz) of a kernel; also whether the input was batched."""
+        info = self.kernels[kernel]
+        batched = any(np.ndim(inputs[a]) == 2 for a in info.inputs if a != "p")
+        arrays: dict[str, Array] = {}
+        count: int | None = None
+        for name in info.inputs:
+            if name == "p":
+                continue
+            arrays[name], rows = self._as_batch(name, inputs[name], count)
+            count = max(count or 1, rows)
+        count = count or 1
+        for name, array in list(arrays.items()):
+            if array.shape[0] != count:
+                arrays[name] = np.ascontiguousarray(np.broadcast_to(array, (count,
+                                                                            array.shape[1])))
+        p = self.parameter_vector if params is None else np.ascontiguousarray(params, float)
+        p_stride = 0
+        if p.ndim == 2:
+            p, rows = self._as_batch("p", p, count)
+            p_stride = p.shape[1] if rows == count else 0
+        elif p.shape != (self._sizes["p"],):
+            raise ValueError(f"params must have shape ({self._sizes['p']},), got {p.shape}")
+        arrays["p"] = np.ascontiguousarray(p, dtype=np.float64)
+        out = np.empty((count, info.nnz), dtype=np.float64)
+        function = getattr(self.lib, f"mb_{kernel}")
+        function(count, *(self._ptr(arrays[a]) for a in info.inputs), p_stride, self._ptr(out))
+        return out, batched
+
+    def dense(self, kernel: str, params: Any = None, **inputs: Any) -> Array:
+        """A kernel's output as a dense array of shape kernel.shape, or (N, *shape)."""
+        info = self.kernels[kernel]
+        values, batched = self.evaluate(kernel, params, **inputs)
+        result = np.zeros((values.shape[0], *info.shape))
+        if info.nnz:
+            result[(slice(None), *info.indices)] = values
+        return result if batched else result[0]
+
+    # -- the compiler's quantities ---------------------------------------------------------
+    def phi(self, q: Any, params: Any = None) -> Array:
+        return self.dense("phi", params, q=q)
+
+    def phi_q(self, q: Any, params: Any = None) -> Array:
+        return self.dense("phi_q", params, q=q)
+
+    def phiq_v_q(self, q: Any, v: Any, params: Any = None) -> Array:
+        """(Φq v)_q: derivative of Φq(q)·v with respect to q, v held fixed."""
+        return self.dense("phiq_v_q", params, q=q, v=v)
+
+    def dphiq_qd(self, q: Any, qd: Any, params: Any = None) -> Array:
+        """Φ̇q q̇; the acceleration right-hand side is c = -Φ̇q q̇."""
+        return self.dense("dphiq_qd", params, q=q, qd=qd)
+
+    def dphiq_qd_q(self, q: Any, qd: Any, params: Any = None) -> Array:
+        return self.dense("dphiq_qd_q", params, q=q, qd=qd)
+
+    def dphiq_qd_qd(self, q: Any, qd: Any, params: Any = None) -> Array:
+        return self.dense("dphiq_qd_qd", params, q=q, qd=qd)
+
+    def phiqT_lam_q(self, q: Any, lam: Any, params: Any = None) -> Array:
+        """(Φqᵀ λ)_q: derivative of Φq(q)ᵀ·λ with respect to q."""
+        return self.dense("phiqT_lam_q", params, q=q, lam=lam)
+
+    def mass_matrix(self, q: Any, params: Any = None) -> Array:
+        return self.dense("mass", params, q=q)
+
+    def mass_v_q(self, q: Any, v: Any, params: Any = None) -> Array:
+        return self.dense("mass_v_q", params, q=q, v=v)
+
+    def generalized_forces(self, q: Any, qd: Any, params: Any = None) -> Array:
+        return self.dense("forces", params, q=q, qd=qd)
+
+    def generalized_forces_q(self, q: Any, qd: Any, params: Any = None) -> Array:
+        return self.dense("forces_q", params, q=q, qd=qd)
+
+    def generalized_forces_qd(self, q: Any, qd: Any, params: Any = None) -> Array:
+        return self.dense("forces_qd", params, q=q, qd=qd)
+
+    def energy(self, q: Any, qd: Any, params: Any = None) -> Array:
+        """Kinetic plus potential energy (gravity, springs, constant forces)."""
+        return self.dense("energy", params, q=q, qd=qd).sum(axis=-1)
+
+    def energy_parts(self, q: Any, qd: Any, params: Any = None) -> Array:
+        """[kinetic, potential] per state."""
+        return self.dense("energy", params, q=q, qd=qd)
+
+    def phi_p(self, q: Any, params: Any = None) -> Array:
+        return self.dense("phi_p", params, q=q)
+
+    def mass_p(self, q: Any, params: Any = None) -> Array:
+        return self.dense("mass_p", params, q=q)
+
+    def generalized_forces_p(self, q: Any, qd: Any, params: Any = None) -> Array:
+        return self.dense("forces_p", params, q=q, qd=qd)
+
+    def sensors(self, q: Any, qd: Any, params: Any = None) -> Array:
+        return self.dense("sensors", params, q=q, qd=qd)
+
+    def sensors_q(self, q: Any, qd: Any, params: Any = None) -> Array:
+        return self.dense("sensors_q", params, q=q, qd=qd)
+
+    def sensors_qd(self, q: Any, qd: Any, params: Any = None) -> Array:
+        return self.dense("sensors_qd", params, q=q, qd=qd)
+
+    def __repr__(self) -> str:
+        return (f"<CompiledMechanism {self.name!r}: n={self.n}, m={self.m}, "
+                f"dof={self.dof}, parameters={list(self.parameters)}>")

@@ -1,0 +1,59 @@
+"""``load()``: compile when stale, otherwise import the cached module (fast path, no SymPy)."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+from mbgen.codegen.cache import build_dir, content_hash
+from mbgen.errors import MechanismError
+from mbgen.runtime.compiled import CompiledMechanism
+
+DEFAULT_OUT = "generated"
+
+
+def default_out_dir() -> Path:
+    return Path(os.environ.get("MBGEN_OUT", DEFAULT_OUT))
+
+
+def cached_build(path: Path, out_dir: Path) -> Path | None:
+    directory = build_dir(out_dir, path.stem, content_hash(path.read_bytes()))
+    return directory if (directory / "meta.json").exists() else None
+
+
+def load(path: str | Path, out_dir: str | Path | None = None, force: bool = False,
+         progress: Callable[[str], None] | None = None) -> CompiledMechanism:
+    path = Path(path)
+    if not path.is_file():
+        raise MechanismError("no such mechanism file", str(path))
+    out = Path(out_dir) if out_dir is not None else default_out_dir()
+    directory = None if force else cached_build(path, out)
+    if directory is None:
+        from mbgen.codegen.build import compile_mechanism
+
+        directory = compile_mechanism(path, out, progress=progress)
+    return load_build(directory)
+
+
+def load_build(directory: Path) -> CompiledMechanism:
+    meta = json.loads((directory / "meta.json").read_text())
+    return CompiledMechanism(_import_module(directory, meta["module"]), meta, directory)
+
+
+def _import_module(directory: Path, name: str) -> ModuleType:
+    if name in sys.modules:
+        return sys.modules[name]
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    spec = importlib.util.spec_from_file_location(name, directory / f"{name}{suffix}")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import compiled mechanism from {directory}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[name] = module
+    return module

@@ -1,0 +1,145 @@
+"""Every quantity the generated module evaluates, as sparse SymPy kernels.
+
+A kernel is a function of some of the input vectors (q, qd, v, lam, p) with a sparse
+output. Derivatives are taken entry by entry and only with respect to the symbols an
+entry really contains, so derivation time grows linearly with the mechanism's size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import sympy as sp
+
+from mbgen.symbolic.model import SymbolicModel
+
+Entry = tuple[tuple[int, ...], sp.Expr]
+
+
+@dataclass
+class Kernel:
+    """``out[entries[k].index] = entries[k].expr`` for a function of ``inputs``."""
+
+    name: str
+    inputs: tuple[str, ...]  # among "q", "qd", "v", "lam", "p"
+    shape: tuple[int, ...]
+    entries: list[Entry]
+    doc: str
+
+    @property
+    def nnz(self) -> int:
+        return len(self.entries)
+
+
+@dataclass
+class KernelSet:
+    model: SymbolicModel
+    symbols: dict[str, list[sp.Symbol]]  # input name → its symbols, in order
+    kernels: list[Kernel]
+
+    def __getitem__(self, name: str) -> Kernel:
+        for kernel in self.kernels:
+            if kernel.name == name:
+                return kernel
+        raise KeyError(name)
+
+
+def _dense(values: Sequence[sp.Expr]) -> list[Entry]:
+    return [((i,), sp.sympify(v)) for i, v in enumerate(values)]
+
+
+def _jacobian(rows: Sequence[sp.Expr], wrt: Sequence[sp.Symbol]) -> list[Entry]:
+    position = {s: k for k, s in enumerate(wrt)}
+    entries: list[Entry] = []
+    for i, expr in enumerate(rows):
+        for symbol in sorted(expr.free_symbols & position.keys(), key=position.__getitem__):
+            derivative = sp.diff(expr, symbol)
+            if derivative != 0:
+                entries.append(((i, position[symbol]), derivative))
+    return entries
+
+
+def _matvec(entries: Iterable[Entry], vector: Sequence[sp.Expr], size: int) -> list[sp.Expr]:
+    """Rows of (sparse matrix)·vector."""
+    out: list[sp.Expr] = [sp.Integer(0)] * size
+    for (i, j), value in entries:
+        out[i] += value * vector[j]
+    return out
+
+
+def _gradient(terms: Iterable[sp.Expr], wrt: Sequence[sp.Symbol]) -> list[sp.Expr]:
+    position = {s: k for k, s in enumerate(wrt)}
+    out: list[sp.Expr] = [sp.Integer(0)] * len(wrt)
+    for term in terms:
+        for symbol in term.free_symbols & position.keys():
+            out[position[symbol]] += sp.diff(term, symbol)
+    return out
+
+
+def _parameter_tensor(entries: Iterable[Entry], params: Sequence[sp.Symbol]) -> list[Entry]:
+    """d(entries)/dp as a tensor whose last index is the parameter."""
+    position = {s: k for k, s in enumerate(params)}
+    out: list[Entry] = []
+    for index, expr in entries:
+        for symbol in sorted(expr.free_symbols & position.keys(), key=position.__getitem__):
+            derivative = sp.diff(expr, symbol)
+            if derivative != 0:
+                out.append(((*index, position[symbol]), derivative))
+    return out
+
+
+def derive_kernels(model: SymbolicModel) -> KernelSet:
+    n, m = model.n, model.m
+    q, qd, params = model.q, model.qd, model.params
+    v = [sp.Symbol(f"v_{k}", real=True) for k in range(n)]
+    lam = [sp.Symbol(f"lam_{k}", real=True) for k in range(m)]
+    symbols = {"q": q, "qd": qd, "v": v, "lam": lam, "p": params}
+
+    phi = [c.expr for c in model.constraints]
+    phi_q = _jacobian(phi, q)
+    phiq_qd = _matvec(phi_q, qd, m)
+    dphiq_qd = _matvec(_jacobian(phiq_qd, q), qd, m)  # Φ̇q q̇ = (Φq q̇)_q q̇, so c = -Φ̇q q̇
+    phiT_lam = _matvec((((j, i), e) for (i, j), e in phi_q), lam, n)
+
+    mass = [((i, j), e) for (i, j), e in sorted(model.mass.items())]
+    forces = [-g for g in _gradient(model.potential_terms, q)]
+    forces = [f + d for f, d in zip(forces, model.dissipative_forces, strict=True)]
+    kinetic = sum((e * qd[i] * qd[j] for (i, j), e in mass), sp.Integer(0)) / 2
+    potential = sum(model.potential_terms, sp.Integer(0))
+
+    kernels = [
+        Kernel("phi", ("q", "p"), (m,), _dense(phi), "constraints Φ(q)"),
+        Kernel("phi_q", ("q", "p"), (m, n), phi_q, "Jacobian Φq"),
+        Kernel("phiq_v_q", ("q", "v", "p"), (m, n),
+               _jacobian(_matvec(phi_q, v, m), q), "tensor product (Φq v)_q"),
+        Kernel("dphiq_qd", ("q", "qd", "p"), (m,), _dense(dphiq_qd), "Φ̇q q̇ (c = -Φ̇q q̇)"),
+        Kernel("dphiq_qd_q", ("q", "qd", "p"), (m, n), _jacobian(dphiq_qd, q), "(Φ̇q q̇)_q"),
+        Kernel("dphiq_qd_qd", ("q", "qd", "p"), (m, n), _jacobian(dphiq_qd, qd),
+               "(Φ̇q q̇)_q̇"),
+        Kernel("phiqT_lam_q", ("q", "lam", "p"), (n, n), _jacobian(phiT_lam, q),
+               "tensor product (Φqᵀ λ)_q"),
+        Kernel("mass", ("q", "p"), (n, n), mass, "mass matrix M"),
+        Kernel("mass_v_q", ("q", "v", "p"), (n, n), _jacobian(_matvec(mass, v, n), q),
+               "tensor product (M v)_q"),
+        Kernel("forces", ("q", "qd", "p"), (n,), _dense(forces), "generalized forces Q"),
+        Kernel("forces_q", ("q", "qd", "p"), (n, n), _jacobian(forces, q), "∂Q/∂q"),
+        Kernel("forces_qd", ("q", "qd", "p"), (n, n), _jacobian(forces, qd), "∂Q/∂q̇"),
+        Kernel("energy", ("q", "qd", "p"), (2,), _dense([kinetic, potential]),
+               "kinetic and potential energy"),
+        Kernel("phi_p", ("q", "p"), (m, len(params)),
+               _parameter_tensor(_dense(phi), params), "∂Φ/∂p"),
+        Kernel("mass_p", ("q", "p"), (n, n, len(params)),
+               _parameter_tensor(mass, params), "∂M/∂p"),
+        Kernel("forces_p", ("q", "qd", "p"), (n, len(params)),
+               _parameter_tensor(_dense(forces), params), "∂Q/∂p"),
+    ]
+    if model.sensors:
+        ns = len(model.sensors)
+        kernels += [
+            Kernel("sensors", ("q", "qd", "p"), (ns,), _dense(model.sensors), "sensor model h"),
+            Kernel("sensors_q", ("q", "qd", "p"), (ns, n), _jacobian(model.sensors, q), "∂h/∂q"),
+            Kernel("sensors_qd", ("q", "qd", "p"), (ns, n), _jacobian(model.sensors, qd),
+                   "∂h/∂q̇"),
+        ]
+    return KernelSet(model, symbols, kernels)

@@ -1,0 +1,186 @@
+"""Mechanism → equations: constraints Φ(q), mass matrix M, potential V, forces Q, sensors h.
+
+Natural coordinates (García de Jalón): the unknowns are the x, y of every mobile point,
+plus relative coordinates. A planar body's inertia is expressed on its first two points
+(exact for any centre of mass, on or off the bar axis); its other points are kept rigid by
+distance constraints. The relative-angle constraint uses a smooth form (see docs/format.md)
+instead of the reference's switching cos/sin form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from mbgen.model.mechanism import Body, Mechanism
+
+
+@dataclass(frozen=True)
+class Constraint:
+    label: str  # shown by `mbgen info`, e.g. "body1: |p1-p2| = length"
+    expr: sp.Expr
+
+
+@dataclass
+class SymbolicModel:
+    """The mechanism's equations in terms of q, q̇ and the parameter symbols."""
+
+    mechanism: Mechanism
+    q: list[sp.Symbol]
+    qd: list[sp.Symbol]
+    params: list[sp.Symbol]
+    constraints: list[Constraint]
+    mass: dict[tuple[int, int], sp.Expr]  # sparse, symmetric, both triangles stored
+    potential_terms: list[sp.Expr]  # gravity, springs, constant generalized forces
+    dissipative_forces: list[sp.Expr]  # Q from dampers (depends on q̇)
+    sensor_labels: list[str]
+    sensors: list[sp.Expr]
+
+    @property
+    def n(self) -> int:
+        return len(self.q)
+
+    @property
+    def m(self) -> int:
+        return len(self.constraints)
+
+    @property
+    def coordinate_names(self) -> list[str]:
+        return self.mechanism.coordinate_names
+
+
+def _planar_inertia(body: Body, i: int, j: int) -> list[tuple[int, int, sp.Expr]]:
+    """Mass matrix of a body on the 4 coordinates (x_i, y_i, x_j, y_j) of its first points.
+
+    With ρ(ξ, η) = (1 - ξ/L) r_i + ξ/L r_j + η/L J (r_j - r_i) and ∫ρ dm over the body:
+    M_ii = (m - 2ma/L + I0/L²) I, M_ij = (ma/L - I0/L²) I + (mb/L) J, M_jj = I0/L² I.
+    """
+    m, inertia, length = body.mass, body.inertia, body.length
+    a, b = body.cog
+    d_ii = m - 2 * m * a / length + inertia / length**2
+    d_ij = m * a / length - inertia / length**2
+    d_jj = inertia / length**2
+    s = m * b / length  # J = [[0, -1], [1, 0]]
+    block = [
+        (i, i, d_ii), (i + 1, i + 1, d_ii),
+        (j, j, d_jj), (j + 1, j + 1, d_jj),
+        (i, j, d_ij), (i + 1, j + 1, d_ij), (i, j + 1, -s), (i + 1, j, s),
+    ]
+    block += [(c, r, v) for r, c, v in block[4:]]
+    return block
+
+
+def _cog_position(body: Body, ri: tuple[sp.Expr, sp.Expr],
+                  rj: tuple[sp.Expr, sp.Expr]) -> tuple[sp.Expr, sp.Expr]:
+    a, b = body.cog
+    ux, uy = (rj[0] - ri[0]) / body.length, (rj[1] - ri[1]) / body.length
+    return ri[0] + a * ux - b * uy, ri[1] + a * uy + b * ux
+
+
+def build_symbolic_model(mechanism: Mechanism) -> SymbolicModel:
+    names = mechanism.coordinate_names
+    q = [sp.Symbol(f"q_{k}", real=True) for k in range(len(names))]
+    qd = [sp.Symbol(f"qd_{k}", real=True) for k in range(len(names))]
+    index = {name: k for k, name in enumerate(names)}
+
+    position: dict[int, tuple[sp.Expr, sp.Expr]] = {}
+    velocity: dict[int, tuple[sp.Expr, sp.Expr]] = {}
+    slot: dict[int, int] = {}  # point → index of its x coordinate in q
+    for point in mechanism.points:
+        if point.fixed:
+            position[point.index] = (point.x, point.y)
+            velocity[point.index] = (sp.Integer(0), sp.Integer(0))
+        else:
+            k = index[f"x{point.index}"]
+            slot[point.index] = k
+            position[point.index] = (q[k], q[k + 1])
+            velocity[point.index] = (qd[k], qd[k + 1])
+
+    def delta(a: int, b: int) -> tuple[sp.Expr, sp.Expr]:
+        return position[b][0] - position[a][0], position[b][1] - position[a][1]
+
+    constraints: list[Constraint] = []
+    for body in mechanism.bodies:
+        for a, b, length in body.distances:
+            dx, dy = delta(a, b)
+            constraints.append(Constraint(f"{body.name}: |p{a}-p{b}| = const", dx**2 + dy**2
+                                          - length**2))
+    for slider in mechanism.sliders:
+        a, b = slider.line_points
+        dx, dy = delta(a, slider.point)
+        lx, ly = delta(a, b)
+        constraints.append(Constraint(f"{slider.name}: p{slider.point} on line p{a}-p{b}",
+                                      dx * ly - dy * lx))
+    for angle in mechanism.relative_angles:
+        theta = q[index[angle.name]]
+        a1, a2, b1, b2 = angle.points
+        ux, uy = delta(a1, a2)
+        if angle.kind == "absolute":
+            expr = ux * sp.sin(theta) - uy * sp.cos(theta)
+        else:
+            vx, vy = delta(b1, b2)
+            expr = (ux * vy - uy * vx) * sp.cos(theta) - (ux * vx + uy * vy) * sp.sin(theta)
+        constraints.append(Constraint(f"{angle.name}: relative angle", expr))
+
+    mass: dict[tuple[int, int], sp.Expr] = {}
+    potential: list[sp.Expr] = []
+    gx, gy = mechanism.gravity
+    for body in mechanism.bodies:
+        pi, pj = body.points[0], body.points[1]
+        cx, cy = _cog_position(body, position[pi], position[pj])
+        potential.append(-body.mass * (gx * cx + gy * cy))
+        # Fixed points carry no coordinates: map their block rows to None and drop them.
+        local = {0: slot.get(pi), 1: None if pi not in slot else slot[pi] + 1,
+                 2: slot.get(pj), 3: None if pj not in slot else slot[pj] + 1}
+        for r, c, value in _planar_inertia(body, 0, 2):
+            row, col = local[r], local[c]
+            if row is not None and col is not None:
+                mass[(row, col)] = mass.get((row, col), 0) + value
+
+    dissipative = [sp.Integer(0)] * len(q)
+    for spring in mechanism.springs:
+        a, b = spring.points
+        dx, dy = delta(a, b)
+        length = sp.sqrt(dx**2 + dy**2)
+        potential.append(spring.stiffness * (length - spring.rest_length) ** 2 / 2)
+        if spring.damping != 0:
+            vx = velocity[b][0] - velocity[a][0]
+            vy = velocity[b][1] - velocity[a][1]
+            rate = (dx * vx + dy * vy) / length
+            for k in range(len(q)):
+                grad = sp.diff(length, q[k])
+                if grad != 0:
+                    dissipative[k] -= spring.damping * rate * grad
+    for force in mechanism.forces:
+        potential.append(-force.value * q[index[force.coordinate]])
+
+    labels, sensors = _sensor_equations(mechanism, q, qd, position, velocity, index)
+    return SymbolicModel(mechanism, q, qd, [p.symbol for p in mechanism.parameters],
+                         constraints, {k: v for k, v in mass.items() if v != 0}, potential,
+                         dissipative, labels, sensors)
+
+
+def _sensor_equations(mechanism: Mechanism, q: list[sp.Symbol], qd: list[sp.Symbol],
+                      position: dict, velocity: dict,
+                      index: dict[str, int]) -> tuple[list[str], list[sp.Expr]]:
+    labels: list[str] = []
+    values: list[sp.Expr] = []
+    for sensor in mechanism.sensors:
+        if sensor.kind == "gyroscope":
+            body = mechanism.bodies[int(sensor.target)]
+            a, b = body.points[0], body.points[1]
+            ux = position[b][0] - position[a][0]
+            uy = position[b][1] - position[a][1]
+            vx = velocity[b][0] - velocity[a][0]
+            vy = velocity[b][1] - velocity[a][1]
+            labels.append(sensor.name)
+            values.append((ux * vy - uy * vx) / (ux**2 + uy**2))
+        elif sensor.kind == "encoder":
+            labels.append(sensor.name)
+            values.append(q[index[str(sensor.target)]])
+        else:
+            source = position if sensor.kind == "position" else velocity
+            labels += [f"{sensor.name}.x", f"{sensor.name}.y"]
+            values += list(source[int(sensor.target)])
+    return labels, values
