@@ -60,13 +60,37 @@ class CompiledMechanism:
     def rank(self) -> int:
         """Rank of Φq at q0 (numerical, SVD)."""
         if self._rank is None:
-            self._rank = int(np.linalg.matrix_rank(self.phi_q(self.q0), tol=1e-9 * max(
-                1.0, float(np.abs(self.phi_q(self.q0)).max(initial=0.0)))))
+            self._rank = len(self.independent_constraints()[0])
         return self._rank
 
     @property
     def dof(self) -> int:
         return self.n - self.rank
+
+    def independent_constraints(self, q: Any = None, tol: float = 1e-9) -> tuple[list[int],
+                                                                                list[int]]:
+        """Split constraint rows into (independent, redundant) at q (default q0).
+
+        Rows are taken in file order and a row is redundant when it is a linear combination
+        of the rows kept before it, so the report names the later of two dependent rows.
+        """
+        jacobian = self.phi_q(self.q0 if q is None else q)
+        scale = max(1.0, float(np.abs(jacobian).max(initial=0.0)))
+        basis: list[Array] = []
+        kept: list[int] = []
+        redundant: list[int] = []
+        for i, row in enumerate(jacobian):
+            residual = row.copy()
+            for _ in range(2):  # re-orthogonalize once for stability
+                for b in basis:
+                    residual -= (b @ residual) * b
+            norm = float(np.linalg.norm(residual))
+            if norm > tol * scale:
+                basis.append(residual / norm)
+                kept.append(i)
+            else:
+                redundant.append(i)
+        return kept, redundant
 
     def coordinate_index(self, name: str) -> int:
         try:
