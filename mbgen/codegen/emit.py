@@ -64,6 +64,8 @@ def generate(kernels: KernelSet, extra_cdef: str = "", extra_context: dict | Non
         rendered.append({
             "name": k.name, "doc": k.doc, "inputs": k.inputs, "nnz": k.nnz,
             "strides": STRIDES,
+            "pattern": [[index[axis] for index, _ in k.entries] for axis in range(len(k.shape))]
+            if len(k.shape) > 1 else [],
             "body": kernel_body([e for _, e in k.entries], names),
         })
     context = {

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from mbgen.runtime.dynamics import DynamicsMixin
+
 Array = np.ndarray
 
 
@@ -24,7 +26,7 @@ class KernelInfo:
         return len(self.indices[0]) if self.indices else 0
 
 
-class CompiledMechanism:
+class CompiledMechanism(DynamicsMixin):
     """A mechanism's generated C kernels, callable on states of shape (n,) or (N, n)."""
 
     def __init__(self, module: ModuleType, meta: dict[str, Any], directory: Path) -> None:

@@ -1,0 +1,278 @@
+"""Dynamics methods of a compiled mechanism: thin NumPy wrappers over the generated C."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mbgen.errors import SingularConfigurationError
+
+Array = np.ndarray
+STATUS_TEXT = {
+    1: "the constraint Jacobian Φq loses rank (dead point, bifurcation, or a chosen z that "
+       "cannot parametrize the mechanism here)",
+    2: "the mass matrix is singular on the motion subspace (RᵀMR not positive definite)",
+    3: "Newton iterations did not converge",
+}
+
+
+class DynamicsMixin:
+    """Forward dynamics, its exact Jacobians, and the position/velocity problems."""
+
+    n: int
+    m: int
+    lib: Any
+    ffi: Any
+    coordinate_names: list[str]
+    parameter_vector: Array
+    meta: dict[str, Any]
+
+    _active_rows: Array | None = None
+    baumgarte: tuple[float, float] = (0.0, 0.0)
+
+    # -- configuration -----------------------------------------------------------------------
+    @property
+    def active_rows(self) -> Array:
+        """Constraint rows used by the dynamics: the independent rows at q0."""
+        if self._active_rows is None:
+            kept, _ = self.independent_constraints()  # type: ignore[attr-defined]
+            self._active_rows = np.array(kept, dtype=np.int32)
+        return self._active_rows
+
+    @property
+    def default_independent(self) -> list[int] | None:
+        names = self.meta.get("independent")
+        return None if not names else [self.coordinate_names.index(n) for n in names]
+
+    def _int_ptr(self, array: Array) -> Any:
+        return self.ffi.cast("int *", array.ctypes.data)
+
+    def _dbl(self, array: Array | None) -> Any:
+        return self.ffi.NULL if array is None else self.ffi.cast("double *", array.ctypes.data)
+
+    def _states(self, value: Any, width: int, what: str, count: int | None = None) -> Array:
+        array = np.array(value, dtype=np.float64, ndmin=2, order="C", copy=True)
+        if array.ndim != 2 or array.shape[1] != width:
+            raise ValueError(f"{what} must have shape ({width},) or (N, {width}), got "
+                             f"{np.shape(value)}")
+        if count is not None and array.shape[0] != count:
+            if array.shape[0] != 1:
+                raise ValueError(f"{what} has {array.shape[0]} states, expected {count}")
+            array = np.ascontiguousarray(np.repeat(array, count, axis=0))
+        return array
+
+    def _params(self, params: Any, count: int) -> tuple[Array, int]:
+        p = self.parameter_vector if params is None else np.asarray(params, dtype=np.float64)
+        if p.ndim == 2:
+            return self._states(p, len(self.parameter_vector), "params", count), p.shape[1]
+        return np.ascontiguousarray(p), 0
+
+    def _z_indices(self, z: Any) -> Array:
+        if z is None:
+            z = self.default_independent
+        if z is None:
+            return np.zeros(1, dtype=np.int32)[:0]
+        indices = [self.coordinate_index(c) if isinstance(c, str) else int(c)  # type: ignore[attr-defined]
+                   for c in z]
+        if len(indices) != self.n - len(self.active_rows):
+            raise ValueError(f"z must name {self.n - len(self.active_rows)} coordinates, "
+                             f"got {len(indices)}")
+        return np.array(indices, dtype=np.int32)
+
+    def _check(self, status: Array, q: Array, what: str) -> None:
+        bad = np.flatnonzero(status)
+        if bad.size:
+            k = int(bad[0])
+            state = ", ".join(f"{n}={v:.6g}" for n, v in zip(self.coordinate_names, q[k],
+                                                              strict=True))
+            raise SingularConfigurationError(
+                f"{what} failed at state {k} ({bad.size} of {len(status)} failed): "
+                f"{STATUS_TEXT.get(int(status[k]), 'unknown error')}; q = [{state}]")
+
+    # -- forward dynamics ----------------------------------------------------------------------
+    def _forward(self, q: Any, qd: Any, Q: Any, params: Any, jacobians: bool,
+                 ) -> tuple[bool, Array, Array, Array | None, Array | None, Array | None]:
+        batched = np.ndim(q) == 2 or np.ndim(qd) == 2 or (Q is not None and np.ndim(Q) == 2)
+        qs = self._states(q, self.n, "q")
+        count = qs.shape[0]
+        qds = self._states(qd, self.n, "qd")
+        count = max(count, qds.shape[0])
+        qs = self._states(qs, self.n, "q", count)
+        qds = self._states(qds, self.n, "qd", count)
+        Qs, Q_stride = None, 0
+        if Q is not None:
+            Qs = self._states(Q, self.n, "Q")
+            Q_stride = self.n if Qs.shape[0] == count else 0
+            if Qs.shape[0] not in (1, count):
+                raise ValueError(f"Q has {Qs.shape[0]} states, expected {count}")
+        p, p_stride = self._params(params, count)
+        qdd = np.empty((count, self.n))
+        lam = np.empty((count, max(self.m, 1)))
+        shape = (count, self.n, self.n)
+        jq, jqd, jQ = (np.empty(shape), np.empty(shape), np.empty(shape)) if jacobians \
+            else (None, None, None)
+        status = np.zeros(count, dtype=np.int32)
+        rows = self.active_rows
+        alpha, beta = self.baumgarte
+        self.lib.mb_forward_dynamics(
+            count, self._dbl(qs), self._dbl(qds), self._dbl(Qs), Q_stride, self._dbl(p),
+            p_stride, self._int_ptr(rows), len(rows), alpha, beta, self._dbl(qdd),
+            self._dbl(lam), self._dbl(jq), self._dbl(jqd), self._dbl(jQ),
+            self._int_ptr(status))
+        self._check(status, qs, "forward dynamics")
+        self._last_lambda = lam[:, :self.m] if batched else lam[0, :self.m]
+        return batched, qdd, lam, jq, jqd, jQ
+
+    def forward_dynamics(self, q: Any, qd: Any, Q: Any = None, params: Any = None) -> Array:
+        """q̈ from [M Φqᵀ; Φq 0][q̈; λ] = [Q(q,q̇) + Q_ext; -Φ̇q q̇] (null-space method)."""
+        batched, qdd, *_ = self._forward(q, qd, Q, params, jacobians=False)
+        return qdd if batched else qdd[0]
+
+    def lagrange_multipliers(self, q: Any, qd: Any, Q: Any = None, params: Any = None) -> Array:
+        """λ of the independent constraint rows (zero on redundant rows)."""
+        batched, _, lam, *_ = self._forward(q, qd, Q, params, jacobians=False)
+        lam = lam[:, :self.m]
+        return lam if batched else lam[0]
+
+    def forward_dynamics_jacobians(self, q: Any, qd: Any, Q: Any = None, params: Any = None,
+                                   ) -> tuple[Array, Array, Array, Array]:
+        """(q̈, ∂q̈/∂q, ∂q̈/∂q̇, ∂q̈/∂Q), all exact (implicit differentiation in C)."""
+        batched, qdd, _, jq, jqd, jQ = self._forward(q, qd, Q, params, jacobians=True)
+        assert jq is not None and jqd is not None and jQ is not None
+        if batched:
+            return qdd, jq, jqd, jQ
+        return qdd[0], jq[0], jqd[0], jQ[0]
+
+    # -- independent coordinates ---------------------------------------------------------------
+    def partition(self, q: Any, z: Any = None, qd: Any = None, params: Any = None,
+                  ) -> tuple[Array, Array, Array | None]:
+        """(indices of z, R, S c): q̇ = R ż and q̈ = R z̈ + S c, with c = -Φ̇q q̇.
+
+        Without ``z`` (and none named in the file) z is chosen by full-pivot LU of Φq.
+        """
+        batched = np.ndim(q) == 2
+        qs = self._states(q, self.n, "q")
+        count = qs.shape[0]
+        qds = None if qd is None else self._states(qd, self.n, "qd", count)
+        p, p_stride = self._params(params, count)
+        zfix = self._z_indices(z)
+        d = self.n - len(self.active_rows)
+        ind = np.empty((count, max(d, 1)), dtype=np.int32)
+        R = np.empty((count, self.n, max(d, 1)))
+        Sc = None if qds is None else np.empty((count, self.n))
+        status = np.zeros(count, dtype=np.int32)
+        rows = self.active_rows
+        self.lib.mb_partition(count, self._dbl(qs), self._dbl(p), p_stride, self._int_ptr(rows),
+                              len(rows), self._int_ptr(zfix), len(zfix), self._int_ptr(ind),
+                              self._dbl(R), self._dbl(Sc), self._dbl(qds),
+                              self._int_ptr(status))
+        self._check(status, qs, "coordinate partitioning")
+        ind, R = ind[:, :d], R[:, :, :d]
+        if batched:
+            return ind, R, Sc
+        return ind[0], R[0], None if Sc is None else Sc[0]
+
+    def independent_coordinates(self, q: Any | None = None) -> list[str]:
+        """Names of z: the file's ``independent_coordinates`` or the full-pivot LU choice."""
+        ind, _, _ = self.partition(self.q0 if q is None else q)  # type: ignore[attr-defined]
+        return [self.coordinate_names[i] for i in ind]
+
+    def independent_dynamics(self, q: Any, qd: Any, Q: Any = None, z: Any = None,
+                             params: Any = None) -> tuple[Array, Array, Array, Array]:
+        """(z̈, ∂z̈/∂z, ∂z̈/∂ż, ∂z̈/∂Q) along the constraint manifold.
+
+        z̈ = (RᵀMR)⁻¹Rᵀ(Q − M S c) equals q̈ at z. Moving z moves q by R and q̇ by
+        -S (Φq q̇)_q R, so ∂z̈/∂z = [Jq R − Jqd S (Φq q̇)_q R]_z and ∂z̈/∂ż = [Jqd R]_z.
+        """
+        qdd, jq, jqd, jQ = self.forward_dynamics_jacobians(q, qd, Q, params)
+        batched = qdd.ndim == 2
+        qs, qds = np.atleast_2d(q), np.atleast_2d(qd)
+        ind, R, _ = self.partition(qs, z=z, params=params)
+        jq, jqd, jQ, qdd = (np.atleast_3d(a) if a.ndim == 2 else a for a in (jq, jqd, jQ, qdd))
+        if not batched:
+            jq, jqd, jQ, qdd = jq[None], jqd[None], jQ[None], qdd[None]
+        tangent = self.phiq_v_q(qs, qds)  # type: ignore[attr-defined]
+        tangent = tangent.reshape(len(ind), self.m, self.n)
+        rows = self.active_rows
+        dqd_dz = -self._solve_dependent(qs, tangent[:, rows, :] @ R, ind, params)
+        take = np.arange(len(ind))[:, None]
+        jz = (jq @ R + jqd @ dqd_dz)[take, ind]
+        jzd = (jqd @ R)[take, ind]
+        zdd = qdd[take, ind]
+        jzQ = jQ[take, ind]
+        if batched:
+            return zdd, jz, jzd, jzQ
+        return zdd[0], jz[0], jzd[0], jzQ[0]
+
+    def _solve_dependent(self, q: Array, B: Array, ind: Array, params: Any) -> Array:
+        """S B for each state: dependent coordinates solve Φq_dep x = B, x_z = 0."""
+        jac = self.phi_q(q, params)[:, self.active_rows, :]  # type: ignore[attr-defined]
+        out = np.zeros((q.shape[0], self.n, B.shape[2]))
+        for s in range(q.shape[0]):
+            dep = np.setdiff1d(np.arange(self.n), ind[s])
+            out[s, dep] = np.linalg.solve(jac[s][:, dep], B[s])
+        return out
+
+    # -- kinematic problems --------------------------------------------------------------------
+    def solve_position(self, q_guess: Any, z: Any = None, minimum_norm: bool = False,
+                       tol: float = 1e-12, max_iter: int = 50, params: Any = None) -> Array:
+        """Newton to Φ(q) = 0 from a guess (which keeps the assembly branch).
+
+        By default the independent coordinates z (given, named in the file, or chosen by
+        full pivoting at the guess) keep their values; ``minimum_norm=True`` instead moves
+        q the least (projection onto the constraint manifold).
+        """
+        batched = np.ndim(q_guess) == 2
+        qs = self._states(q_guess, self.n, "q_guess")
+        count = qs.shape[0]
+        p, p_stride = self._params(params, count)
+        zfix = self._z_indices(z) if not minimum_norm else self._z_indices(None)[:0]
+        status = np.zeros(count, dtype=np.int32)
+        rows = self.active_rows
+        self.lib.mb_solve_position(count, self._dbl(qs), self._dbl(p), p_stride,
+                                   self._int_ptr(rows), len(rows), self._int_ptr(zfix),
+                                   len(zfix), int(minimum_norm), tol, max_iter,
+                                   self._int_ptr(status))
+        self._check(status, qs, "position problem")
+        return qs if batched else qs[0]
+
+    def solve_velocity(self, q: Any, z_dot: Any, z: Any = None, params: Any = None) -> Array:
+        """q̇ with the given independent velocities ż and Φq q̇ = 0."""
+        qs = self._states(q, self.n, "q")
+        batched = np.ndim(q) == 2 or np.ndim(z_dot) == 2
+        count = qs.shape[0]
+        ind, R, _ = self.partition(qs, z=z, params=params)
+        zd = np.array(z_dot, dtype=np.float64, ndmin=2)
+        if zd.shape[-1] != R.shape[-1]:
+            raise ValueError(f"z_dot must have {R.shape[-1]} entries (one per independent "
+                             f"coordinate), got {zd.shape[-1]}")
+        qd = np.einsum("sij,sj->si", R, np.broadcast_to(zd, (count, R.shape[-1])))
+        return qd if batched else qd[0]
+
+    def project_velocity(self, q: Any, qd: Any, params: Any = None) -> Array:
+        """The q̇ nearest to ``qd`` with Φq q̇ = 0."""
+        batched = np.ndim(q) == 2 or np.ndim(qd) == 2
+        qs = self._states(q, self.n, "q")
+        qds = self._states(qd, self.n, "qd", qs.shape[0])
+        qs = self._states(qs, self.n, "q", qds.shape[0])
+        p, p_stride = self._params(params, qs.shape[0])
+        status = np.zeros(qs.shape[0], dtype=np.int32)
+        rows = self.active_rows
+        self.lib.mb_solve_velocity(qs.shape[0], self._dbl(qs), self._dbl(qds), self._dbl(p),
+                                   p_stride, self._int_ptr(rows), len(rows), self.ffi.NULL, 0,
+                                   1, self._int_ptr(status))
+        self._check(status, qs, "velocity projection")
+        return qds if batched else qds[0]
+
+    def solve_acceleration(self, q: Any, qd: Any, z_ddot: Any, z: Any = None,
+                           params: Any = None) -> Array:
+        """q̈ = R z̈ + S c for given independent accelerations."""
+        batched = np.ndim(q) == 2
+        qs = self._states(q, self.n, "q")
+        ind, R, Sc = self.partition(qs, z=z, qd=self._states(qd, self.n, "qd", qs.shape[0]),
+                                    params=params)
+        zdd = np.broadcast_to(np.array(z_ddot, dtype=np.float64, ndmin=2),
+                              (qs.shape[0], R.shape[-1]))
+        qdd = np.einsum("sij,sj->si", R, zdd) + Sc
+        return qdd if batched else qdd[0]
