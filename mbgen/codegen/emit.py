@@ -98,6 +98,7 @@ def build_meta(kernels: KernelSet) -> dict[str, Any]:
         "sensor_labels": model.sensor_labels,
         "actuators": [{"name": a.name, "coordinate": a.coordinate} for a in mech.actuators],
         "independent": mech.independent,
+        "dissipative": any(s.damping != 0 for s in mech.springs),
         "points": [{"index": p.index, "name": p.name, "fixed": p.fixed, "x": number(p.x),
                     "y": number(p.y)} for p in mech.points],
         "bodies": [{"name": b.name, "points": list(b.points), "mass": number(b.mass),
