@@ -14,6 +14,8 @@ STATUS_TEXT = {
        "cannot parametrize the mechanism here)",
     2: "the mass matrix is singular on the motion subspace (RᵀMR not positive definite)",
     3: "Newton iterations did not converge",
+    4: "the constraints cannot all hold at once: the model is over-constrained (rows "
+       "that are redundant at q0 contradict the others)",
 }
 
 
@@ -185,21 +187,18 @@ class DynamicsMixin:
         z̈ = (RᵀMR)⁻¹Rᵀ(Q − M S c) equals q̈ at z. Moving z moves q by R and q̇ by
         -S (Φq q̇)_q R, so ∂z̈/∂z = [Jq R − Jqd S (Φq q̇)_q R]_z and ∂z̈/∂ż = [Jqd R]_z.
         """
-        qdd, jq, jqd, jQ = self.forward_dynamics_jacobians(q, qd, Q, params)
-        batched = qdd.ndim == 2
-        qs, qds = np.atleast_2d(q), np.atleast_2d(qd)
+        batched = np.ndim(q) == 2 or np.ndim(qd) == 2
+        qs = self._states(q, self.n, "q")
+        qds = self._states(qd, self.n, "qd", qs.shape[0])
+        qs = self._states(qs, self.n, "q", qds.shape[0])
+        qdd, jq, jqd, jQ = self.forward_dynamics_jacobians(qs, qds, Q, params)
         ind, R, _ = self.partition(qs, z=z, params=params)
-        jq, jqd, jQ, qdd = (np.atleast_3d(a) if a.ndim == 2 else a for a in (jq, jqd, jQ, qdd))
-        if not batched:
-            jq, jqd, jQ, qdd = jq[None], jqd[None], jQ[None], qdd[None]
-        tangent = self.phiq_v_q(qs, qds)  # type: ignore[attr-defined]
-        tangent = tangent.reshape(len(ind), self.m, self.n)
-        rows = self.active_rows
-        dqd_dz = -self._solve_dependent(qs, tangent[:, rows, :] @ R, ind, params)
+        tangent = self.phiq_v_q(qs, qds, params)[:, self.active_rows, :]  # type: ignore[attr-defined]
+        dqd_dz = -self._solve_dependent(qs, tangent @ R, ind, params)
         take = np.arange(len(ind))[:, None]
+        zdd = qdd[take, ind]
         jz = (jq @ R + jqd @ dqd_dz)[take, ind]
         jzd = (jqd @ R)[take, ind]
-        zdd = qdd[take, ind]
         jzQ = jQ[take, ind]
         if batched:
             return zdd, jz, jzd, jzQ

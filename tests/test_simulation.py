@@ -1,0 +1,139 @@
+"""Simulation against independent physics: a textbook double pendulum integrated by SciPy,
+energy conservation of the free four-bar, and constraint satisfaction with projection."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+import mbgen
+from mbgen.dynamics import simulate
+from mbgen.runtime.compiled import CompiledMechanism
+from tests.conftest import reference
+
+Compiled = Callable[[Path], CompiledMechanism]
+G = 9.81
+M1, L1, M2, L2 = 1.0, 1.0, 1.5, 0.8
+PHI1, PHI2 = 0.0, np.pi / 4  # absolute angles of the bars from +x
+
+DOUBLE_PENDULUM = f"""
+parameters: {{m1: {M1}, L1: {L1}, m2: {M2}, L2: {L2}}}
+points:
+  - {{x: 0, y: 0, fixed: true}}
+  - {{x: L1*cos({PHI1}), y: L1*sin({PHI1})}}
+  - {{x: x1 + L2*cos({PHI2}), y: y1 + L2*sin({PHI2})}}
+planar_bodies:
+  - {{points: [0, 1], length: L1, mass: m1}}
+  - {{points: [1, 2], length: L2, mass: m2}}
+"""
+
+
+def textbook_double_pendulum(t, s):  # noqa: ANN001, ANN201 - SciPy callback
+    """Two uniform bars, absolute angles φ1, φ2 (Lagrange's equations, derived by hand)."""
+    p1, p2, w1, w2 = s
+    m11 = M1 * L1**2 / 3 + M2 * L1**2
+    m22 = M2 * L2**2 / 3
+    m12 = M2 * L1 * L2 / 2 * np.cos(p1 - p2)
+    k = M2 * L1 * L2 / 2 * np.sin(p1 - p2)
+    rhs1 = -k * w2**2 - G * (M1 * L1 / 2 + M2 * L1) * np.cos(p1)
+    rhs2 = k * w1**2 - G * M2 * L2 / 2 * np.cos(p2)
+    a1, a2 = np.linalg.solve([[m11, m12], [m12, m22]], [rhs1, rhs2])
+    return [w1, w2, a1, a2]
+
+
+@pytest.mark.parametrize(("integrator", "coords", "dt"), [
+    ("rk4", "dependent", 5e-4), ("rk4", "independent", 5e-4),
+])
+def test_double_pendulum_matches_textbook_equations(tmp_path: Path, integrator: str,
+                                                    coords: str, dt: float) -> None:
+    path = tmp_path / "double.yaml"
+    path.write_text(DOUBLE_PENDULUM)
+    mech = mbgen.load(str(path), out_dir=str(tmp_path / "gen"))
+    result = simulate(mech, t_end=5.0, dt=dt, integrator=integrator, coords=coords)
+    x1, y1, x2, y2 = result.q.T
+    angles = np.unwrap(np.column_stack([np.arctan2(y1, x1), np.arctan2(y2 - y1, x2 - x1)]),
+                       axis=0)
+    reference_run = solve_ivp(textbook_double_pendulum, (0, 5), [PHI1, PHI2, 0, 0],
+                              t_eval=result.t, rtol=1e-12, atol=1e-12, method="DOP853")
+    error = np.abs(angles - reference_run.y[:2].T).max()
+    assert error <= 1e-6, f"max angle error {error:.3g} rad"
+
+
+@pytest.mark.parametrize(("integrator", "low", "high"), [("rk4", 10, 40),
+                                                      ("trapezoidal", 3, 5.5)])
+def test_convergence_order_on_double_pendulum(tmp_path: Path, integrator: str, low: float,
+                                              high: float) -> None:
+    """Halving dt divides the error by 2^order: 16 for RK4, 4 for the trapezoidal rule."""
+    path = tmp_path / "double.yaml"
+    path.write_text(DOUBLE_PENDULUM)
+    mech = mbgen.load(str(path), out_dir=str(tmp_path / "gen"))
+    exact = solve_ivp(textbook_double_pendulum, (0, 1), [PHI1, PHI2, 0, 0], rtol=1e-13,
+                      atol=1e-13, method="DOP853").y[0, -1]
+    errors = []
+    for dt in (4e-3, 2e-3):
+        x1, y1 = simulate(mech, t_end=1.0, dt=dt, integrator=integrator).q[-1, :2]
+        errors.append(abs(np.arctan2(y1, x1) - exact))
+    assert low < errors[0] / errors[1] < high
+
+
+def energy_error(result) -> float:  # noqa: ANN001
+    energy = result.energy
+    return float(np.abs(energy - energy[0]).max() / abs(energy[0]))
+
+
+def test_free_fourbar_energy_with_trapezoidal_and_projection(compiled: Compiled) -> None:
+    mech = compiled(reference("fourbars1"))
+    energy_projected = simulate(mech, 10.0, 1e-3, "trapezoidal", project="energy")
+    assert energy_error(energy_projected) <= 1e-5
+    assert energy_projected.constraint_error.max() <= 1e-10
+    manifold = simulate(mech, 10.0, 1e-3, "trapezoidal", project="manifold")
+    assert manifold.constraint_error.max() <= 1e-10
+    energy = manifold.energy
+    assert abs(energy[-1] - energy[0]) / energy[0] <= 1e-5  # no drift over 10 s
+    # The trapezoidal rule's bounded energy oscillation is second order in dt.
+    half = simulate(mech, 10.0, 5e-4, "trapezoidal", project="manifold")
+    ratio = energy_error(manifold) / energy_error(half)
+    assert 3.0 < ratio < 5.0
+    # Same trajectory either way (the energy projection only removes round-off-level drift).
+    np.testing.assert_allclose(energy_projected.q[-1], manifold.q[-1], atol=1e-3)
+
+
+def test_projection_keeps_constraints_and_explicit_euler_without_it_drifts(
+        compiled: Compiled) -> None:
+    mech = compiled(reference("fourbars1"))
+    drifting = simulate(mech, 2.0, 1e-3, "euler", project="none")
+    projected = simulate(mech, 2.0, 1e-3, "euler", project="manifold")
+    assert drifting.constraint_error.max() > 1e-4
+    assert projected.constraint_error.max() <= 1e-10
+
+
+def test_independent_and_dependent_formulations_agree(compiled: Compiled) -> None:
+    mech = compiled(reference("pendulum3"))
+    dependent = simulate(mech, 1.0, 1e-3, "rk4", coords="dependent")
+    independent = simulate(mech, 1.0, 1e-3, "rk4", coords="independent")
+    np.testing.assert_allclose(independent.q, dependent.q, atol=1e-7)
+    assert independent.constraint_error.max() <= 1e-10
+
+
+def test_external_force_does_work(compiled: Compiled) -> None:
+    """A constant torque-like force on the crank angle: ΔE equals ∫ Q·q̇ dt."""
+    mech = compiled(reference("fourbars1-with-rel-angle"))
+    torque = 20.0
+    result = simulate(mech, 1.0, 1e-4, "rk4", forces={"theta0": lambda t: torque + 0 * t})
+    energy = result.energy
+    work = np.trapezoid(torque * result.qd[:, 4], result.t)
+    assert energy[-1] - energy[0] == pytest.approx(work, rel=1e-6)
+
+
+def test_simulation_rejects_bad_settings(compiled: Compiled) -> None:
+    mech = compiled(reference("pendulum1"))
+    with pytest.raises(ValueError, match="integrator"):
+        simulate(mech, 1.0, 1e-3, "leapfrog")
+    with pytest.raises(ValueError, match="positive"):
+        simulate(mech, 1.0, -1e-3)
+    with pytest.raises(ValueError, match="conservative"):
+        simulate(mech, 1.0, 1e-3, project="energy", forces={"x1": lambda t: t})
