@@ -1,0 +1,49 @@
+"""mbgen's command line (console entry point ``mbgen = mbgen.cli.main:cli``).
+
+Layout:
+
+* :mod:`mbgen.cli.main` holds the Click group ``cli`` and the core commands
+  (``compile``, ``info``, ``generate``). Its group turns every :class:`~mbgen.errors.MbgenError`
+  raised by any command into one red line and exit code 2.
+* A command that lives in its own module (e.g. ``mbgen/cli/simulate.py``) is a plain
+  ``@click.command()`` registered with ``cli.add_command(...)`` in the marked section at the
+  bottom of ``main.py``.
+* The helpers below are shared by all command modules. They live in the package, not in
+  ``main.py``, so that command modules never import ``main.py`` (and ``main.py`` can import
+  them without an import cycle).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+if TYPE_CHECKING:
+    from mbgen.runtime.compiled import CompiledMechanism
+
+#: Results go to stdout; status lines and errors to stderr, so output can be piped.
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def load_with_status(path: Path, out_dir: Path | None = None,
+                     force: bool = False) -> tuple[CompiledMechanism, bool]:
+    """``mbgen.load`` behind a live status line; returns ``(mechanism, freshly_compiled)``.
+
+    The loader only calls ``progress`` when it compiles, which is how a cache hit is told
+    apart from a fresh build (the timings in ``meta.json`` are those of the original build).
+    """
+    import mbgen  # deferred: keeps ``mbgen --help`` fast
+
+    steps: list[str] = []
+    with err_console.status(f"loading {path.name}") as status:
+
+        def progress(message: str) -> None:
+            steps.append(message)
+            status.update(f"{path.name}: {message}")
+
+        mechanism = mbgen.load(str(path), out_dir=None if out_dir is None else str(out_dir),
+                               force=force, progress=progress)
+    return mechanism, bool(steps)

@@ -1,0 +1,177 @@
+"""The ``mbgen`` command: compile, inspect and generate mechanism files.
+
+To add a command, decorate a function with ``@cli.command()`` here, or, for a larger
+command in its own module, register it in the section at the bottom of this file.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from mbgen import __version__
+from mbgen.cli import console, err_console, load_with_status
+from mbgen.errors import MbgenError
+
+MECHANISM_FILE = click.Path(dir_okay=False, path_type=Path)
+OUT_DIR = click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
+                       default=None, help="Build directory (default: $MBGEN_OUT or ./generated).")
+
+
+class MbgenGroup(click.Group):
+    """Reports errors as one red line instead of a traceback, for every subcommand."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except MbgenError as exc:  # bad input: the message already names file:line [key]
+            _fail(str(exc), ctx, code=2)
+        except OSError as exc:  # unreadable input, unwritable output directory, ...
+            where = f": {exc.filename}" if exc.filename else ""
+            _fail(f"{exc.strerror or exc}{where}", ctx, code=1)
+
+
+def _fail(message: str, ctx: click.Context, code: int) -> None:
+    err_console.print(Text.assemble(("error: ", "bold red"), (message, "red")))
+    ctx.exit(code)
+
+
+@click.group(cls=MbgenGroup)
+@click.version_option(__version__, prog_name="mbgen")
+def cli() -> None:
+    """mbgen: symbolic code generation for planar multibody mechanisms."""
+
+
+@cli.command("compile")
+@click.argument("file", type=MECHANISM_FILE)
+@OUT_DIR
+@click.option("--force", is_flag=True, help="Rebuild even if the cached module is current.")
+def compile_(file: Path, out: Path | None, force: bool) -> None:
+    """Compile FILE (a mechanism .yaml) into a C extension module."""
+    start = time.perf_counter()
+    mech, fresh = load_with_status(file, out, force)
+    elapsed = time.perf_counter() - start
+    grid = _grid()
+    grid.add_row("mechanism", f"[bold]{escape(mech.name)}[/]")
+    grid.add_row("coordinates n", str(mech.n))
+    grid.add_row("constraints m", str(mech.m))
+    grid.add_row("DOF", str(mech.dof))
+    grid.add_row("output", escape(str(mech.directory)))
+    if fresh:
+        steps = [f"{k} {v:.2f} s" for k, v in mech.meta.get("timings", {}).items()]
+        grid.add_row("timings", ", ".join([*steps, f"total {elapsed:.2f} s"]))
+    title = "[green]compiled[/]" if fresh else "[cyan]up to date[/] (cached build)"
+    console.print(Panel(grid, title=title, title_align="left", expand=False))
+
+
+@cli.command()
+@click.argument("file", type=MECHANISM_FILE)
+@OUT_DIR
+def info(file: Path, out: Path | None) -> None:
+    """Describe FILE: coordinates, constraints, rank and DOF, parameters, I/O."""
+    mech, _ = load_with_status(file, out)
+    kept, redundant = mech.independent_constraints()
+    labels = mech.constraint_labels
+
+    summary = _grid()
+    summary.add_row("source", escape(str(mech.meta.get("source", file))))
+    summary.add_row("coordinates n", str(mech.n))
+    summary.add_row("constraints m", str(mech.m))
+    summary.add_row("rank Φq(q0)", str(len(kept)))
+    summary.add_row("DOF", f"[bold]{mech.n - len(kept)}[/]")
+    residual = float(abs(mech.phi(mech.q0)).max(initial=0.0))
+    style = "red" if residual > 1e-9 else ""  # q0 off the constraints: check lengths
+    summary.add_row("max |Φ(q0)|", Text(f"{residual:.3g}", style=style))
+    summary.add_row("redundant",
+                    escape("; ".join(f"{i}: {labels[i]}" for i in redundant)) or "none")
+    if mech.meta.get("independent"):
+        summary.add_row("independent", ", ".join(mech.meta["independent"]))
+    console.print(Panel(summary, title=f"[bold]{escape(mech.name)}[/]", title_align="left",
+                        expand=False))
+
+    coordinates = _table("Coordinates", "#", "name", "q0")
+    for i, (name, value) in enumerate(zip(mech.coordinate_names, mech.q0, strict=True)):
+        coordinates.add_row(str(i), name, f"{value:.6g}")
+    constraints = _table("Constraints", "#", "equation", "status")
+    for i, label in enumerate(labels):
+        constraints.add_row(str(i), escape(label), "[yellow]redundant[/]" if i in redundant else "")
+    parameters = _table("Parameters", "name", "value")
+    for name, value in mech.parameters.items():
+        parameters.add_row(name, f"{value:.6g}")
+    sensors = _table("Sensors", "#", "output")
+    for i, label in enumerate(mech.sensor_labels):
+        sensors.add_row(str(i), escape(label))
+    actuators = _table("Actuators", "#", "name", "coordinate")
+    for i, actuator in enumerate(mech.meta.get("actuators", [])):
+        actuators.add_row(str(i), actuator["name"], actuator["coordinate"])
+    for table in (coordinates, constraints, parameters, sensors, actuators):
+        console.print(table if table.row_count else Text(f"{table.title}: none", style="dim"))
+
+
+def _grid() -> Table:
+    """Two-column key/value grid; long values (paths) fold instead of being cut."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    return grid
+
+
+def _table(title: str, *columns: str) -> Table:
+    table = Table(title=title, title_justify="left", title_style="bold", expand=False)
+    for column in columns:
+        table.add_column(column, justify="right" if column in ("#", "q0", "value") else "left")
+    return table
+
+
+@cli.group()
+def generate() -> None:
+    """Write mechanism files for tests and benchmarks."""
+
+
+@generate.command()
+@click.option("--bodies", "-n", type=click.IntRange(min=1), required=True,
+              help="Number of bars in the chain.")
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Output file (default: chain<N>.yaml).")
+def chain(bodies: int, out: Path | None) -> None:
+    """A pendulum chain of N bars hanging from a fixed pivot."""
+    from mbgen.model.chain import chain_yaml
+
+    target = out or Path(f"chain{bodies}.yaml")
+    _write_atomic(target, chain_yaml(bodies))
+    console.print(f"wrote [bold]{escape(str(target))}[/] ({bodies} bodies)")
+
+
+def _write_atomic(target: Path, text: str) -> None:
+    """Readers (or a concurrent `mbgen compile`) never see a half-written file."""
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                                             dir=target.parent)
+    except OSError as exc:  # name the file the user asked for, not the temporary one
+        raise OSError(exc.errno, exc.strerror, str(target)) from exc
+    try:
+        with os.fdopen(handle, "w") as stream:
+            stream.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # mkstemp creates 0600; a YAML file is public
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+# -- commands defined in their own modules ---------------------------------------------------
+# Each is a plain ``@click.command()``; shared helpers come from ``mbgen.cli``.
+from mbgen.cli.simulate import simulate  # noqa: E402
+
+cli.add_command(simulate)
