@@ -12,8 +12,13 @@ import pytest
 import mbgen
 from mbgen.errors import SingularConfigurationError
 from mbgen.runtime.compiled import CompiledMechanism
-from tests.conftest import ALL_MECHANISMS, mechanism_id, numerical_jacobian, reference, \
-    relative_error
+from tests.conftest import (
+    ALL_MECHANISMS,
+    mechanism_id,
+    numerical_jacobian,
+    reference,
+    relative_error,
+)
 
 Compiled = Callable[[Path], CompiledMechanism]
 
@@ -64,12 +69,16 @@ def test_forward_dynamics_jacobians_match_finite_differences(compiled: Compiled,
         Q = rng.standard_normal(mech.n)
         qdd, jq, jqd, jQ = mech.forward_dynamics_jacobians(q, qd, Q)
         np.testing.assert_allclose(qdd, mech.forward_dynamics(q, qd, Q), rtol=1e-12, atol=1e-12)
-        assert relative_error(jq, numerical_jacobian(
-            lambda x: mech.forward_dynamics(x, qd, Q), q)) <= 1e-6
-        assert relative_error(jqd, numerical_jacobian(
-            lambda x: mech.forward_dynamics(q, x, Q), qd)) <= 1e-6
-        assert relative_error(jQ, numerical_jacobian(
-            lambda x: mech.forward_dynamics(q, qd, x), Q)) <= 1e-6
+        def qdd_of(q: np.ndarray, qd: np.ndarray, Q: np.ndarray) -> np.ndarray:
+            return mech.forward_dynamics(q, qd, Q)
+
+        for k, (jacobian, x) in enumerate(((jq, q), (jqd, qd), (jQ, Q))):
+            args = [q, qd, Q]
+
+            def vary(value: np.ndarray, k: int = k, args: list = args) -> np.ndarray:
+                return qdd_of(*[value if i == k else a for i, a in enumerate(args)])
+
+            assert relative_error(jacobian, numerical_jacobian(vary, x)) <= 1e-6
 
 
 @pytest.mark.parametrize("path", ALL_MECHANISMS, ids=mechanism_id)

@@ -71,12 +71,13 @@ def compile_mechanism(path: str | Path, out_dir: str | Path,
         (staging / "mechanism.c").write_text(source.c_source)
         _compile_c(c_file, staging / f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}")
         timings["compile"] = time.perf_counter() - start
-        meta = dict(source.meta, module=name, hash=digest, timings=timings)
+        meta = dict(source.meta, module=name, hash=digest, timings=timings,
+                    source_path=str(path.resolve()))
         (staging / "meta.json").write_text(json.dumps(meta, indent=1))
         _install(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    _remove_stale_builds(target)
+    _remove_stale_builds(target, path)
     return target
 
 
@@ -90,7 +91,16 @@ def _compile_c(c_file: Path, output: Path) -> None:
 
 
 def _install(staging: Path, target: Path) -> None:
-    """Move the finished build into place in one rename; a concurrent twin may win."""
+    """Move the finished build into place by renames, so no reader sees half a build.
+
+    An existing build of the same hash (forced rebuild, or a broken one) is moved aside
+    first; if a concurrent twin wins the race, its identical build is kept.
+    """
+    if target.exists():
+        aside = target.with_name(f".tmp-old-{target.name}-{os.getpid()}")
+        with contextlib.suppress(OSError):
+            os.rename(target, aside)
+            shutil.rmtree(aside, ignore_errors=True)
     try:
         os.rename(staging, target)
     except OSError:
@@ -98,7 +108,14 @@ def _install(staging: Path, target: Path) -> None:
             raise
 
 
-def _remove_stale_builds(target: Path) -> None:
+def _remove_stale_builds(target: Path, source: Path) -> None:
+    """Delete older builds of the same source file (same-named files elsewhere stay)."""
     for sibling in target.parent.iterdir():
-        if sibling != target and not sibling.name.startswith(".tmp-") and sibling.is_dir():
+        if sibling == target or sibling.name.startswith(".tmp-") or not sibling.is_dir():
+            continue
+        try:
+            built_from = json.loads((sibling / "meta.json").read_text()).get("source_path")
+        except (OSError, ValueError):
+            continue
+        if built_from == str(source.resolve()):
             shutil.rmtree(sibling, ignore_errors=True)

@@ -47,7 +47,7 @@ def kernel_body(exprs: Sequence[sp.Expr], names: Mapping[sp.Symbol, str],
     replacements, reduced = sp.cse(list(exprs), symbols=temporaries, order="none")
     printer_names = dict(names)
     lines: list[str] = []
-    for symbol, value in replacements:
+    for symbol, _ in replacements:
         printer_names[symbol] = str(symbol)
     printer = KernelPrinter(printer_names)
     for symbol, value in replacements:

@@ -7,7 +7,10 @@ templates, mbgen's version and the source of the layers that derive the C code.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import sys
+import sysconfig
 from importlib import resources
 from pathlib import Path
 
@@ -17,7 +20,9 @@ _DERIVING_PACKAGES = ("model", "symbolic", "codegen")
 
 
 def _source_fingerprint() -> bytes:
-    digest = hashlib.sha256(mbgen.__version__.encode())
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    build_env = f"{sys.version}|{suffix}|{os.environ.get('CC', 'cc')}"
+    digest = hashlib.sha256(f"{mbgen.__version__}|{build_env}".encode())
     package_root = Path(mbgen.__file__).parent
     for package in _DERIVING_PACKAGES:
         for path in sorted((package_root / package).glob("*.py")):

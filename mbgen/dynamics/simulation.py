@@ -103,8 +103,8 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
         status = mechanism.lib.mb_simulate(
             mechanism._dbl(q), mechanism._dbl(qd), mechanism._dbl(p),
             mechanism._int_ptr(rows), len(rows), mechanism._int_ptr(zfix), len(zfix),
-            INTEGRATORS[integrator], int(coords == "independent"), PROJECTIONS[project], alpha, beta,
-            dt, steps, mechanism._dbl(seg_table), mechanism._dbl(seg_q),
+            INTEGRATORS[integrator], int(coords == "independent"), PROJECTIONS[project], alpha,
+            beta, dt, steps, mechanism._dbl(seg_table), mechanism._dbl(seg_q),
             mechanism._dbl(seg_qd), mechanism._dbl(seg_qdd), failed)
         if status != 0:
             step = start + int(failed[0])

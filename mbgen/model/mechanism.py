@@ -43,6 +43,7 @@ class Body:
     inertia: sp.Expr  # I0: moment of inertia about the first point
     cog: tuple[sp.Expr, sp.Expr]  # body frame: origin at point 1, +X toward point 2
     distances: tuple[tuple[int, int, sp.Expr], ...]  # rigidity constraints (pa, pb, length)
+    aligned: tuple[tuple[int, sp.Expr], ...]  # points on the line of points 1-2: (point, α)
     visual: Any
     line: int
 

@@ -33,6 +33,8 @@ RELATIVE_TYPES = {"RelativeAngleAbsoluteDOF", "RelativeAngle"}
 SENSOR_TARGET = {"gyroscope": "body", "encoder": "coordinate", "position": "point",
                  "velocity": "point"}
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
+# Names the file format defines itself (point coordinates, body-local names, constants).
+_RESERVED = re.compile(r"^(?:[xy]\d+|length(?:\d\d)?|mass|pi|t)$")
 
 
 def load_mechanism(path: str | Path) -> Mechanism:
@@ -45,7 +47,8 @@ def load_mechanism(path: str | Path) -> Mechanism:
     return parse_mechanism(text, str(path), default_name=path.stem)
 
 
-def parse_mechanism(text: str, file: str = "<string>", default_name: str = "mechanism") -> Mechanism:
+def parse_mechanism(text: str, file: str = "<string>",
+                    default_name: str = "mechanism") -> Mechanism:
     return _Builder(read_document(text, file), default_name).build()
 
 
@@ -157,6 +160,9 @@ class _Builder:
             value = Node(value_raw, node.file, f"parameters.{name}")
             if not _IDENTIFIER.match(name) or name in self.scope:
                 raise value.error(f"invalid or repeated parameter name {name!r}")
+            if _RESERVED.match(name):
+                raise value.error(f"parameter name {name!r} is reserved (x<i>, y<i>, length, "
+                                  "length<i><j>, mass, pi and t have fixed meanings)")
             expr = self.expression(value)
             if expr.free_symbols:
                 self.scope[name] = expr  # derived: follows the parameters it uses
@@ -209,14 +215,29 @@ class _Builder:
                 cog = (self.expression(items[0], scope), self.expression(items[1], scope))
             self.check_inertia(keys, mass, inertia, cog, length)
             distances = [(refs[0], refs[1], length)]
+            aligned = []
             for j in range(2, len(refs)):
+                alpha = self.aligned_fraction(pts[0], pts[1], pts[j], keys["points"])
+                if alpha is not None:  # distances to points 1 and 2 would be dependent
+                    aligned.append((refs[j], alpha))
+                    continue
                 for k in (0, 1):
                     distances.append((refs[k], refs[j], scope[f"length{k + 1}{j + 1}"]))
             visual = keys["visual"].plain() if "visual" in keys else None
             name = self.name(keys.get("name"), f"body{index}", {b.name for b in bodies})
             bodies.append(Body(index, name, tuple(refs), length, mass, inertia, cog,
-                               tuple(distances), visual, node.line))
+                               tuple(distances), tuple(aligned), visual, node.line))
         return bodies
+
+    def aligned_fraction(self, a: Point, b: Point, c: Point, node: Node) -> sp.Expr | None:
+        """For c on the line a-b: the fraction α with c = a + α (b - a); else None."""
+        ux, uy = a.x - b.x, a.y - b.y
+        vx, vy = c.x - a.x, c.y - a.y
+        cross = self.numeric(ux * vy - uy * vx, node)
+        scale = self.numeric(ux**2 + uy**2, node) + self.numeric(vx**2 + vy**2, node)
+        if abs(cross) > 1e-9 * scale:
+            return None
+        return (vx * (b.x - a.x) + vy * (b.y - a.y)) / ((b.x - a.x) ** 2 + (b.y - a.y) ** 2)
 
     def check_inertia(self, keys: dict[str, Node], mass: sp.Expr, inertia: sp.Expr,
                       cog: tuple[sp.Expr, sp.Expr], length: sp.Expr) -> None:
@@ -287,6 +308,8 @@ class _Builder:
             rest = _distance(pa.x, pa.y, pb.x, pb.y)
             if "length" in keys and keys["length"].scalar() != "auto":
                 rest = self.expression(keys["length"])
+            if self.numeric(_distance(pa.x, pa.y, pb.x, pb.y), keys["points"]) == 0:
+                raise keys["points"].error("a spring's points must not start at the same place")
             name = self.name(keys.get("name"), f"spring{k}", {s.name for s in springs})
             springs.append(Spring(name, (a, b), stiffness, damping, rest, node.line))
         return springs

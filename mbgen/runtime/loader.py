@@ -34,11 +34,14 @@ def load(path: str | Path, out_dir: str | Path | None = None, force: bool = Fals
         raise MechanismError("no such mechanism file", str(path))
     out = Path(out_dir) if out_dir is not None else default_out_dir()
     directory = None if force else cached_build(path, out)
-    if directory is None:
-        from mbgen.codegen.build import compile_mechanism
+    if directory is not None:
+        try:
+            return load_build(directory)
+        except (ImportError, OSError, ValueError, KeyError):
+            pass  # damaged cache entry: rebuild it below
+    from mbgen.codegen.build import compile_mechanism
 
-        directory = compile_mechanism(path, out, progress=progress)
-    return load_build(directory)
+    return load_build(compile_mechanism(path, out, progress=progress))
 
 
 def load_build(directory: Path) -> CompiledMechanism:

@@ -106,6 +106,13 @@ def build_symbolic_model(mechanism: Mechanism) -> SymbolicModel:
             dx, dy = delta(a, b)
             constraints.append(Constraint(f"{body.name}: |p{a}-p{b}| = const", dx**2 + dy**2
                                           - length**2))
+        first, second = body.points[0], body.points[1]
+        for point, alpha in body.aligned:
+            dx, dy = delta(first, point)
+            lx, ly = delta(first, second)
+            label = f"{body.name}: p{point} on line p{first}-p{second}"
+            constraints += [Constraint(f"{label} (x)", dx - alpha * lx),
+                            Constraint(f"{label} (y)", dy - alpha * ly)]
     for slider in mechanism.sliders:
         a, b = slider.line_points
         dx, dy = delta(a, slider.point)

@@ -1,0 +1,74 @@
+"""Writing simulation results: CSV (atomic) and PNG plots next to it."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from mbgen.dynamics.simulation import SimulationResult
+
+
+def atomic_write(path: Path, write: callable) -> None:  # type: ignore[valid-type]
+    """Run ``write(tmp_path)`` then rename over ``path``: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(handle)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_csv(result: SimulationResult, path: str | Path) -> Path:
+    """Columns: t, q (coordinate names), q̇ (<name>_dot), q̈ (<name>_ddot), energy, phi_norm."""
+    path = Path(path)
+    header, data = result.columns()
+    atomic_write(path, lambda tmp: np.savetxt(tmp, data, delimiter=",", header=",".join(header),
+                                              comments="", fmt="%.12g"))
+    return path
+
+
+def plot(result: SimulationResult, csv_path: str | Path) -> list[Path]:
+    """coordinates, energy and constraint-error PNGs named after the CSV file."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    base = Path(csv_path).with_suffix("")
+    written: list[Path] = []
+
+    def save(fig: object, suffix: str) -> None:
+        target = base.parent / f"{base.name}_{suffix}.png"
+        atomic_write(target, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))  # type: ignore[attr-defined]
+        plt.close(fig)  # type: ignore[arg-type]
+        written.append(target)
+
+    title = f"{result.mechanism.name}: {result.settings.get('integrator')}, " \
+            f"dt = {result.settings.get('dt')} s"
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for k, name in enumerate(result.coordinate_names):
+        ax.plot(result.t, result.q[:, k], label=name)
+    ax.set(xlabel="t [s]", ylabel="q", title=title)
+    ax.legend(ncol=max(1, len(result.coordinate_names) // 8), fontsize="small")
+    ax.grid(alpha=0.3)
+    save(fig, "coordinates")
+
+    energy = result.energy
+    fig, ax = plt.subplots(figsize=(9, 4))
+    ax.plot(result.t, energy - energy[0])
+    ax.set(xlabel="t [s]", ylabel="E(t) − E(0) [J]", title=f"{title}: total energy change")
+    ax.grid(alpha=0.3)
+    save(fig, "energy")
+
+    fig, ax = plt.subplots(figsize=(9, 4))
+    ax.semilogy(result.t, np.maximum(result.constraint_error, 1e-17))
+    ax.set(xlabel="t [s]", ylabel="‖Φ(q)‖", title=f"{title}: constraint error")
+    ax.grid(alpha=0.3)
+    save(fig, "constraints")
+    return written
