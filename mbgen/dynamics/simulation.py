@@ -55,7 +55,7 @@ class SimulationResult:
 def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: str = "rk4",
              coords: str = "dependent", q0: Array | None = None, qd0: Array | None = None,
              forces: Mapping[str, ForceFunction] | None = None, project: str = "manifold",
-             baumgarte: tuple[float, float] = (0.0, 0.0), z: list[str] | None = None,
+             baumgarte: tuple[float, float] | None = None, z: list[str] | None = None,
              progress: Callable[[int, int], None] | None = None,
              chunks: int = 50) -> SimulationResult:
     """Integrate from (q0, q̇0) (default: the file's initial state, at rest) to ``t_end``.
@@ -86,7 +86,7 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
     rows = mechanism.active_rows
     zfix = mechanism._z_indices(z) if coords == "independent" else np.zeros(0, np.int32)
     p = mechanism.parameter_vector
-    alpha, beta = baumgarte
+    alpha, beta = mechanism.baumgarte if baumgarte is None else baumgarte
 
     out_q = np.empty((nsteps + 1, n))
     out_qd = np.empty((nsteps + 1, n))
