@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,7 +65,7 @@ class Node:
         """The scalar's Python value (int, float, bool, str or None)."""
         if not self.is_scalar():
             raise self.error("expected a single value")
-        return yaml.SafeLoader(" ").construct_object(self.raw)
+        return self._construct(lambda loader: loader.construct_object(self.raw))
 
     def is_null(self) -> bool:
         """True for an empty value (``key:`` with nothing after it)."""
@@ -91,7 +91,15 @@ class Node:
 
     def plain(self) -> Any:
         """The node as plain Python data (for display-only data such as ``visual``)."""
-        return yaml.SafeLoader(" ").construct_document(self.raw)
+        return self._construct(lambda loader: loader.construct_document(self.raw))
+
+    def _construct(self, build: Callable[[yaml.SafeLoader], Any]) -> Any:
+        """Safe construction only: tags such as ``!!python/name`` are located errors."""
+        try:
+            return build(yaml.SafeLoader(" "))
+        except yaml.YAMLError as exc:
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise self.error(f"unsupported YAML value: {problem}") from None
 
 
 def read_document(text: str, file: str) -> Node:
