@@ -1,0 +1,168 @@
+"""Shared plumbing for the benchmark scripts: figures, machine info, table, JSON.
+
+Kept deliberately tiny so that each benchmark script reads as "what is measured" and
+the printing / result-file format stays identical between scripts (results of different
+runs and machines can then be diffed or collected by the same tool).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+REPO = Path(__file__).resolve().parents[1]
+"""Repository root, so the scripts work from any current directory."""
+RESULTS = REPO / "benchmarks" / "results"
+MECHANISMS = REPO / "mechanisms"
+
+
+@dataclass
+class Figure:
+    """One measured number with its (optional) target ``value <= target``.
+
+    Figures without a target are context (e.g. a stage breakdown); ``met`` is then None
+    so a reader of the JSON can tell "no target" from "target missed".
+    """
+
+    name: str
+    value: float
+    unit: str
+    target: float | None = None
+    note: str = ""
+
+    @property
+    def met(self) -> bool | None:
+        return None if self.target is None else self.value <= self.target
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "met": self.met}
+
+
+def best_time(function: Callable[[], Any], repeat: int, number: int = 1) -> float:
+    """Best (minimum) wall time in seconds of ``number`` calls, over ``repeat`` trials.
+
+    The minimum is the least noisy estimate of what the code costs on an otherwise idle
+    machine; anything above it is interference from other processes.
+    """
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            function()
+        best = min(best, time.perf_counter() - start)
+    return best / number
+
+
+def mbgen_executable() -> Path:
+    """The venv's ``mbgen`` console script (next to the running interpreter)."""
+    return Path(sys.executable).parent / "mbgen"
+
+
+def fresh_dir(prefix: str) -> Path:
+    """A new empty temporary directory, so builds inside it are really cold."""
+    return Path(tempfile.mkdtemp(prefix=f"mbgen-bench-{prefix}-"))
+
+
+def remove_dir(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def machine_info() -> dict[str, Any]:
+    """Enough about the host to judge whether two results are comparable."""
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor(),
+        "python": sys.version.split()[0],
+        "python_implementation": platform.python_implementation(),
+        "cpu_count": os.cpu_count(),
+    }
+    try:
+        info["usable_cpus"] = len(os.sched_getaffinity(0))
+        # Other jobs on the host inflate timings; record how busy it was.
+        info["load_average_1_5_15min"] = [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):  # not on Linux
+        pass
+    compiler = os.environ.get("CC", "cc")
+    try:
+        out = subprocess.run([compiler, "--version"], capture_output=True, text=True,
+                             timeout=10)
+        info["c_compiler"] = out.stdout.splitlines()[0] if out.stdout else compiler
+    except (OSError, subprocess.SubprocessError):
+        info["c_compiler"] = None
+    try:
+        import numpy
+
+        info["numpy"] = numpy.__version__
+    except ImportError:
+        pass
+    return info
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if value == 0 or 1e-3 <= abs(value) < 1e5:
+        return f"{value:.4g}"
+    return f"{value:.3e}"
+
+
+def print_table(title: str, figures: Sequence[Figure], console: Console | None = None) -> None:
+    """Print figures as one rich table: value, target and a ✓/✗ verdict."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    table.add_column("unit")
+    table.add_column("target", justify="right")
+    table.add_column("met", justify="center")
+    table.add_column("note", style="dim")
+    for fig in figures:
+        verdict = {None: "", True: "[green]✓[/]", False: "[red]✗[/]"}[fig.met]
+        target = "" if fig.target is None else f"≤ {_fmt(fig.target)}"
+        table.add_row(fig.name, _fmt(fig.value), fig.unit, target, verdict, fig.note)
+    # Piped output (CI logs, `| tee`) would otherwise be wrapped at 80 columns.
+    (console or Console(width=None if sys.stdout.isatty() else 160)).print(table)
+
+
+def write_results(script: str, figures: Sequence[Figure],
+                  extra: dict[str, Any] | None = None) -> Path:
+    """Write ``benchmarks/results/<script>.json`` atomically (temp file + os.replace).
+
+    Atomic so that a reader (or a second concurrent run) never sees a half-written file.
+    """
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    target = RESULTS / f"{script}.json"
+    payload = {
+        "script": f"benchmarks/{script}.py",
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "target_rule": "met = value <= target (null target: context figure, met is null)",
+        "figures": [fig.as_dict() for fig in figures],
+        "all_targets_met": all(fig.met for fig in figures if fig.met is not None),
+        **(extra or {}),
+    }
+    fd, tmp = tempfile.mkstemp(prefix=f".{script}-", suffix=".json", dir=RESULTS)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(payload, handle, indent=1)
+            handle.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be shared
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
