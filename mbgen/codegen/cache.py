@@ -12,11 +12,24 @@ import re
 import sys
 import sysconfig
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import mbgen
 
 _DERIVING_PACKAGES = ("model", "symbolic", "codegen")
+
+
+def templates_dir() -> Traversable:
+    """The C templates: ``mbgen.templates`` when installed, else the checkout's templates/.
+
+    The fallback serves a source checkout whose ``mbgen`` shadows the installed package
+    (e.g. ``python -m pytest`` from the repository root).
+    """
+    try:
+        return resources.files("mbgen.templates")
+    except ModuleNotFoundError:
+        return resources.files(mbgen).joinpath("..", "templates")
 
 
 def _source_fingerprint() -> bytes:
@@ -28,7 +41,7 @@ def _source_fingerprint() -> bytes:
         for path in sorted((package_root / package).glob("*.py")):
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
-    for entry in sorted(resources.files("mbgen.templates").iterdir(), key=lambda e: e.name):
+    for entry in sorted(templates_dir().iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".j2"):
             digest.update(entry.name.encode())
             digest.update(entry.read_bytes())

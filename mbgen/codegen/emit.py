@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 import jinja2
@@ -11,6 +10,7 @@ import sympy as sp
 
 from mbgen import __version__
 from mbgen.codegen.c_printer import kernel_body
+from mbgen.codegen.cache import templates_dir
 from mbgen.symbolic.derive import KernelSet
 
 STRIDES = {"q": "MB_N", "qd": "MB_N", "v": "MB_N", "lam": "MB_M", "p": "p_stride"}
@@ -30,12 +30,7 @@ def template_environment() -> jinja2.Environment:
 
 
 def template_text(name: str) -> str:
-    return resources.files("mbgen.templates").joinpath(name).read_text()
-
-
-def template_names() -> list[str]:
-    return sorted(f.name for f in resources.files("mbgen.templates").iterdir()
-                  if f.name.endswith(".j2"))
+    return templates_dir().joinpath(name).read_text()
 
 
 def _c_names(kernels: KernelSet) -> dict[sp.Symbol, str]:
