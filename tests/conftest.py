@@ -1,0 +1,110 @@
+"""Shared fixtures: mechanism paths, a session-wide compile cache, numerical helpers.
+
+Every compile of the suite goes to a session temporary directory (or to ``$MBGEN_OUT`` when
+the caller set it), never into the repository's ``generated/``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mbgen
+from mbgen.runtime.compiled import CompiledMechanism
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE_DIR = REPO / ".." / "shared" / "reference" / "mbse" / "config" / "mechanisms"
+SHIPPED_DIR = REPO / "mechanisms"
+
+# Globbed at collection time: the shipped set is still growing and may be sparse or empty.
+REFERENCE_MECHANISMS: list[Path] = sorted(REFERENCE_DIR.glob("*.yaml"))
+SHIPPED: list[Path] = sorted(SHIPPED_DIR.glob("*.yaml"))
+ALL_MECHANISMS: list[Path] = REFERENCE_MECHANISMS + SHIPPED
+
+
+def mechanism_id(path: Path) -> str:
+    """Readable test id: ``reference/pendulum1`` or ``shipped/fourbar``."""
+    group = "shipped" if path.parent.resolve() == SHIPPED_DIR.resolve() else "reference"
+    return f"{group}/{path.stem}"
+
+
+def reference(name: str) -> Path:
+    """Path of one reference mechanism by stem, e.g. ``reference("pendulum1")``."""
+    path = REFERENCE_DIR / f"{name}.yaml"
+    if not path.is_file():
+        pytest.fail(f"reference mechanism {path} is missing")
+    return path
+
+
+def numerical_jacobian(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray,
+                       h: float = 1e-6) -> np.ndarray:
+    """Central differences of ``f`` at ``x``; the last axis of the result indexes ``x``.
+
+    The step of each component is ``h * max(1, |x_k|)``.
+    """
+    x = np.asarray(x, dtype=float)
+    base = np.asarray(f(x), dtype=float)
+    out = np.zeros((*base.shape, x.size))
+    for k in range(x.size):
+        step = h * max(1.0, abs(float(x[k])))
+        xp, xm = x.copy(), x.copy()
+        xp[k] += step
+        xm[k] -= step
+        out[..., k] = (np.asarray(f(xp), dtype=float) - np.asarray(f(xm), dtype=float)) / (
+            2 * step)
+    return out
+
+
+def relative_error(actual: np.ndarray, expected: np.ndarray, floor: float = 1e-8) -> float:
+    """Norm-wise relative error ‖actual − expected‖ / max(‖expected‖, floor)."""
+    actual = np.asarray(actual, dtype=float)
+    expected = np.asarray(expected, dtype=float)
+    assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}"
+    return float(np.linalg.norm(actual - expected) / max(np.linalg.norm(expected), floor))
+
+
+def random_configurations(mech: CompiledMechanism, count: int = 3, seed: int = 0,
+                          scale: float = 0.05) -> Iterator[dict[str, np.ndarray]]:
+    """Random states near q0: ``q`` (q0 + perturbation), ``qd``, ``v`` (n) and ``lam`` (m)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        yield {
+            "q": mech.q0 + scale * rng.standard_normal(mech.n) * np.maximum(1.0,
+                                                                            np.abs(mech.q0)),
+            "qd": rng.standard_normal(mech.n),
+            "v": rng.standard_normal(mech.n),
+            "lam": rng.standard_normal(mech.m),
+        }
+
+
+@pytest.fixture(scope="session")
+def out_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the session's compiled modules go: ``$MBGEN_OUT`` if set, else a temp dir."""
+    configured = os.environ.get("MBGEN_OUT")
+    return Path(configured) if configured else tmp_path_factory.mktemp("generated")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _default_out_dir(out_dir: Path) -> Iterator[None]:
+    """Code that calls ``mbgen.load`` without ``out_dir`` must not write into the repo."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MBGEN_OUT", str(out_dir))
+        yield
+
+
+@pytest.fixture(scope="session")
+def compiled(out_dir: Path) -> Callable[[Path], CompiledMechanism]:
+    """``compiled(path)``: the mechanism compiled once per session (then memoized)."""
+    cache: dict[Path, CompiledMechanism] = {}
+
+    def get(path: Path) -> CompiledMechanism:
+        key = Path(path).resolve()
+        if key not in cache:
+            cache[key] = mbgen.load(str(key), out_dir=str(out_dir))
+        return cache[key]
+
+    return get

@@ -1,0 +1,191 @@
+"""The compile cache: content-hashed build directories, reuse, invalidation, concurrency."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import reference
+
+import mbgen
+import mbgen.codegen.build
+from mbgen.errors import MechanismError
+from mbgen.runtime.compiled import CompiledMechanism
+
+Compiled = Callable[[Path], CompiledMechanism]
+
+
+def _stem_dir(out: Path, stem: str) -> Path:
+    return out / stem
+
+
+def _builds(out: Path, stem: str) -> list[Path]:
+    return sorted(p for p in _stem_dir(out, stem).iterdir() if p.is_dir())
+
+
+def _leftovers(out: Path) -> list[Path]:
+    return sorted(p for p in out.rglob(".tmp-*"))
+
+
+@pytest.fixture
+def pendulum(tmp_path: Path) -> Path:
+    path = tmp_path / "src" / "pendulum1.yaml"
+    path.parent.mkdir()
+    shutil.copy(reference("pendulum1"), path)
+    return path
+
+
+def test_second_load_is_a_cache_hit(pendulum: Path, tmp_path: Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    first = mbgen.load(str(pendulum), out_dir=str(out))
+    assert first.directory.parent.parent == out
+    meta_file = first.directory / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    assert set(meta["timings"]) >= {"derive", "codegen", "compile"}
+    stamps = {p.name: p.stat().st_mtime_ns for p in first.directory.iterdir()}
+
+    def no_compile(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a cache hit must not recompile")
+
+    monkeypatch.setattr(mbgen.codegen.build, "compile_mechanism", no_compile)
+    time.sleep(0.01)
+    second = mbgen.load(str(pendulum), out_dir=str(out))
+    assert second.directory == first.directory
+    assert {p.name: p.stat().st_mtime_ns for p in second.directory.iterdir()} == stamps
+    assert json.loads(meta_file.read_text()) == meta
+    assert _builds(out, "pendulum1") == [first.directory]
+    np.testing.assert_array_equal(second.mass_matrix(second.q0), first.mass_matrix(first.q0))
+
+
+def test_force_rebuilds_a_damaged_build(pendulum: Path, tmp_path: Path) -> None:
+    """``force=True`` must replace a cached build, e.g. one whose module got corrupted.
+
+    Built without importing it here, and loaded in a child process, so that this process
+    never maps the shared object that the test damages.
+    """
+    out = tmp_path / "out"
+    directory = mbgen.codegen.build.compile_mechanism(pendulum, out)
+    (module,) = directory.glob("_mbgen_*.so")
+    module.write_bytes(b"not an ELF file")
+    script = ("import sys, mbgen; m = mbgen.load(sys.argv[1], out_dir=sys.argv[2], force=True);"
+              " print(m.directory, abs(m.phi(m.q0)).max())")
+    result = subprocess.run([sys.executable, "-c", script, str(pendulum), str(out)],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split()[0] == str(directory)
+    assert float(result.stdout.split()[1]) < 1e-9
+    assert module.stat().st_size > 1000
+    assert _leftovers(out) == []
+
+
+def test_editing_the_file_changes_the_hash_and_recompiles(pendulum: Path,
+                                                          tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    first = mbgen.load(str(pendulum), out_dir=str(out))
+    old_hash = json.loads((first.directory / "meta.json").read_text())["hash"]
+    assert first.directory.name == old_hash
+    assert first.mass_matrix(first.q0)[0, 0] == pytest.approx(5.0 * 4.0 / 3 / 4.0)
+
+    pendulum.write_text(pendulum.read_text().replace("mass: 5.0", "mass: 8.0"))
+    second = mbgen.load(str(pendulum), out_dir=str(out))
+    new_hash = json.loads((second.directory / "meta.json").read_text())["hash"]
+    assert new_hash != old_hash
+    assert second.directory != first.directory
+    assert second.mass_matrix(second.q0)[0, 0] == pytest.approx(8.0 * 4.0 / 3 / 4.0)
+    # The stale build is gone: one directory per mechanism name.
+    assert _builds(out, "pendulum1") == [second.directory]
+    assert _leftovers(out) == []
+    # The hash covers the file's bytes: even a comment recompiles.
+    pendulum.write_text(pendulum.read_text() + "# a comment\n")
+    third = mbgen.load(str(pendulum), out_dir=str(out))
+    assert third.directory not in (first.directory, second.directory)
+    assert _builds(out, "pendulum1") == [third.directory]
+
+
+def test_same_content_elsewhere_reuses_build(tmp_path: Path, out_dir: Path,
+                                             compiled: Compiled) -> None:
+    original = compiled(reference("pendulum1"))
+    other = tmp_path / "elsewhere" / "pendulum1.yaml"
+    other.parent.mkdir()
+    shutil.copy(reference("pendulum1"), other)
+    assert mbgen.load(str(other), out_dir=str(out_dir)).directory == original.directory
+
+
+def test_out_dir_defaults_to_mbgen_out(tmp_path: Path, out_dir: Path, compiled: Compiled,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    original = compiled(reference("pendulum1"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MBGEN_OUT", str(out_dir))
+    assert mbgen.load(str(reference("pendulum1"))).directory == original.directory
+    assert list(tmp_path.iterdir()) == []  # nothing written to ./generated
+
+
+CHILD = textwrap.dedent("""\
+    import sys, time
+    from pathlib import Path
+    import mbgen
+    path, out, ready, go = sys.argv[1:]
+    Path(ready).touch()
+    deadline = time.monotonic() + 60
+    while not Path(go).exists():
+        if time.monotonic() > deadline:
+            sys.exit("never told to go")
+        time.sleep(0.005)
+    mech = mbgen.load(path, out_dir=out)
+    assert abs(mech.phi(mech.q0)).max() < 1e-9
+    print(mech.directory)
+    """)
+
+
+def test_concurrent_compiles_into_same_out_dir(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    source = tmp_path / "fourbars1.yaml"
+    shutil.copy(reference("fourbars1"), source)
+    children = []
+    for k in range(2):
+        ready, go = tmp_path / f"ready{k}", tmp_path / "go"
+        children.append((ready, subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(source), str(out), str(ready), str(go)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)))
+    deadline = time.monotonic() + 60
+    while not all(ready.exists() for ready, _ in children):  # both imported mbgen
+        assert time.monotonic() < deadline, "children did not start"
+        assert all(child.poll() is None for _, child in children), "a child died early"
+        time.sleep(0.01)
+    (tmp_path / "go").touch()  # release both at once
+    directories = []
+    for _, child in children:
+        stdout, stderr = child.communicate(timeout=120)
+        assert child.returncode == 0, stderr
+        directories.append(stdout.strip())
+    assert directories[0] == directories[1]
+    builds = _builds(out, "fourbars1")
+    assert [str(b) for b in builds] == [directories[0]]
+    assert _leftovers(out) == []
+    assert sorted(p.name for p in out.iterdir()) == ["fourbars1"]
+    mech = mbgen.load(str(source), out_dir=str(out))
+    assert str(mech.directory) == directories[0]
+    assert (mech.n, mech.m) == (4, 3)
+
+
+def test_missing_file_raises_mechanism_error(tmp_path: Path) -> None:
+    missing = tmp_path / "does-not-exist.yaml"
+    with pytest.raises(MechanismError) as info:
+        mbgen.load(str(missing), out_dir=str(tmp_path / "out"))
+    assert info.value.file == str(missing)
+    assert "no such mechanism file" in str(info.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_directory_is_not_a_mechanism_file(tmp_path: Path) -> None:
+    with pytest.raises(MechanismError):
+        mbgen.load(str(tmp_path), out_dir=str(tmp_path / "out"))
