@@ -38,8 +38,13 @@ class CompileError(MbgenError):
 
 
 def compile_mechanism(path: str | Path, out_dir: str | Path,
-                      progress: Callable[[str], None] | None = None) -> Path:
-    """Derive, generate and build ``path``; returns the directory holding the module."""
+                      progress: Callable[[str], None] | None = None,
+                      replace: bool = False) -> Path:
+    """Derive, generate and build ``path``; returns the directory holding the module.
+
+    ``replace``: an existing build of the same digest is replaced (forced or broken);
+    otherwise an existing one, e.g. from a concurrent twin, is kept.
+    """
     path = Path(path)
     out_dir = Path(out_dir)
     yaml_bytes = path.read_bytes()
@@ -79,7 +84,8 @@ def compile_mechanism(path: str | Path, out_dir: str | Path,
         meta = dict(source.meta, module=name, hash=digest, timings=timings,
                     source_path=str(path.resolve()))
         (staging / "meta.json").write_text(json.dumps(meta, indent=1))
-        _install(staging, target)
+        staging.chmod(0o755)  # mkdtemp makes it private; builds may be shared
+        _install(staging, target, replace)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     _remove_stale_builds(target, path)
@@ -103,13 +109,13 @@ def _compile_c(kernels_c: Path, glue_c: Path, output: Path) -> None:
         raise CompileError(f"linking failed ({' '.join(link)}):\n{result.stderr[-4000:]}")
 
 
-def _install(staging: Path, target: Path) -> None:
+def _install(staging: Path, target: Path, replace: bool) -> None:
     """Move the finished build into place by renames, so no reader sees half a build.
 
-    An existing build of the same hash (forced rebuild, or a broken one) is moved aside
-    first; if a concurrent twin wins the race, its identical build is kept.
+    With ``replace`` an existing build of the same hash is moved aside first; otherwise
+    a build that a concurrent twin installed first is kept (ours is identical).
     """
-    if target.exists():
+    if replace and target.exists():
         aside = target.with_name(f".tmp-old-{target.name}-{os.getpid()}")
         with contextlib.suppress(OSError):
             os.rename(target, aside)

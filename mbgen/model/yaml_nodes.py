@@ -110,7 +110,7 @@ def read_document(text: str, file: str) -> Node:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         raise MechanismError(f"invalid YAML: {getattr(exc, 'problem', exc)}", file, line) from exc
-    if root is None:
+    if root is None or (isinstance(root, yaml.ScalarNode) and root.value == ""):
         raise MechanismError("the file is empty", file, 1)
     return Node(root, file, "")
 

@@ -38,10 +38,10 @@ def load(path: str | Path, out_dir: str | Path | None = None, force: bool = Fals
         try:
             return load_build(directory)
         except (ImportError, OSError, ValueError, KeyError):
-            pass  # damaged cache entry: rebuild it below
+            force = True  # damaged cache entry: rebuild and replace it
     from mbgen.codegen.build import compile_mechanism
 
-    return load_build(compile_mechanism(path, out, progress=progress))
+    return load_build(compile_mechanism(path, out, progress=progress, replace=force))
 
 
 def load_build(directory: Path) -> CompiledMechanism:
