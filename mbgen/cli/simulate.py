@@ -13,25 +13,45 @@ from mbgen.runtime.compiled import CompiledMechanism
 
 
 def parse_state(text: str | None, mech: CompiledMechanism, base: np.ndarray,
-                option: str) -> np.ndarray:
-    """``"1,0,1,2"`` (all coordinates) or ``"x1=0.9,theta0=0.1"`` (overrides)."""
+                option: str) -> tuple[np.ndarray, list[str]]:
+    """``"1,0,1,2"`` (all coordinates) or ``"x1=0.9,theta0=0.1"`` (overrides).
+
+    Returns the vector and the names that were set by name.
+    """
     if text is None:
-        return base
+        return base, []
     items = [item.strip() for item in text.split(",") if item.strip()]
     values = base.copy()
     try:
         if all("=" in item for item in items):
+            names = []
             for item in items:
-                name, value = item.split("=", 1)
-                values[mech.coordinate_index(name.strip())] = float(value)
-            return values
+                name, value = (part.strip() for part in item.split("=", 1))
+                values[mech.coordinate_index(name)] = float(value)
+                names.append(name)
+            return values, names
         numbers = [float(item) for item in items]
     except (KeyError, ValueError) as exc:
         raise click.BadParameter(str(exc), param_hint=option) from None
     if len(numbers) != mech.n:
         raise click.BadParameter(f"expected {mech.n} values ({', '.join(mech.coordinate_names)})"
                                  f", got {len(numbers)}", param_hint=option)
-    return np.array(numbers)
+    return np.array(numbers), []
+
+
+def initial_state(mech: CompiledMechanism, q0: str | None, qd0: str | None,
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Assembled q and admissible q̇. Coordinates set by name, as many as the DOF, are kept
+    as independent coordinates (the others follow); otherwise the least change is made."""
+    q, q_names = parse_state(q0, mech, mech.q0, "--q0")
+    qd, qd_names = parse_state(qd0, mech, np.zeros(mech.n), "--qd0")
+    dof = mech.n - len(mech.active_rows)
+    keep = len(q_names) == dof
+    q = mech.solve_position(q, z=q_names if keep else None, minimum_norm=not keep)
+    if len(qd_names) == dof:
+        indices = [mech.coordinate_index(name) for name in qd_names]
+        return q, mech.solve_velocity(q, qd[indices], z=qd_names)
+    return q, mech.project_velocity(q, qd)
 
 
 def parse_forces(specs: tuple[str, ...], mech: CompiledMechanism,
@@ -44,7 +64,7 @@ def parse_forces(specs: tuple[str, ...], mech: CompiledMechanism,
     from mbgen.model.expressions import ExpressionError, parse_expression
 
     t = sp.Symbol("t", real=True)
-    forces: dict[str, Callable[[np.ndarray], np.ndarray]] = {}
+    totals: dict[str, sp.Expr] = {}
     for spec in specs:
         if "=" not in spec:
             raise click.BadParameter(f"expected COORD=EXPR, got {spec!r}", param_hint="--force")
@@ -56,10 +76,9 @@ def parse_forces(specs: tuple[str, ...], mech: CompiledMechanism,
             expr = parse_expression(text, {"t": t})
         except ExpressionError as exc:
             raise click.BadParameter(str(exc), param_hint="--force") from None
-        function = sp.lambdify(t, expr, "numpy")
-        previous = forces.get(name)
-        forces[name] = (lambda f, g: (lambda s: f(s) + g(s)) if g else f)(function, previous)
-    return forces
+        totals[name] = totals.get(name, sp.Integer(0)) + expr
+    # lambdify prints the already-parsed SymPy expression; no user text reaches it.
+    return {name: sp.lambdify(t, expr, "numpy") for name, expr in totals.items()}
 
 
 @click.command()
@@ -73,8 +92,9 @@ def parse_forces(specs: tuple[str, ...], mech: CompiledMechanism,
 @click.option("--projection", type=click.Choice(["manifold", "energy", "none"]),
               default="manifold", show_default=True,
               help="After each step (dependent coordinates): back onto Φ=0, Φq q̇=0.")
-@click.option("--q0", help='Initial q: "v1,v2,..." or "name=value,...". Assembled by Newton.')
-@click.option("--qd0", help="Initial q̇, same forms; projected onto Φq q̇ = 0.")
+@click.option("--q0", help='Initial q: "v1,v2,..." or "name=value,..." (as many names as '
+              "DOF: those are kept and the rest assembled by Newton).")
+@click.option("--qd0", help="Initial q̇, same forms (named DOF kept, the rest solved).")
 @click.option("--force", "forces", multiple=True, metavar="COORD=EXPR(t)",
               help="Generalized force on a coordinate, e.g. theta0='5*sin(2*pi*t)'.")
 @click.option("--out", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -97,8 +117,7 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str, coords: str,
     console = Console(stderr=True)
     try:
         mech, _ = load_with_status(file, build_dir)
-        initial_q = parse_state(q0, mech, mech.q0, "--q0")
-        initial_qd = parse_state(qd0, mech, np.zeros(mech.n), "--qd0")
+        initial_q, initial_qd = initial_state(mech, q0, qd0)
         force_functions = parse_forces(forces, mech)
         start = time.perf_counter()
         with Progress(TextColumn("[bold]simulating"), BarColumn(), TextColumn("{task.fields[t]}"),

@@ -78,7 +78,7 @@ def build_meta(kernels: KernelSet) -> dict[str, Any]:
     values = mech.parameter_values
 
     def number(expr: sp.Expr) -> float:
-        return float(sp.N(sp.sympify(expr).subs(values)))
+        return float(sp.N(expr.subs(values)))
 
     return {
         "name": mech.name,

@@ -46,7 +46,7 @@ class KernelSet:
 
 
 def _dense(values: Sequence[sp.Expr]) -> list[Entry]:
-    return [((i,), sp.sympify(v)) for i, v in enumerate(values)]
+    return [((i,), v if isinstance(v, sp.Basic) else sp.Integer(v)) for i, v in enumerate(values)]
 
 
 def _jacobian(rows: Sequence[sp.Expr], wrt: Sequence[sp.Symbol]) -> list[Entry]:

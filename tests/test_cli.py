@@ -1,0 +1,116 @@
+"""The `mbgen` command: compile, info, generate chain and simulate, as a user runs them."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from mbgen.cli.main import cli
+from mbgen.model.parser import load_mechanism
+from tests.conftest import REFERENCE_DIR, SHIPPED_DIR
+
+
+@pytest.fixture
+def run(out_dir: Path):  # noqa: ANN201 - returns the runner function
+    runner = CliRunner()
+
+    def invoke(*args: str) -> tuple[int, str]:
+        result = runner.invoke(cli, list(args), catch_exceptions=False)
+        return result.exit_code, result.output
+
+    return invoke
+
+
+def read_csv(path: Path) -> tuple[list[str], np.ndarray]:
+    with path.open() as handle:
+        rows = list(csv.reader(handle))
+    return rows[0], np.array(rows[1:], dtype=float)
+
+
+def test_info_reports_the_redundant_constraint(run, out_dir: Path) -> None:  # noqa: ANN001
+    code, output = run("info", str(REFERENCE_DIR / "pick-and-place-robot.yaml"),
+                       "--out", str(out_dir))
+    assert code == 0
+    assert "redundant" in output and "18" in output
+    assert "DOF" in output and "theta1" in output
+
+
+def test_compile_then_cached(run, tmp_path: Path) -> None:  # noqa: ANN001
+    target = tmp_path / "gen"
+    code, first = run("compile", str(SHIPPED_DIR / "fourbar.yaml"), "--out", str(target))
+    assert code == 0 and (target / "fourbar").is_dir()
+    code, second = run("compile", str(SHIPPED_DIR / "fourbar.yaml"), "--out", str(target))
+    assert code == 0 and "cached" in second
+
+
+def test_generate_chain_writes_a_loadable_file(run, tmp_path: Path) -> None:  # noqa: ANN001
+    path = tmp_path / "chain7.yaml"
+    code, _ = run("generate", "chain", "--bodies", "7", "--out", str(path))
+    assert code == 0
+    mechanism = load_mechanism(path)
+    assert len(mechanism.bodies) == 7 and len(mechanism.coordinate_names) == 14
+
+
+def test_simulate_writes_csv_and_plots(run, tmp_path: Path, out_dir: Path) -> None:  # noqa: ANN001
+    csv_path = tmp_path / "runs" / "fourbar.csv"
+    code, output = run("simulate", str(SHIPPED_DIR / "fourbar.yaml"), "--t-end", "0.5",
+                       "--dt", "0.001", "--out", str(csv_path), "--plot",
+                       "--build-dir", str(out_dir))
+    assert code == 0, output
+    header, data = read_csv(csv_path)
+    names = ["x1", "y1", "x2", "y2"]
+    assert header == (["t", *names, *(f"{c}_dot" for c in names),
+                       *(f"{c}_ddot" for c in names), "energy", "phi_norm"])
+    assert data.shape == (501, len(header))
+    np.testing.assert_allclose(data[:, 0], np.arange(501) * 1e-3, atol=1e-12)
+    np.testing.assert_allclose(data[0, 9:13], [0, -9.690366, -6.460244, -9.690366], atol=1e-5)
+    assert np.abs(data[:, -1]).max() < 1e-10
+    energy = data[:, -2]
+    assert np.abs(energy - energy[0]).max() < 1e-6 * abs(energy[0])
+    for suffix in ("coordinates", "energy", "constraints"):
+        picture = csv_path.parent / f"fourbar_{suffix}.png"
+        assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list(csv_path.parent.glob(".*"))  # no temporary files left behind
+
+
+def test_simulate_with_force_and_initial_state(run, tmp_path: Path, out_dir: Path) -> None:  # noqa: ANN001
+    """A constant force on the crank angle adds its work to the energy."""
+    csv_path = tmp_path / "forced.csv"
+    code, output = run("simulate", str(REFERENCE_DIR / "fourbars1-with-rel-angle.yaml"),
+                       "--t-end", "0.2", "--dt", "1e-4", "--force", "theta0=10",
+                       "--force", "theta0=2*5", "--qd0", "theta0=1.0",
+                       "--integrator", "trapezoidal", "--out", str(csv_path),
+                       "--build-dir", str(out_dir))
+    assert code == 0, output
+    header, data = read_csv(csv_path)
+    theta_dot = data[:, header.index("theta0_dot")]
+    assert theta_dot[0] == pytest.approx(1.0)
+    work = np.trapezoid(20.0 * theta_dot, data[:, 0])
+    energy = data[:, header.index("energy")]
+    assert energy[-1] - energy[0] == pytest.approx(work, rel=1e-4)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--force", "theta0=__import__('os')"], "unexpected character"),
+    (["--force", "nope=1"], "unknown coordinate"),
+    (["--q0", "1,2"], "expected 5 values"),
+])
+def test_simulate_rejects_bad_options(run, tmp_path: Path, out_dir: Path, args: list[str],  # noqa: ANN001
+                                      message: str) -> None:
+    code, output = run("simulate", str(REFERENCE_DIR / "fourbars1-with-rel-angle.yaml"),
+                       "--t-end", "0.1", "--dt", "0.01", "--out", str(tmp_path / "x.csv"),
+                       "--build-dir", str(out_dir), *args)
+    assert code == 2 and message in output
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_bad_mechanism_file_is_one_located_error_line(run, tmp_path: Path) -> None:  # noqa: ANN001
+    path = tmp_path / "bad.yaml"
+    path.write_text("points:\n  - {x: 0, y: 0, fixed: true}\n  - {x: 1, y: oops}\n")
+    code, output = run("compile", str(path), "--out", str(tmp_path / "gen"))
+    assert code == 2
+    assert f"{path}:3" in output and "unknown name" in output and "Traceback" not in output
