@@ -56,7 +56,9 @@ class CompiledMechanism(DynamicsMixin):
     # -- properties ------------------------------------------------------------------------
     @property
     def parameter_vector(self) -> Array:
-        return np.array(list(self.parameters.values()), dtype=float)
+        """The parameters' values in file order (the default ``params`` of every call)."""
+        return np.fromiter(self.parameters.values(), dtype=np.float64,
+                           count=len(self.parameters))
 
     @property
     def rank(self) -> int:
@@ -119,7 +121,7 @@ class CompiledMechanism(DynamicsMixin):
         return array, array.shape[0]
 
     def _ptr(self, array: Array) -> Any:
-        return self.ffi.cast("double *", array.ctypes.data)
+        return self.ffi.from_buffer("double[]", array)
 
     def evaluate(self, kernel: str, params: Any = None, **inputs: Any) -> tuple[Array, bool]:
         """Raw sparse values (N, nnz) of a kernel; also whether the input was batched."""
