@@ -108,48 +108,15 @@ class CompiledMechanism(DynamicsMixin):
         return self.kernels[kernel].indices
 
     # -- calling kernels ------------------------------------------------------------------
-    def _as_batch(self, name: str, value: Any, count: int | None) -> tuple[Array, int]:
-        size = self._sizes[name]
-        array = np.ascontiguousarray(value, dtype=np.float64)
-        if array.ndim == 1:
-            array = array[None, :]
-        if array.ndim != 2 or array.shape[1] != size:
-            raise ValueError(f"{name} must have shape ({size},) or (N, {size}), "
-                             f"got {np.shape(value)}")
-        if count is not None and array.shape[0] not in (1, count):
-            raise ValueError(f"{name} has {array.shape[0]} states, expected {count}")
-        return array, array.shape[0]
-
-    def _ptr(self, array: Array) -> Any:
-        return self.ffi.from_buffer("double[]", array)
-
     def evaluate(self, kernel: str, params: Any = None, **inputs: Any) -> tuple[Array, bool]:
         """Raw sparse values (N, nnz) of a kernel; also whether the input was batched."""
         info = self.kernels[kernel]
-        batched = any(np.ndim(inputs[a]) == 2 for a in info.inputs if a != "p")
-        arrays: dict[str, Array] = {}
-        count: int | None = None
-        for name in info.inputs:
-            if name == "p":
-                continue
-            arrays[name], rows = self._as_batch(name, inputs[name], count)
-            count = max(count or 1, rows)
-        count = count or 1
-        for name, array in list(arrays.items()):
-            if array.shape[0] != count:
-                arrays[name] = np.ascontiguousarray(np.broadcast_to(array, (count,
-                                                                            array.shape[1])))
-        p = self.parameter_vector if params is None else np.ascontiguousarray(params, float)
-        p_stride = 0
-        if p.ndim == 2:
-            p, rows = self._as_batch("p", p, count)
-            p_stride = p.shape[1] if rows == count else 0
-        elif p.shape != (self._sizes["p"],):
-            raise ValueError(f"params must have shape ({self._sizes['p']},), got {p.shape}")
-        arrays["p"] = np.ascontiguousarray(p, dtype=np.float64)
+        arrays, count, batched = self._batch(**{a: (inputs[a], self._sizes[a])
+                                                for a in info.inputs if a != "p"})
+        arrays["p"], p_stride = self._params(params, count)
         out = np.empty((count, info.nnz), dtype=np.float64)
         function = getattr(self.lib, f"mb_{kernel}")
-        function(count, *(self._ptr(arrays[a]) for a in info.inputs), p_stride, self._ptr(out))
+        function(count, *(self._dbl(arrays[a]) for a in info.inputs), p_stride, self._dbl(out))
         return out, batched
 
     def dense(self, kernel: str, params: Any = None, **inputs: Any) -> Array:
