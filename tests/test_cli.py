@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import REFERENCE_DIR, SHIPPED_DIR
 
 from mbgen.cli.main import cli
 from mbgen.model.parser import load_mechanism
-from tests.conftest import REFERENCE_DIR, SHIPPED_DIR
 
 
 @pytest.fixture

@@ -8,17 +8,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-import mbgen
-from mbgen.errors import SingularConfigurationError
-from mbgen.runtime.compiled import CompiledMechanism
-from tests.conftest import (
+from conftest import (
     ALL_MECHANISMS,
     mechanism_id,
     numerical_jacobian,
     reference,
     relative_error,
 )
+
+import mbgen
+from mbgen.errors import SingularConfigurationError
+from mbgen.runtime.compiled import CompiledMechanism
 
 Compiled = Callable[[Path], CompiledMechanism]
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import reference
 from scipy.integrate import solve_ivp
 
 import mbgen
 from mbgen.dynamics import simulate
 from mbgen.runtime.compiled import CompiledMechanism
-from tests.conftest import reference
 
 Compiled = Callable[[Path], CompiledMechanism]
 G = 9.81
