@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -33,12 +34,12 @@ class SimulationResult:
     def coordinate_names(self) -> list[str]:
         return self.mechanism.coordinate_names
 
-    @property
+    @cached_property
     def energy(self) -> Array:
         """Kinetic + potential energy along the run (excludes work of external inputs)."""
         return self.mechanism.energy(self.q, self.qd)
 
-    @property
+    @cached_property
     def constraint_error(self) -> Array:
         """‖Φ(q)‖₂ along the run."""
         return np.linalg.norm(self.mechanism.phi(self.q).reshape(len(self.t), -1), axis=1)

@@ -190,7 +190,7 @@ class DynamicsMixin(CallHelpers):
         arrays, count, batched = self._batch(q_guess=(q_guess, self.n))
         qs = arrays["q_guess"].copy()  # solved in place
         p, p_stride = self._params(params, count)
-        zfix = self._z_indices(z) if not minimum_norm else self._z_indices(None)[:0]
+        zfix = np.zeros(0, dtype=np.int32) if minimum_norm else self._z_indices(z)
         status = np.zeros(count, dtype=np.int32)
         rows = self.active_rows
         self.lib.mb_solve_position(count, self._dbl(qs), self._dbl(p), p_stride,
