@@ -17,11 +17,21 @@ import mbgen
 from mbgen.runtime.compiled import CompiledMechanism
 
 REPO = Path(__file__).resolve().parents[1]
-REFERENCE_DIR = REPO / ".." / "shared" / "reference" / "mbse" / "config" / "mechanisms"
 SHIPPED_DIR = REPO / "mechanisms"
 
-# Globbed at collection time: the shipped set is still growing and may be sparse or empty.
+# Copies of the reference implementation's data files, kept in the repository (see the README
+# there): every test that needs a reference mechanism uses these.
+REFERENCE_DATA = REPO / "tests" / "data" / "reference"
+REFERENCE_DIR = REFERENCE_DATA / "config" / "mechanisms"
+
+# The shared directory beside the repository, the originals' home: only
+# test_shared_reference.py reads it, and it is skipped when the directory is absent.
+# $MBGEN_SHARED overrides the location (``MBGEN_SHARED=/nonexistent`` hides it).
+SHARED_DIR = Path(os.environ.get("MBGEN_SHARED") or REPO.parent / "shared")
+SHARED_REFERENCE = SHARED_DIR / "reference" / "mbse"
+
 REFERENCE_MECHANISMS: list[Path] = sorted(REFERENCE_DIR.glob("*.yaml"))
+# Globbed at collection time: the shipped set is still growing and may be sparse or empty.
 SHIPPED: list[Path] = sorted(SHIPPED_DIR.glob("*.yaml"))
 ALL_MECHANISMS: list[Path] = REFERENCE_MECHANISMS + SHIPPED
 
@@ -33,7 +43,7 @@ def mechanism_id(path: Path) -> str:
 
 
 def reference(name: str) -> Path:
-    """Path of one reference mechanism by stem, e.g. ``reference("pendulum1")``."""
+    """Path of one reference mechanism (the copy in tests/data), e.g. ``reference("pendulum1")``."""
     path = REFERENCE_DIR / f"{name}.yaml"
     if not path.is_file():
         pytest.fail(f"reference mechanism {path} is missing")

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import REFERENCE_DIR, SHIPPED_DIR
+from conftest import SHIPPED_DIR, reference
 
 from mbgen.cli.main import cli
 from mbgen.model.parser import load_mechanism
@@ -32,8 +32,7 @@ def read_csv(path: Path) -> tuple[list[str], np.ndarray]:
 
 
 def test_info_reports_the_redundant_constraint(run, out_dir: Path) -> None:  # noqa: ANN001
-    code, output = run("info", str(REFERENCE_DIR / "pick-and-place-robot.yaml"),
-                       "--out", str(out_dir))
+    code, output = run("info", str(reference("pick-and-place-robot")), "--out", str(out_dir))
     assert code == 0
     assert "redundant" in output and "18" in output
     assert "DOF" in output and "theta1" in output
@@ -80,7 +79,7 @@ def test_simulate_writes_csv_and_plots(run, tmp_path: Path, out_dir: Path) -> No
 def test_simulate_with_force_and_initial_state(run, tmp_path: Path, out_dir: Path) -> None:  # noqa: ANN001
     """A constant force on the crank angle adds its work to the energy."""
     csv_path = tmp_path / "forced.csv"
-    code, output = run("simulate", str(REFERENCE_DIR / "fourbars1-with-rel-angle.yaml"),
+    code, output = run("simulate", str(reference("fourbars1-with-rel-angle")),
                        "--t-end", "0.2", "--dt", "1e-4", "--force", "theta0=10",
                        "--force", "theta0=2*5", "--qd0", "theta0=1.0",
                        "--integrator", "trapezoidal", "--out", str(csv_path),
@@ -101,7 +100,7 @@ def test_simulate_with_force_and_initial_state(run, tmp_path: Path, out_dir: Pat
 ])
 def test_simulate_rejects_bad_options(run, tmp_path: Path, out_dir: Path, args: list[str],  # noqa: ANN001
                                       message: str) -> None:
-    code, output = run("simulate", str(REFERENCE_DIR / "fourbars1-with-rel-angle.yaml"),
+    code, output = run("simulate", str(reference("fourbars1-with-rel-angle")),
                        "--t-end", "0.1", "--dt", "0.01", "--out", str(tmp_path / "x.csv"),
                        "--build-dir", str(out_dir), *args)
     assert code == 2 and message in output
