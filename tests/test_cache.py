@@ -171,7 +171,9 @@ def test_concurrent_compiles_into_same_out_dir(tmp_path: Path) -> None:
     builds = _builds(out, "fourbars1")
     assert [str(b) for b in builds] == [directories[0]]
     assert _leftovers(out) == []
-    assert sorted(p.name for p in out.iterdir()) == ["fourbars1"]
+    # next to the build: the C core, compiled once and shared by every module of out/
+    assert sorted(p.name for p in out.iterdir()) == ["_core", "fourbars1"]
+    assert [p.suffix for p in (out / "_core").iterdir()] == [".a"]
     mech = mbgen.load(str(source), out_dir=str(out))
     assert str(mech.directory) == directories[0]
     assert (mech.n, mech.m) == (4, 3)

@@ -1,9 +1,11 @@
 """Compile a mechanism file into an importable cffi extension, atomically.
 
-The compiler is called directly (no setuptools run), in two parallel jobs: the generated
-kernels and dynamics (optimized, symbols hidden) and cffi's Python glue (which only
-forwards calls, so it is built without optimization: most of its compile time is
-Python.h). Then one link step.
+The compiler is called directly (no setuptools run), in parallel jobs: the generated
+kernels (optimized, symbols hidden), cffi's Python glue (which only forwards calls, so it
+is built without optimization: most of its compile time is Python.h) and, once per
+machine and core version, the C core of mbgen/csrc (cached as an archive next to the
+modules). Then one link step. The cffi declarations are cut from the core's public header
+and the glue includes that header, so declarations and definitions cannot disagree.
 """
 
 from __future__ import annotations
@@ -22,15 +24,32 @@ from pathlib import Path
 
 import cffi
 
-from mbgen.codegen.cache import build_dir, content_hash, module_name
-from mbgen.codegen.emit import generate, template_text
+from mbgen.codegen.cache import (
+    build_dir,
+    content_hash,
+    core_digest,
+    core_sources,
+    csrc_dir,
+    module_name,
+)
+from mbgen.codegen.emit import generate
 from mbgen.errors import MbgenError
 from mbgen.model import load_mechanism
 from mbgen.symbolic import build_symbolic_model, derive_kernels
 
 KERNEL_FLAGS = ["-O2", "-fPIC", "-std=gnu99", "-fno-strict-aliasing", "-fvisibility=hidden",
                 "-w"]
-GLUE_FLAGS = ["-O0", "-fPIC", "-w"]
+CORE_FLAGS = ["-O3", "-fPIC", "-std=c99", "-fvisibility=hidden", "-Wall", "-Werror=implicit",
+              "-Werror=incompatible-pointer-types", "-Werror=int-conversion"]
+GLUE_FLAGS = ["-O0", "-fPIC", "-w", "-Werror=incompatible-pointer-types",
+              "-Werror=int-conversion"]
+CDEF_BEGIN, CDEF_END = "/* cdef:begin */", "/* cdef:end */"
+
+
+def public_cdef() -> str:
+    """The declarations cffi is built from: the cdef section of mbgen.h."""
+    text = (csrc_dir() / "mbgen.h").read_text()
+    return text[text.index(CDEF_BEGIN) + len(CDEF_BEGIN):text.index(CDEF_END)]
 
 
 class CompileError(MbgenError):
@@ -61,9 +80,7 @@ def compile_mechanism(path: str | Path, out_dir: str | Path,
     kernels = derive_kernels(build_symbolic_model(mechanism))
     timings["derive"] = time.perf_counter() - start
     start = time.perf_counter()
-    runtime_cdef = template_text("dynamics.h.j2")
-    source = generate(kernels, extra_cdef=runtime_cdef,
-                      progress=lambda k: say(f"generating C: {k}"))
+    source = generate(kernels, progress=lambda k: say(f"generating C: {k}"))
     timings["codegen"] = time.perf_counter() - start
 
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -72,14 +89,15 @@ def compile_mechanism(path: str | Path, out_dir: str | Path,
         start = time.perf_counter()
         say("compiling C")
         ffi = cffi.FFI()
-        ffi.cdef(source.cdef)
-        ffi.set_source(name, source.cdef)  # the glue needs only the prototypes
+        ffi.cdef(public_cdef())
+        ffi.set_source(name, '#include "mbgen.h"')
         glue = staging / f"{name}.c"
         with contextlib.redirect_stdout(io.StringIO()):
             ffi.emit_c_code(str(glue))
         kernels_c = staging / "mechanism.c"
         kernels_c.write_text(source.c_source)
-        _compile_c(kernels_c, glue, staging / f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}")
+        _compile_c(kernels_c, glue, staging / f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}",
+                   out_dir)
         timings["compile"] = time.perf_counter() - start
         meta = dict(source.meta, module=name, hash=digest, timings=timings,
                     source_path=str(path.resolve()))
@@ -92,21 +110,57 @@ def compile_mechanism(path: str | Path, out_dir: str | Path,
     return target
 
 
-def _compile_c(kernels_c: Path, glue_c: Path, output: Path) -> None:
+def _compile_c(kernels_c: Path, glue_c: Path, output: Path, out_dir: Path) -> None:
     compiler = os.environ.get("CC", "cc")
     include = sysconfig.get_paths()["include"]
+    core = f"-I{csrc_dir()}"
     kernels_o, glue_o = kernels_c.with_suffix(".o"), glue_c.with_suffix(".o")
-    jobs = [[compiler, *KERNEL_FLAGS, "-c", str(kernels_c), "-o", str(kernels_o)],
-            [compiler, *GLUE_FLAGS, f"-I{include}", "-c", str(glue_c), "-o", str(glue_o)]]
-    running = [subprocess.Popen(job, stderr=subprocess.PIPE, text=True) for job in jobs]
-    for job, process in zip(jobs, running, strict=True):
-        _, errors = process.communicate()
-        if process.returncode != 0:
-            raise CompileError(f"C compilation failed ({' '.join(job)}):\n{errors[-4000:]}")
-    link = [compiler, "-shared", str(kernels_o), str(glue_o), "-o", str(output), "-lm"]
+    jobs = [[compiler, *KERNEL_FLAGS, core, "-c", str(kernels_c), "-o", str(kernels_o)],
+            [compiler, *GLUE_FLAGS, core, f"-I{include}", "-c", str(glue_c), "-o", str(glue_o)]]
+    archive = core_archive(out_dir)
+    core_jobs = [] if archive.exists() else _core_jobs(compiler, kernels_c.parent)
+    _run_parallel(jobs + core_jobs)
+    if core_jobs:
+        _archive_core([Path(job[-1]) for job in core_jobs], archive)
+    link = [compiler, "-shared", str(kernels_o), str(glue_o), str(archive), "-o", str(output),
+            "-lm"]
     result = subprocess.run(link, capture_output=True, text=True)
     if result.returncode != 0:
         raise CompileError(f"linking failed ({' '.join(link)}):\n{result.stderr[-4000:]}")
+
+
+def core_archive(out_dir: Path) -> Path:
+    """The compiled C core shared by every module of ``out_dir`` (keyed by its hash)."""
+    return out_dir / "_core" / f"libmbcore-{core_digest()}.a"
+
+
+def _core_jobs(compiler: str, workdir: Path) -> list[list[str]]:
+    return [[compiler, *CORE_FLAGS, "-c", str(source), "-o", str(workdir / f"core_{source.stem}.o")]
+            for source in core_sources() if source.suffix == ".c"]
+
+
+def _run_parallel(jobs: list[list[str]]) -> None:
+    running = [subprocess.Popen(job, stderr=subprocess.PIPE, text=True) for job in jobs]
+    failures = []
+    for job, process in zip(jobs, running, strict=True):
+        _, errors = process.communicate()
+        if process.returncode != 0:
+            failures.append(f"C compilation failed ({' '.join(job)}):\n{errors[-4000:]}")
+    if failures:
+        raise CompileError("\n".join(failures))
+
+
+def _archive_core(objects: list[Path], archive: Path) -> None:
+    """ar the core's objects into place by rename (a concurrent twin's copy is identical)."""
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".a", dir=archive.parent)
+    os.close(handle)
+    os.unlink(tmp)
+    result = subprocess.run([os.environ.get("AR", "ar"), "rcs", tmp, *map(str, objects)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise CompileError(f"archiving the C core failed:\n{result.stderr[-4000:]}")
+    os.replace(tmp, archive)
 
 
 def _install(staging: Path, target: Path, replace: bool) -> None:

@@ -1,7 +1,8 @@
 """Where a compiled mechanism lives and when it is stale (no SymPy needed here).
 
 A module is reused until its content hash changes: the mechanism file's bytes, the
-templates, mbgen's version and the source of the layers that derive the C code.
+templates, the C core (mbgen/csrc), mbgen's version and the source of the layers that
+derive the C code.
 """
 
 from __future__ import annotations
@@ -32,6 +33,24 @@ def templates_dir() -> Traversable:
         return resources.files(mbgen).joinpath("..", "templates")
 
 
+def csrc_dir() -> Path:
+    """The C core's sources and its public header (shipped inside the package)."""
+    return Path(mbgen.__file__).parent / "csrc"
+
+
+def core_sources() -> list[Path]:
+    return sorted(p for p in csrc_dir().iterdir() if p.suffix in (".c", ".h"))
+
+
+def core_digest() -> str:
+    """Hash of the C core and of how it is compiled (its cached build is keyed by it)."""
+    digest = hashlib.sha256(f"{sys.version}|{os.environ.get('CC', 'cc')}".encode())
+    for path in core_sources():
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def _source_fingerprint() -> bytes:
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     build_env = f"{sys.version}|{suffix}|{os.environ.get('CC', 'cc')}"
@@ -41,6 +60,7 @@ def _source_fingerprint() -> bytes:
         for path in sorted((package_root / package).glob("*.py")):
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
+    digest.update(core_digest().encode())
     for entry in sorted(templates_dir().iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".j2"):
             digest.update(entry.name.encode())

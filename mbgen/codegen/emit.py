@@ -11,15 +11,16 @@ import sympy as sp
 from mbgen import __version__
 from mbgen.codegen.c_printer import kernel_body
 from mbgen.codegen.cache import templates_dir
+from mbgen.codegen.ordering import coupling_graph, minimum_degree_order
 from mbgen.symbolic.derive import KernelSet
 
-STRIDES = {"q": "MB_N", "qd": "MB_N", "v": "MB_N", "lam": "MB_M", "p": "p_stride"}
+# Every kernel is f(q, x, p) with x one of q̇, v, λ (the core's mb_kernel_fn).
+ARRAY_NAMES = {"q": "q", "qd": "x", "v": "x", "lam": "x", "p": "p"}
 
 
 @dataclass
 class GeneratedSource:
     c_source: str
-    cdef: str
     meta: dict[str, Any]
 
 
@@ -34,20 +35,20 @@ def template_text(name: str) -> str:
 
 
 def _c_names(kernels: KernelSet) -> dict[sp.Symbol, str]:
-    return {symbol: f"{array}[{k}]" for array, symbols in kernels.symbols.items()
+    return {symbol: f"{ARRAY_NAMES[array]}[{k}]" for array, symbols in kernels.symbols.items()
             for k, symbol in enumerate(symbols)}
 
 
-def cdef_for(kernels: KernelSet) -> str:
-    lines = []
-    for k in kernels.kernels:
-        args = "".join(f"const double* {a}, " for a in k.inputs)
-        lines.append(f"void mb_{k.name}(long count, {args}long p_stride, double* out);")
-    return "\n".join(lines) + "\n"
+def coordinate_order(kernels: KernelSet) -> list[int]:
+    """Fill-reducing order of q for the sparse KKT factorization (see ordering.py)."""
+    rows: dict[int, list[int]] = {}
+    for (i, j), _ in kernels["phi_q"].entries:
+        rows.setdefault(i, []).append(j)
+    mass = [index for index, _ in kernels["mass"].entries]
+    return minimum_degree_order(coupling_graph(kernels.model.n, mass, rows.values()))
 
 
-def generate(kernels: KernelSet, extra_cdef: str = "", extra_context: dict | None = None,
-             progress: Any = None) -> GeneratedSource:
+def generate(kernels: KernelSet, progress: Any = None) -> GeneratedSource:
     """Render the module's C source; ``progress(kernel_name)`` is called per kernel."""
     model = kernels.model
     mechanism = model.mechanism
@@ -57,19 +58,18 @@ def generate(kernels: KernelSet, extra_cdef: str = "", extra_context: dict | Non
         if progress is not None:
             progress(k.name)
         rendered.append({
-            "name": k.name, "doc": k.doc, "inputs": k.inputs, "nnz": k.nnz,
-            "strides": STRIDES,
-            "pattern": [[index[axis] for index, _ in k.entries] for axis in range(len(k.shape))]
-            if len(k.shape) > 1 else [],
+            "name": k.name, "doc": k.doc, "nnz": k.nnz, "enum": f"MB_K_{k.name.upper()}",
+            "rows": [index[0] for index, _ in k.entries],
+            "cols": [index[1] for index, _ in k.entries] if len(k.shape) > 1 else [],
             "body": kernel_body([e for _, e in k.entries], names),
         })
     context = {
         "version": __version__, "source": mechanism.source.replace("*/", "* /"),
         "name": mechanism.name.replace("*/", "* /"), "n": model.n, "m": model.m,
-        "np": len(model.params), "kernels": rendered, **(extra_context or {}),
+        "np": len(model.params), "kernels": rendered, "order": coordinate_order(kernels),
     }
     c_source = template_environment().get_template("mechanism.c.j2").render(context)
-    return GeneratedSource(c_source, cdef_for(kernels) + extra_cdef, build_meta(kernels))
+    return GeneratedSource(c_source, build_meta(kernels))
 
 
 def build_meta(kernels: KernelSet) -> dict[str, Any]:

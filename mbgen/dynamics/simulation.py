@@ -12,11 +12,8 @@ import numpy as np
 
 from mbgen.errors import SingularConfigurationError
 from mbgen.runtime.compiled import CompiledMechanism
-from mbgen.runtime.dynamics import STATUS_TEXT
+from mbgen.runtime.dynamics import FORMULATIONS, INTEGRATORS, PROJECTIONS, IntegrationError
 
-INTEGRATORS = {"euler": 0, "rk4": 1, "trapezoidal": 2}
-FORMULATIONS = ("dependent", "independent")
-PROJECTIONS = {"none": 0, "manifold": 1, "energy": 2}
 Array = np.ndarray
 ForceFunction = Callable[[Array], Array]  # vectorized over time
 
@@ -84,43 +81,31 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
     q = mechanism.solve_position(mechanism.q0 if q0 is None else q0, minimum_norm=True)
     qd = mechanism.project_velocity(q, np.zeros(n) if qd0 is None else qd0)
     table = _force_table(mechanism, forces, nsteps, dt)
-    rows = mechanism.active_rows
-    zfix = mechanism._z_indices(z) if coords == "independent" else np.zeros(0, np.int32)
-    p = mechanism.parameter_vector
-    alpha, beta = mechanism.baumgarte if baumgarte is None else baumgarte
-
-    out_q = np.empty((nsteps + 1, n))
-    out_qd = np.empty((nsteps + 1, n))
-    out_qdd = np.empty((nsteps + 1, n))
-    failed = mechanism.ffi.new("long *")
+    saved = mechanism.baumgarte
+    if baumgarte is not None:
+        mechanism.baumgarte = baumgarte
+    out_q, out_qd, out_qdd = (np.empty((nsteps + 1, n)) for _ in range(3))
     bounds = np.linspace(0, nsteps, min(chunks, nsteps) + 1).astype(int)
-    for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
-        steps = int(stop - start)
-        seg_q = np.empty((steps + 1, n))
-        seg_qd = np.empty((steps + 1, n))
-        seg_qdd = np.empty((steps + 1, n))
-        seg_table = None if table is None else np.ascontiguousarray(
-            table[2 * start: 2 * stop + 1])
-        status = mechanism.lib.mb_simulate(
-            mechanism._dbl(q), mechanism._dbl(qd), mechanism._dbl(p),
-            mechanism._int_ptr(rows), len(rows), mechanism._int_ptr(zfix), len(zfix),
-            INTEGRATORS[integrator], int(coords == "independent"), PROJECTIONS[project], alpha,
-            beta, dt, steps, mechanism._dbl(seg_table), mechanism._dbl(seg_q),
-            mechanism._dbl(seg_qd), mechanism._dbl(seg_qdd), failed)
-        if status != 0:
-            step = start + int(failed[0])
-            state = ", ".join(f"{c}={v:.6g}" for c, v in zip(mechanism.coordinate_names,
-                                                             seg_q[max(int(failed[0]) - 1, 0)],
-                                                             strict=True))
-            raise SingularConfigurationError(
-                f"simulation stopped at t = {step * dt:.6g} s (step {step}): "
-                f"{STATUS_TEXT.get(status, 'internal error')}; last state [{state}]")
-        out_q[start:stop + 1] = seg_q
-        out_qd[start:stop + 1] = seg_qd
-        out_qdd[start:stop + 1] = seg_qdd
-        q, qd = seg_q[-1].copy(), seg_qd[-1].copy()
-        if progress is not None:
-            progress(int(stop), nsteps)
+    try:
+        for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+            steps = int(stop - start)
+            segment = None if table is None else table[2 * start: 2 * stop + 1]
+            try:
+                seg_q, seg_qd, seg_qdd = mechanism.integrate(
+                    q, qd, dt, steps, integrator, coords, project, z, segment)
+            except IntegrationError as error:
+                step = start + error.step
+                raise SingularConfigurationError(
+                    f"simulation stopped at t = {step * dt:.6g} s (step {step}): "
+                    f"{str(error).split(': ', 1)[1]}") from None
+            out_q[start:stop + 1] = seg_q
+            out_qd[start:stop + 1] = seg_qd
+            out_qdd[start:stop + 1] = seg_qdd
+            q, qd = seg_q[-1].copy(), seg_qd[-1].copy()
+            if progress is not None:
+                progress(int(stop), nsteps)
+    finally:
+        mechanism.baumgarte = saved
     t = np.arange(nsteps + 1) * dt
     settings = {"integrator": integrator, "coords": coords, "dt": dt, "t_end": t_end,
                 "project": project, "baumgarte": baumgarte}

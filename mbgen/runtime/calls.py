@@ -1,5 +1,5 @@
-"""Turning NumPy inputs into the C calling convention shared by every generated function:
-contiguous (N, width) float64 batches, a parameter vector with its stride, raw pointers."""
+"""NumPy inputs in the C calling convention of the core: contiguous float64 rows with a
+stride per input (0 broadcasts one state to a batch, without copying), raw pointers."""
 
 from __future__ import annotations
 
@@ -7,55 +7,71 @@ from typing import Any
 
 import numpy as np
 
+from mbgen.errors import MbgenError
+
 Array = np.ndarray
 
 
 class CallHelpers:
     ffi: Any
-    parameter_vector: Array
+    lib: Any
+    _p_default: Array
+    _p_default_ptr: Any
 
     def _int_ptr(self, array: Array) -> Any:
         return self.ffi.from_buffer("int[]", array)
 
     def _dbl(self, array: Array | None) -> Any:
-        """A C pointer into a contiguous float64 array (from_buffer: ~10× cheaper than
-        going through ``array.ctypes``, which matters for single-state calls)."""
+        """A C pointer into a contiguous float64 array, or NULL."""
         return self.ffi.NULL if array is None else self.ffi.from_buffer("double[]", array)
 
-    def _batch(self, **inputs: tuple[Any, int]) -> tuple[dict[str, Array], int, bool]:
-        """Inputs as C-contiguous (N, width) float64 arrays with one common N.
+    def _batch(self, **inputs: tuple[Any, int]) -> tuple[dict[str, Array], dict[str, int],
+                                                          int, bool]:
+        """Inputs as C-contiguous (k, width) float64 arrays with k = 1 or a common N.
 
-        Each keyword is ``name=(value, width)``; a single state broadcasts against a batch.
-        Returns the arrays, N, and whether any input was a batch.
+        Each keyword is ``name=(value, width)``. Returns the arrays, each one's stride (0 for
+        a single state shared by a batch), N, and whether any input was a batch.
         """
         arrays: dict[str, Array] = {}
         batched = False
         for name, (value, width) in inputs.items():
             array = np.ascontiguousarray(value, dtype=np.float64)
-            batched |= array.ndim == 2
-            if array.ndim == 1:
-                array = array[None, :]
+            if array.ndim == 2:
+                batched = True
+            elif array.ndim == 1:
+                array = array.reshape(1, -1)
             if array.ndim != 2 or array.shape[1] != width:
                 raise ValueError(f"{name} must have shape ({width},) or (N, {width}), got "
                                  f"{np.shape(value)}")
             arrays[name] = array
         count = max(a.shape[0] for a in arrays.values())
+        strides = {}
         for name, array in arrays.items():
-            if array.shape[0] != count:
-                if array.shape[0] != 1:
-                    raise ValueError(f"{name} has {array.shape[0]} states, expected {count}")
-                arrays[name] = np.repeat(array, count, axis=0)
-        return arrays, count, batched
+            if array.shape[0] not in (1, count):
+                raise ValueError(f"{name} has {array.shape[0]} states, expected {count}")
+            strides[name] = array.shape[1] if array.shape[0] == count and count > 1 else 0
+        return arrays, strides, count, batched
 
-    def _params(self, params: Any, count: int) -> tuple[Array, int]:
-        """(parameters, stride): one vector for all states (stride 0) or one row each."""
+    def _params(self, params: Any, count: int) -> tuple[Any, int]:
+        """(pointer, stride): one parameter vector for all states (stride 0) or one row each."""
         if params is None:
-            return self.parameter_vector, 0
+            return self._p_default_ptr, 0
         p = np.ascontiguousarray(params, dtype=np.float64)
-        width = len(self.parameter_vector)
+        width = self._p_default.shape[0]
         if p.shape == (width,):
-            return p, 0
+            return self._dbl(p), 0
         if p.ndim != 2 or p.shape[1] != width or p.shape[0] not in (1, count):
             raise ValueError(f"params must have shape ({width},) or ({count}, {width}), got "
                              f"{p.shape}")
-        return (p, width) if p.shape[0] == count else (p[0], 0)
+        return self._dbl(p), (width if p.shape[0] == count and count > 1 else 0)
+
+    def _checked(self, code: int) -> int:
+        """A batch call's return value: failed states, or a whole-call failure."""
+        if code == self.lib.MB_NO_MEMORY:
+            raise MemoryError("mbgen C core: out of memory")
+        if code < 0:
+            raise MbgenError(f"mbgen C core failed: {self.status_text(code)}")
+        return code
+
+    def status_text(self, code: int) -> str:
+        return self.ffi.string(self.lib.mb_status_text(int(code))).decode()

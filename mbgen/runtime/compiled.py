@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 from typing import Any
 
 import numpy as np
 
 from mbgen.runtime.dynamics import DynamicsMixin
+from mbgen.runtime.options import SolverOptions
 
 Array = np.ndarray
 
@@ -17,6 +18,7 @@ Array = np.ndarray
 @dataclass(frozen=True)
 class KernelInfo:
     name: str
+    kernel_id: int  # the core's MB_K_* constant
     inputs: tuple[str, ...]
     shape: tuple[int, ...]
     indices: tuple[Array, ...]  # one index array per output dimension
@@ -24,6 +26,16 @@ class KernelInfo:
     @property
     def nnz(self) -> int:
         return len(self.indices[0]) if self.indices else 0
+
+
+def _output(out: Array | None, shape: tuple[int, ...]) -> Array:
+    """A caller-supplied output array (checked) or a new one."""
+    if out is None:
+        return np.empty(shape)
+    if out.shape != shape or out.dtype != np.float64 or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous float64 array of shape {shape}, got "
+                         f"{out.dtype} {out.shape}")
+    return out
 
 
 class CompiledMechanism(DynamicsMixin):
@@ -41,24 +53,43 @@ class CompiledMechanism(DynamicsMixin):
         self.coordinate_names: list[str] = meta["coordinate_names"]
         self.constraint_labels: list[str] = meta["constraint_labels"]
         self.sensor_labels: list[str] = meta["sensor_labels"]
-        self.parameters: dict[str, float] = dict(meta["parameters"])
         self.q0: Array = np.array(meta["q0"], dtype=float)
+        self.c_model = self.lib.mb_model_get()
         self.kernels = {
-            name: KernelInfo(name, tuple(info["inputs"]), tuple(info["shape"]),
+            name: KernelInfo(name, getattr(self.lib, f"MB_K_{name.upper()}"),
+                             tuple(info["inputs"]), tuple(info["shape"]),
                              tuple(np.array(info["indices"], dtype=np.intp).reshape(-1, len(
                                  info["shape"])).T))
             for name, info in meta["kernels"].items()
         }
         self._sizes = {"q": self.n, "qd": self.n, "v": self.n, "lam": self.m,
-                       "p": len(self.parameters)}
+                       "p": len(meta["parameters"])}
+        self.options = SolverOptions(self.ffi, self.lib)
+        self.set_parameters(**meta["parameters"])
         self._rank: int | None = None
 
     # -- properties ------------------------------------------------------------------------
     @property
+    def parameters(self) -> MappingProxyType:
+        """Parameter values by name (read-only: change them with ``set_parameters``)."""
+        return MappingProxyType(self._parameters)
+
+    def set_parameters(self, **values: float) -> None:
+        """Change the default values of named parameters (every call's ``params``)."""
+        current = dict(getattr(self, "_parameters", {}) or self.meta["parameters"])
+        for name, value in values.items():
+            if name not in current:
+                raise KeyError(f"unknown parameter {name!r} (parameters: "
+                               f"{', '.join(current)})")
+            current[name] = float(value)
+        self._parameters = current
+        self._p_default = np.fromiter(current.values(), dtype=np.float64, count=len(current))
+        self._p_default_ptr = self._dbl(self._p_default)
+
+    @property
     def parameter_vector(self) -> Array:
         """The parameters' values in file order (the default ``params`` of every call)."""
-        return np.fromiter(self.parameters.values(), dtype=np.float64,
-                           count=len(self.parameters))
+        return self._p_default.copy()
 
     @property
     def rank(self) -> int:
@@ -108,65 +139,108 @@ class CompiledMechanism(DynamicsMixin):
         return self.kernels[kernel].indices
 
     # -- calling kernels ------------------------------------------------------------------
+    def _kernel_args(self, info: KernelInfo, params: Any, inputs: dict[str, Any],
+                     ) -> tuple[list[Any], int, bool]:
+        """(q, q_stride, x, x_stride, p, p_stride) pointers, N, batched."""
+        wanted = {a: (inputs[a], self._sizes[a]) for a in info.inputs if a != "p"}
+        arrays, strides, count, batched = self._batch(**wanted)
+        second = next((a for a in info.inputs if a not in ("q", "p")), None)
+        p, p_stride = self._params(params, count)
+        args = [self._dbl(arrays["q"]), strides["q"],
+                self.ffi.NULL if second is None else self._dbl(arrays[second]),
+                0 if second is None else strides[second], p, p_stride]
+        return args, count, batched
+
     def evaluate(self, kernel: str, params: Any = None, **inputs: Any) -> tuple[Array, bool]:
-        """Raw sparse values (N, nnz) of a kernel; also whether the input was batched."""
+        """Raw sparse values (N, nnz) of a kernel, in ``sparsity(kernel)`` order (no dense
+        scatter); also whether the input was batched."""
         info = self.kernels[kernel]
-        arrays, count, batched = self._batch(**{a: (inputs[a], self._sizes[a])
-                                                for a in info.inputs if a != "p"})
-        arrays["p"], p_stride = self._params(params, count)
+        args, count, batched = self._kernel_args(info, params, inputs)
         out = np.empty((count, info.nnz), dtype=np.float64)
-        function = getattr(self.lib, f"mb_{kernel}")
-        function(count, *(self._dbl(arrays[a]) for a in info.inputs), p_stride, self._dbl(out))
+        self._checked(self.lib.mb_eval(self.c_model, info.kernel_id, count, *args,
+                                       self._dbl(out)))
         return out, batched
 
-    def dense(self, kernel: str, params: Any = None, **inputs: Any) -> Array:
-        """A kernel's output as a dense array of shape kernel.shape, or (N, *shape)."""
+    def dense(self, kernel: str, params: Any = None, out: Array | None = None,
+              **inputs: Any) -> Array:
+        """A kernel's output as a dense array of shape kernel.shape, or (N, *shape);
+        ``out``: a C-contiguous float64 array of that shape to write into."""
         info = self.kernels[kernel]
-        values, batched = self.evaluate(kernel, params, **inputs)
-        result = np.zeros((values.shape[0], *info.shape))
-        if info.nnz:
-            result[(slice(None), *info.indices)] = values
-        return result if batched else result[0]
+        if len(info.shape) > 2:
+            values, batched = self.evaluate(kernel, params, **inputs)
+            result = np.zeros((values.shape[0], *info.shape))
+            if info.nnz:
+                result[(slice(None), *info.indices)] = values
+            return result if batched else result[0]
+        args, count, batched = self._kernel_args(info, params, inputs)
+        shape = (count, *info.shape) if batched else info.shape
+        result = _output(out, shape)
+        rows, cols = info.shape[0], info.shape[1] if len(info.shape) == 2 else 1
+        self._checked(self.lib.mb_eval_dense(self.c_model, info.kernel_id, count, *args, rows,
+                                             cols, self._dbl(result)))
+        return result
+
+    def constraints(self, q: Any, params: Any = None) -> tuple[Array, Array]:
+        """(Φ, Φq) in one call: what a constraint factor needs per linearization."""
+        return self.phi(q, params), self.phi_q(q, params)
+
+    def sensors_with_jacobians(self, q: Any, qd: Any, params: Any = None,
+                               ) -> tuple[Array, Array, Array]:
+        """(h, ∂h/∂q, ∂h/∂q̇) in one call."""
+        return (self.sensors(q, qd, params), self.sensors_q(q, qd, params),
+                self.sensors_qd(q, qd, params))
 
     # -- the compiler's quantities ---------------------------------------------------------
-    def phi(self, q: Any, params: Any = None) -> Array:
-        return self.dense("phi", params, q=q)
+    def phi(self, q: Any, params: Any = None,
+            out: Array | None = None) -> Array:
+        return self.dense("phi", params, out, q=q)
 
-    def phi_q(self, q: Any, params: Any = None) -> Array:
-        return self.dense("phi_q", params, q=q)
+    def phi_q(self, q: Any, params: Any = None,
+            out: Array | None = None) -> Array:
+        return self.dense("phi_q", params, out, q=q)
 
-    def phiq_v_q(self, q: Any, v: Any, params: Any = None) -> Array:
+    def phiq_v_q(self, q: Any, v: Any, params: Any = None,
+            out: Array | None = None) -> Array:
         """(Φq v)_q: derivative of Φq(q)·v with respect to q, v held fixed."""
-        return self.dense("phiq_v_q", params, q=q, v=v)
+        return self.dense("phiq_v_q", params, out, q=q, v=v)
 
-    def dphiq_qd(self, q: Any, qd: Any, params: Any = None) -> Array:
+    def dphiq_qd(self, q: Any, qd: Any, params: Any = None,
+            out: Array | None = None) -> Array:
         """Φ̇q q̇; the acceleration right-hand side is c = -Φ̇q q̇."""
-        return self.dense("dphiq_qd", params, q=q, qd=qd)
+        return self.dense("dphiq_qd", params, out, q=q, qd=qd)
 
-    def dphiq_qd_q(self, q: Any, qd: Any, params: Any = None) -> Array:
-        return self.dense("dphiq_qd_q", params, q=q, qd=qd)
+    def dphiq_qd_q(self, q: Any, qd: Any, params: Any = None,
+            out: Array | None = None) -> Array:
+        return self.dense("dphiq_qd_q", params, out, q=q, qd=qd)
 
-    def dphiq_qd_qd(self, q: Any, qd: Any, params: Any = None) -> Array:
-        return self.dense("dphiq_qd_qd", params, q=q, qd=qd)
+    def dphiq_qd_qd(self, q: Any, qd: Any, params: Any = None,
+            out: Array | None = None) -> Array:
+        return self.dense("dphiq_qd_qd", params, out, q=q, qd=qd)
 
-    def phiqT_lam_q(self, q: Any, lam: Any, params: Any = None) -> Array:
+    def phiqT_lam_q(self, q: Any, lam: Any, params: Any = None,
+            out: Array | None = None) -> Array:
         """(Φqᵀ λ)_q: derivative of Φq(q)ᵀ·λ with respect to q."""
-        return self.dense("phiqT_lam_q", params, q=q, lam=lam)
+        return self.dense("phiqT_lam_q", params, out, q=q, lam=lam)
 
-    def mass_matrix(self, q: Any, params: Any = None) -> Array:
-        return self.dense("mass", params, q=q)
+    def mass_matrix(self, q: Any, params: Any = None,
+            out: Array | None = None) -> Array:
+        return self.dense("mass", params, out, q=q)
 
-    def mass_v_q(self, q: Any, v: Any, params: Any = None) -> Array:
-        return self.dense("mass_v_q", params, q=q, v=v)
+    def mass_v_q(self, q: Any, v: Any, params: Any = None,
+            out: Array | None = None) -> Array:
+        return self.dense("mass_v_q", params, out, q=q, v=v)
 
-    def generalized_forces(self, q: Any, qd: Any, params: Any = None) -> Array:
-        return self.dense("forces", params, q=q, qd=qd)
+    def generalized_forces(self, q: Any, qd: Any, params: Any = None,
+            out: Array | None = None) -> Array:
+        return self.dense("forces", params, out, q=q, qd=qd)
 
-    def generalized_forces_q(self, q: Any, qd: Any, params: Any = None) -> Array:
-        return self.dense("forces_q", params, q=q, qd=qd)
+    def generalized_forces_q(self, q: Any, qd: Any, params: Any = None,
+            out: Array | None = None) -> Array:
+        return self.dense("forces_q", params, out, q=q, qd=qd)
 
-    def generalized_forces_qd(self, q: Any, qd: Any, params: Any = None) -> Array:
-        return self.dense("forces_qd", params, q=q, qd=qd)
+    def generalized_forces_qd(self, q: Any, qd: Any, params: Any = None,
+            out: Array | None = None) -> Array:
+        return self.dense("forces_qd", params, out, q=q, qd=qd)
 
     def energy(self, q: Any, qd: Any, params: Any = None) -> Array:
         """Kinetic plus potential energy (gravity, springs, constant forces)."""
@@ -176,23 +250,29 @@ class CompiledMechanism(DynamicsMixin):
         """[kinetic, potential] per state."""
         return self.dense("energy", params, q=q, qd=qd)
 
-    def phi_p(self, q: Any, params: Any = None) -> Array:
-        return self.dense("phi_p", params, q=q)
+    def phi_p(self, q: Any, params: Any = None,
+            out: Array | None = None) -> Array:
+        return self.dense("phi_p", params, out, q=q)
 
-    def mass_p(self, q: Any, params: Any = None) -> Array:
-        return self.dense("mass_p", params, q=q)
+    def mass_p(self, q: Any, params: Any = None,
+            out: Array | None = None) -> Array:
+        return self.dense("mass_p", params, out, q=q)
 
-    def generalized_forces_p(self, q: Any, qd: Any, params: Any = None) -> Array:
-        return self.dense("forces_p", params, q=q, qd=qd)
+    def generalized_forces_p(self, q: Any, qd: Any, params: Any = None,
+            out: Array | None = None) -> Array:
+        return self.dense("forces_p", params, out, q=q, qd=qd)
 
-    def sensors(self, q: Any, qd: Any, params: Any = None) -> Array:
-        return self.dense("sensors", params, q=q, qd=qd)
+    def sensors(self, q: Any, qd: Any, params: Any = None,
+            out: Array | None = None) -> Array:
+        return self.dense("sensors", params, out, q=q, qd=qd)
 
-    def sensors_q(self, q: Any, qd: Any, params: Any = None) -> Array:
-        return self.dense("sensors_q", params, q=q, qd=qd)
+    def sensors_q(self, q: Any, qd: Any, params: Any = None,
+            out: Array | None = None) -> Array:
+        return self.dense("sensors_q", params, out, q=q, qd=qd)
 
-    def sensors_qd(self, q: Any, qd: Any, params: Any = None) -> Array:
-        return self.dense("sensors_qd", params, q=q, qd=qd)
+    def sensors_qd(self, q: Any, qd: Any, params: Any = None,
+            out: Array | None = None) -> Array:
+        return self.dense("sensors_qd", params, out, q=q, qd=qd)
 
     def __repr__(self) -> str:
         return (f"<CompiledMechanism {self.name!r}: n={self.n}, m={self.m}, "

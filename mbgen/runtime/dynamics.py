@@ -1,4 +1,11 @@
-"""Dynamics methods of a compiled mechanism: thin NumPy wrappers over the generated C."""
+"""Dynamics methods of a compiled mechanism: thin NumPy wrappers over the C core.
+
+Every method takes one state (n,) or a batch (N, n). Batched calls run one C loop. With
+``errors="raise"`` (default) a failed state raises :class:`SingularConfigurationError`
+naming it; with ``errors="status"`` the call returns a per-state status array as its last
+value instead (0 = ok, see ``status_text``) and the failed states' outputs are NaN, so an
+estimator can drop or re-draw them.
+"""
 
 from __future__ import annotations
 
@@ -10,37 +17,76 @@ from mbgen.errors import SingularConfigurationError
 from mbgen.runtime.calls import CallHelpers
 
 Array = np.ndarray
-STATUS_TEXT = {
-    1: "the constraint Jacobian Φq loses rank (dead point, bifurcation, or a chosen z that "
-       "cannot parametrize the mechanism here)",
-    2: "the mass matrix is singular on the motion subspace (RᵀMR not positive definite)",
-    3: "Newton iterations did not converge",
-    4: "constraint rows that are redundant at q0 do not hold at the solution: the model is "
-       "over-constrained (its constraints contradict each other), or Newton reached an "
-       "assembly mode where the redundancy is lost (start from a closer guess)",
-}
+ERROR_MODES = ("raise", "status")
+
+
+def _out(out: Array | None, shape: tuple[int, ...]) -> Array:
+    if out is None:
+        return np.empty(shape)
+    if out.shape != shape or out.dtype != np.float64 or not out.flags.c_contiguous:
+        raise ValueError(f"out arrays must be C-contiguous float64 of shape {shape}, got "
+                         f"{out.dtype} {out.shape}")
+    return out
 
 
 class DynamicsMixin(CallHelpers):
-    """Forward dynamics, its exact Jacobians, and the position/velocity problems."""
+    """Forward dynamics, its exact Jacobians, kinematic problems, independent coordinates."""
 
     n: int
     m: int
-    lib: Any
     coordinate_names: list[str]
     meta: dict[str, Any]
+    options: Any
+    c_model: Any
+    q0: Array
 
     _active_rows: Array | None = None
-    baumgarte: tuple[float, float] = (0.0, 0.0)
+    _plan: Any = None
+
+    def independent_constraints(self, q: Any = None, tol: float = 1e-9,
+                                ) -> tuple[list[int], list[int]]:
+        raise NotImplementedError
+
+    def coordinate_index(self, name: str) -> int:
+        raise NotImplementedError
 
     # -- configuration -----------------------------------------------------------------------
     @property
     def active_rows(self) -> Array:
         """Constraint rows used by the dynamics: the independent rows at q0."""
         if self._active_rows is None:
-            kept, _ = self.independent_constraints()  # type: ignore[attr-defined]
+            kept, _ = self.independent_constraints()
             self._active_rows = np.array(kept, dtype=np.int32)
         return self._active_rows
+
+    @property
+    def plan(self) -> Any:
+        """The core's plan for the active rows (factorization structure), made once."""
+        if self._plan is None:
+            rows = self.active_rows
+            plan = self.lib.mb_plan_new(self.c_model, self._int_ptr(rows), len(rows))
+            if plan == self.ffi.NULL:
+                raise MemoryError("mbgen C core: out of memory while analysing the model")
+            self._plan = self.ffi.gc(plan, self.lib.mb_plan_free)
+        return self._plan
+
+    @property
+    def baumgarte(self) -> tuple[float, float]:
+        """(α, β): c = -Φ̇q q̇ - 2α Φq q̇ - β² Φ in every dynamics call (default 0, 0)."""
+        return self.options.baumgarte
+
+    @baumgarte.setter
+    def baumgarte(self, value: tuple[float, float]) -> None:
+        self.options.baumgarte = value
+
+    @property
+    def uses_sparse(self) -> bool:
+        """Whether the dynamics run on the sparse KKT path (see options.method)."""
+        return bool(self.lib.mb_plan_uses_sparse(self.plan, self.options.struct))
+
+    @property
+    def dof(self) -> int:
+        return self.n - len(self.active_rows)
 
     @property
     def default_independent(self) -> list[int] | None:
@@ -51,181 +97,288 @@ class DynamicsMixin(CallHelpers):
         if z is None:
             z = self.default_independent
         if z is None:
-            return np.zeros(1, dtype=np.int32)[:0]
-        indices = [self.coordinate_index(c) if isinstance(c, str) else int(c)  # type: ignore[attr-defined]
-                   for c in z]
-        if len(indices) != self.n - len(self.active_rows):
-            raise ValueError(f"z must name {self.n - len(self.active_rows)} coordinates, "
-                             f"got {len(indices)}")
+            return np.zeros(0, dtype=np.int32)
+        indices = [self.coordinate_index(c) if isinstance(c, str) else int(c) for c in z]
+        if len(indices) != self.dof:
+            raise ValueError(f"z must name {self.dof} coordinates, got {len(indices)}")
+        if any(not 0 <= i < self.n for i in indices) or len(set(indices)) != len(indices):
+            raise ValueError(f"z must name distinct coordinates, got {z!r}")
         return np.array(indices, dtype=np.int32)
 
-    def _check(self, status: Array, q: Array, what: str) -> None:
-        if status.any():
+    def _finish(self, status: Array, q: Array, what: str, errors: str) -> None:
+        if errors not in ERROR_MODES:
+            raise ValueError(f"errors must be one of {ERROR_MODES}, got {errors!r}")
+        if errors == "raise" and status.any():
             bad = np.flatnonzero(status)
             k = int(bad[0])
-            state = ", ".join(f"{n}={v:.6g}" for n, v in zip(self.coordinate_names, q[k],
+            state = ", ".join(f"{n}={v:.6g}" for n, v in zip(self.coordinate_names,
+                                                              q[min(k, len(q) - 1)],
                                                               strict=True))
             raise SingularConfigurationError(
                 f"{what} failed at state {k} ({bad.size} of {len(status)} failed): "
-                f"{STATUS_TEXT.get(int(status[k]), 'unknown error')}; q = [{state}]")
+                f"{self.status_text(int(status[k]))}; q = [{state}]")
+
+    def _result(self, batched: bool, values: tuple[Array, ...], status: Array,
+                errors: str) -> Any:
+        if not batched:
+            values = tuple(v[0] for v in values)
+            status = status[:1]
+        if errors == "status":
+            return (*values, status) if len(values) > 1 else (values[0], status)
+        return values if len(values) > 1 else values[0]
 
     # -- forward dynamics ----------------------------------------------------------------------
     def _forward(self, q: Any, qd: Any, Q: Any, params: Any, jacobians: bool,
-                 ) -> tuple[bool, Array, Array, Array | None, Array | None, Array | None]:
+                 multipliers: bool, errors: str, out: tuple[Array, ...] | None,
+                 ) -> tuple[Array, ...]:
+        """Outputs shaped for the caller ((n,) per state, or with a leading N), then status."""
         inputs = {"q": (q, self.n), "qd": (qd, self.n)}
         if Q is not None:
             inputs["Q"] = (Q, self.n)
-        arrays, count, batched = self._batch(**inputs)
-        qs, qds, Qs = arrays["q"], arrays["qd"], arrays.get("Q")
+        arrays, strides, count, batched = self._batch(**inputs)
         p, p_stride = self._params(params, count)
-        qdd = np.empty((count, self.n))
-        lam = np.empty((count, max(self.m, 1)))
-        shape = (count, self.n, self.n)
-        jq, jqd, jQ = (np.empty(shape), np.empty(shape), np.empty(shape)) if jacobians \
-            else (None, None, None)
-        status = np.zeros(count, dtype=np.int32)
-        rows = self.active_rows
-        alpha, beta = self.baumgarte
-        self.lib.mb_forward_dynamics(
-            count, self._dbl(qs), self._dbl(qds), self._dbl(Qs), self.n, self._dbl(p),
-            p_stride, self._int_ptr(rows), len(rows), alpha, beta, self._dbl(qdd),
-            self._dbl(lam), self._dbl(jq), self._dbl(jqd), self._dbl(jQ),
-            self._int_ptr(status))
-        self._check(status, qs, "forward dynamics")
-        return batched, qdd, lam, jq, jqd, jQ
+        lead = (count,) if batched else ()
+        n = self.n
+        shapes = [(*lead, n)] + ([(*lead, n, n)] * 3 if jacobians else [])
+        if out is not None and len(out) != len(shapes):
+            raise ValueError(f"out must hold {len(shapes)} arrays")
+        results = [_out(o, s) for o, s in zip(out or [None] * len(shapes), shapes,
+                                              strict=True)]
+        lam = np.empty((*lead, max(self.m, 1))) if multipliers else None
+        status = np.empty(count, dtype=np.int32)
+        ptrs = [self._dbl(r) for r in results] + [self.ffi.NULL] * (4 - len(results))
+        self._checked(self.lib.mb_forward_dynamics(
+            self.plan, self.options.struct, count, self._dbl(arrays["q"]), strides["q"],
+            self._dbl(arrays["qd"]), strides["qd"], self._dbl(arrays.get("Q")),
+            strides.get("Q", 0), p, p_stride, ptrs[0], self._dbl(lam), ptrs[1], ptrs[2],
+            ptrs[3], self._int_ptr(status)))
+        self._finish(status, arrays["q"], "forward dynamics", errors)
+        values = tuple(results) if lam is None else (lam[..., :self.m],)
+        return (*values, status if batched else status[:1])
 
-    def forward_dynamics(self, q: Any, qd: Any, Q: Any = None, params: Any = None) -> Array:
-        """q̈ from [M Φqᵀ; Φq 0][q̈; λ] = [Q(q,q̇) + Q_ext; -Φ̇q q̇] (null-space method)."""
-        batched, qdd, *_ = self._forward(q, qd, Q, params, jacobians=False)
-        return qdd if batched else qdd[0]
+    def _returned(self, values: tuple[Array, ...], errors: str) -> Any:
+        """(values..., status) with errors="status"; otherwise the values alone."""
+        if errors == "status":
+            return values
+        return values[:-1] if len(values) > 2 else values[0]
 
-    def lagrange_multipliers(self, q: Any, qd: Any, Q: Any = None, params: Any = None) -> Array:
+    def forward_dynamics(self, q: Any, qd: Any, Q: Any = None, params: Any = None, *,
+                         out: Array | None = None, errors: str = "raise") -> Any:
+        """q̈ from [M Φqᵀ; Φq 0][q̈; λ] = [Q(q,q̇) + Q_ext; c] (c with Baumgarte terms)."""
+        return self._returned(self._forward(q, qd, Q, params, False, False, errors,
+                                            None if out is None else (out,)), errors)
+
+    def lagrange_multipliers(self, q: Any, qd: Any, Q: Any = None, params: Any = None, *,
+                             errors: str = "raise") -> Any:
         """λ of the independent constraint rows (zero on redundant rows)."""
-        batched, _, lam, *_ = self._forward(q, qd, Q, params, jacobians=False)
-        lam = lam[:, :self.m]
-        return lam if batched else lam[0]
+        return self._returned(self._forward(q, qd, Q, params, False, True, errors, None),
+                              errors)
 
     def forward_dynamics_jacobians(self, q: Any, qd: Any, Q: Any = None, params: Any = None,
-                                   ) -> tuple[Array, Array, Array, Array]:
-        """(q̈, ∂q̈/∂q, ∂q̈/∂q̇, ∂q̈/∂Q), all exact (implicit differentiation in C)."""
-        batched, qdd, _, jq, jqd, jQ = self._forward(q, qd, Q, params, jacobians=True)
-        assert jq is not None and jqd is not None and jQ is not None
-        if batched:
-            return qdd, jq, jqd, jQ
-        return qdd[0], jq[0], jqd[0], jQ[0]
+                                   *, out: tuple[Array, ...] | None = None,
+                                   errors: str = "raise") -> Any:
+        """(q̈, ∂q̈/∂q, ∂q̈/∂q̇, ∂q̈/∂Q), all exact (implicit differentiation in C).
+
+        ``out``: four C-contiguous float64 arrays of shapes (n,), (n, n), (n, n), (n, n)
+        (or with a leading N) to write into, so a factor callback allocates nothing.
+        """
+        return self._returned(self._forward(q, qd, Q, params, True, False, errors, out),
+                              errors)
 
     # -- independent coordinates ---------------------------------------------------------------
-    def partition(self, q: Any, z: Any = None, qd: Any = None, params: Any = None,
-                  ) -> tuple[Array, Array, Array | None]:
+    def partition(self, q: Any, z: Any = None, qd: Any = None, params: Any = None, *,
+                  errors: str = "raise") -> Any:
         """(indices of z, R, S c): q̇ = R ż and q̈ = R z̈ + S c, with c = -Φ̇q q̇.
 
         Without ``z`` (and none named in the file) z is chosen by full-pivot LU of Φq.
         """
         inputs = {"q": (q, self.n)} if qd is None else {"q": (q, self.n), "qd": (qd, self.n)}
-        arrays, count, batched = self._batch(**inputs)
-        qs, qds = arrays["q"], arrays.get("qd")
+        arrays, strides, count, batched = self._batch(**inputs)
         p, p_stride = self._params(params, count)
         zfix = self._z_indices(z)
-        d = self.n - len(self.active_rows)
-        ind = np.empty((count, max(d, 1)), dtype=np.int32)
+        d = self.dof
+        ind = np.zeros((count, max(d, 1)), dtype=np.int32)
         R = np.empty((count, self.n, max(d, 1)))
-        Sc = None if qds is None else np.empty((count, self.n))
-        status = np.zeros(count, dtype=np.int32)
-        rows = self.active_rows
-        self.lib.mb_partition(count, self._dbl(qs), self._dbl(p), p_stride, self._int_ptr(rows),
-                              len(rows), self._int_ptr(zfix), len(zfix), self._int_ptr(ind),
-                              self._dbl(R), self._dbl(Sc), self._dbl(qds),
-                              self._int_ptr(status))
-        self._check(status, qs, "coordinate partitioning")
-        ind, R = ind[:, :d], R[:, :, :d]
-        if batched:
-            return ind, R, Sc
-        return ind[0], R[0], None if Sc is None else Sc[0]
+        Sc = None if qd is None else np.empty((count, self.n))
+        status = np.empty(count, dtype=np.int32)
+        self._checked(self.lib.mb_partition(
+            self.plan, self.options.struct, count, self._dbl(arrays["q"]), strides["q"], p,
+            p_stride, self._int_ptr(zfix), len(zfix), self._int_ptr(ind), self._dbl(R),
+            self._dbl(Sc), self._dbl(arrays.get("qd")), strides.get("qd", 0),
+            self._int_ptr(status)))
+        self._finish(status, arrays["q"], "coordinate partitioning", errors)
+        values = (ind[:, :d], R[:, :, :d], Sc)
+        if not batched:
+            values = (values[0][0], values[1][0], None if Sc is None else Sc[0])
+            status = status[:1]
+        return (*values, status) if errors == "status" else values
 
     def independent_coordinates(self, q: Any | None = None) -> list[str]:
         """Names of z: the file's ``independent_coordinates`` or the full-pivot LU choice."""
-        ind, _, _ = self.partition(self.q0 if q is None else q)  # type: ignore[attr-defined]
+        ind, _, _ = self.partition(self.q0 if q is None else q)
         return [self.coordinate_names[i] for i in ind]
 
     def independent_dynamics(self, q: Any, qd: Any, Q: Any = None, z: Any = None,
-                             params: Any = None) -> tuple[Array, Array, Array, Array]:
-        """(z̈, ∂z̈/∂z, ∂z̈/∂ż, ∂z̈/∂Q) along the constraint manifold.
+                             params: Any = None, *, jacobians: bool = True,
+                             errors: str = "raise") -> Any:
+        """(z̈, ∂z̈/∂z, ∂z̈/∂ż, ∂z̈/∂Q) at consistent states, along the constraint manifold.
 
-        z̈ = (RᵀMR)⁻¹Rᵀ(Q − M S c) equals q̈ at z. Moving z moves q by R and q̇ by
-        -S (Φq q̇)_q R, so ∂z̈/∂z = [Jq R − Jqd S (Φq q̇)_q R]_z and ∂z̈/∂ż = [Jqd R]_z.
+        Moving z moves q by R δz and q̇ by -S (Φq q̇)_q R δz; each direction costs one
+        kinematic and one dynamic solve in C (O(n) per direction on the sparse path).
+        Without ``jacobians`` only z̈ is returned.
         """
-        arrays, _, batched = self._batch(q=(q, self.n), qd=(qd, self.n))
-        qs, qds = arrays["q"], arrays["qd"]
-        qdd, jq, jqd, jQ = self.forward_dynamics_jacobians(qs, qds, Q, params)
-        ind, R, _ = self.partition(qs, z=z, params=params)
-        tangent = self.phiq_v_q(qs, qds, params)[:, self.active_rows, :]  # type: ignore[attr-defined]
-        dqd_dz = -self._solve_dependent(qs, tangent @ R, ind, params)
-        take = np.arange(len(ind))[:, None]
-        zdd = qdd[take, ind]
-        jz = (jq @ R + jqd @ dqd_dz)[take, ind]
-        jzd = (jqd @ R)[take, ind]
-        jzQ = jQ[take, ind]
-        if batched:
-            return zdd, jz, jzd, jzQ
-        return zdd[0], jz[0], jzd[0], jzQ[0]
-
-    def _solve_dependent(self, q: Array, B: Array, ind: Array, params: Any) -> Array:
-        """S B for each state: dependent coordinates solve Φq_dep x = B, x_z = 0."""
-        jac = self.phi_q(q, params)[:, self.active_rows, :]  # type: ignore[attr-defined]
-        out = np.zeros((q.shape[0], self.n, B.shape[2]))
-        for s in range(q.shape[0]):
-            dep = np.setdiff1d(np.arange(self.n), ind[s])
-            out[s, dep] = np.linalg.solve(jac[s][:, dep], B[s])
-        return out
+        inputs = {"q": (q, self.n), "qd": (qd, self.n)}
+        if Q is not None:
+            inputs["Q"] = (Q, self.n)
+        arrays, strides, count, batched = self._batch(**inputs)
+        p, p_stride = self._params(params, count)
+        zfix = self._z_indices(z)
+        d = self.dof
+        zdd = np.empty((count, d))
+        jac = [np.empty((count, d, d)), np.empty((count, d, d)),
+               np.empty((count, d, self.n))] if jacobians else []
+        ptrs = [self._dbl(j) for j in jac] or [self.ffi.NULL] * 3
+        status = np.empty(count, dtype=np.int32)
+        self._checked(self.lib.mb_independent_dynamics(
+            self.plan, self.options.struct, count, self._dbl(arrays["q"]), strides["q"],
+            self._dbl(arrays["qd"]), strides["qd"], self._dbl(arrays.get("Q")),
+            strides.get("Q", 0), p, p_stride, self._int_ptr(zfix), len(zfix),
+            self._dbl(zdd), *ptrs, self._int_ptr(status)))
+        self._finish(status, arrays["q"], "independent-coordinate dynamics", errors)
+        return self._result(batched, (zdd, *jac), status, errors)
 
     # -- kinematic problems --------------------------------------------------------------------
     def solve_position(self, q_guess: Any, z: Any = None, minimum_norm: bool = False,
-                       tol: float = 1e-12, max_iter: int = 50, params: Any = None) -> Array:
-        """Newton to Φ(q) = 0 from a guess (which keeps the assembly branch).
+                       tol: float = 1e-12, max_iter: int = 50, params: Any = None, *,
+                       errors: str = "raise") -> Any:
+        """Newton to Φ(q) = 0 from a guess per state (which keeps its assembly branch).
 
         By default the independent coordinates z (given, named in the file, or chosen by
         full pivoting at the guess) keep their values; ``minimum_norm=True`` instead moves
         q the least (projection onto the constraint manifold).
         """
-        arrays, count, batched = self._batch(q_guess=(q_guess, self.n))
+        arrays, _, count, batched = self._batch(q_guess=(q_guess, self.n))
         qs = arrays["q_guess"].copy()  # solved in place
+        if qs.shape[0] != count:
+            qs = np.repeat(qs, count, axis=0)
         p, p_stride = self._params(params, count)
         zfix = np.zeros(0, dtype=np.int32) if minimum_norm else self._z_indices(z)
-        status = np.zeros(count, dtype=np.int32)
-        rows = self.active_rows
-        self.lib.mb_solve_position(count, self._dbl(qs), self._dbl(p), p_stride,
-                                   self._int_ptr(rows), len(rows), self._int_ptr(zfix),
-                                   len(zfix), int(minimum_norm), tol, max_iter,
-                                   self._int_ptr(status))
-        self._check(status, qs, "position problem")
-        return qs if batched else qs[0]
+        status = np.empty(count, dtype=np.int32)
+        self._checked(self.lib.mb_solve_position(
+            self.plan, self.options.struct, count, self._dbl(qs), p, p_stride,
+            self._int_ptr(zfix), len(zfix), int(minimum_norm), tol, max_iter,
+            self._int_ptr(status)))
+        self._finish(status, qs, "position problem", errors)
+        return self._result(batched, (qs,), status, errors)
 
-    def solve_velocity(self, q: Any, z_dot: Any, z: Any = None, params: Any = None) -> Array:
-        """q̇ with the given independent velocities ż and Φq q̇ = 0."""
-        d = self.n - len(self.active_rows)
-        arrays, _, batched = self._batch(q=(q, self.n), z_dot=(z_dot, d))
-        _, R, _ = self.partition(arrays["q"], z=z, params=params)
-        qd = np.einsum("sij,sj->si", R, arrays["z_dot"])
-        return qd if batched else qd[0]
-
-    def project_velocity(self, q: Any, qd: Any, params: Any = None) -> Array:
-        """The q̇ nearest to ``qd`` with Φq q̇ = 0."""
-        arrays, count, batched = self._batch(q=(q, self.n), qd=(qd, self.n))
-        qs, qds = arrays["q"], arrays["qd"].copy()  # projected in place
+    def _rates(self, q: Any, rates: Any, z: Any, minimum_norm: bool, params: Any,
+               ) -> tuple[bool, Array, Array, Array]:
+        arrays, strides, count, batched = self._batch(q=(q, self.n), v=(rates, self.n))
+        v = arrays["v"].copy() if strides["v"] or count == 1 else np.repeat(arrays["v"],
+                                                                             count, axis=0)
         p, p_stride = self._params(params, count)
-        status = np.zeros(qs.shape[0], dtype=np.int32)
-        rows = self.active_rows
-        self.lib.mb_solve_velocity(qs.shape[0], self._dbl(qs), self._dbl(qds), self._dbl(p),
-                                   p_stride, self._int_ptr(rows), len(rows), self.ffi.NULL, 0,
-                                   1, self._int_ptr(status))
-        self._check(status, qs, "velocity projection")
-        return qds if batched else qds[0]
+        zfix = np.zeros(0, dtype=np.int32) if minimum_norm else self._z_indices(z)
+        status = np.empty(count, dtype=np.int32)
+        self._checked(self.lib.mb_solve_velocity(
+            self.plan, self.options.struct, count, self._dbl(arrays["q"]), strides["q"],
+            self._dbl(v), p, p_stride, self._int_ptr(zfix), len(zfix), int(minimum_norm),
+            self._int_ptr(status)))
+        return batched, arrays["q"], v, status
+
+    def solve_velocity(self, q: Any, z_dot: Any, z: Any = None, params: Any = None, *,
+                       errors: str = "raise") -> Any:
+        """q̇ with the given independent velocities ż and Φq q̇ = 0."""
+        zfix = self._z_indices(z)
+        if len(zfix) == 0:
+            zfix = np.array([self.coordinate_index(c) for c in self.independent_coordinates(
+                np.asarray(q, dtype=float).reshape(-1, self.n)[0])], dtype=np.int32)
+        zd = np.asarray(z_dot, dtype=float)
+        guess = np.zeros((*zd.shape[:-1], self.n))
+        guess[..., zfix] = zd
+        batched, qs, v, status = self._rates(q, guess, zfix, False, params)
+        self._finish(status, qs, "velocity problem", errors)
+        return self._result(batched or guess.ndim == 2, (v,), status, errors)
+
+    def project_velocity(self, q: Any, qd: Any, params: Any = None, *,
+                         errors: str = "raise") -> Any:
+        """The q̇ nearest to ``qd`` with Φq q̇ = 0."""
+        batched, qs, v, status = self._rates(q, qd, None, True, params)
+        self._finish(status, qs, "velocity projection", errors)
+        return self._result(batched, (v,), status, errors)
 
     def solve_acceleration(self, q: Any, qd: Any, z_ddot: Any, z: Any = None,
-                           params: Any = None) -> Array:
-        """q̈ = R z̈ + S c for given independent accelerations."""
-        d = self.n - len(self.active_rows)
-        arrays, _, batched = self._batch(q=(q, self.n), qd=(qd, self.n), z_ddot=(z_ddot, d))
-        _, R, Sc = self.partition(arrays["q"], z=z, qd=arrays["qd"], params=params)
-        qdd = np.einsum("sij,sj->si", R, arrays["z_ddot"]) + Sc
-        return qdd if batched else qdd[0]
+                           params: Any = None, *, errors: str = "raise") -> Any:
+        """q̈ with the given independent accelerations z̈ and Φq q̈ = c."""
+        d = self.dof
+        arrays, strides, count, batched = self._batch(q=(q, self.n), qd=(qd, self.n),
+                                                      z_ddot=(z_ddot, d))
+        p, p_stride = self._params(params, count)
+        zfix = self._z_indices(z)
+        qdd = np.empty((count, self.n))
+        status = np.empty(count, dtype=np.int32)
+        self._checked(self.lib.mb_solve_acceleration(
+            self.plan, self.options.struct, count, self._dbl(arrays["q"]), strides["q"],
+            self._dbl(arrays["qd"]), strides["qd"], self._dbl(arrays["z_ddot"]),
+            strides["z_ddot"], p, p_stride, self._int_ptr(zfix), len(zfix), self._dbl(qdd),
+            self._int_ptr(status)))
+        self._finish(status, arrays["q"], "acceleration problem", errors)
+        return self._result(batched, (qdd,), status, errors)
+
+    # -- fixed-step integration -----------------------------------------------------------------
+    def integrate(self, q0: Any, qd0: Any, dt: float, steps: int, integrator: str = "rk4",
+                  coords: str = "dependent", project: str = "manifold", z: Any = None,
+                  forces: Array | None = None) -> tuple[Array, Array, Array]:
+        """``steps`` fixed steps in C from (q0, q̇0): (q, q̇, q̈), each (steps + 1, n).
+
+        ``forces``: external generalized forces at every half step, (2 steps + 1, n).
+        A failed step raises :class:`IntegrationError` with the step and the states so far.
+        """
+        if integrator not in INTEGRATORS:
+            raise ValueError(f"unknown integrator {integrator!r} (choose from "
+                             f"{', '.join(INTEGRATORS)})")
+        if coords not in FORMULATIONS:
+            raise ValueError(f"coords must be one of {FORMULATIONS}, got {coords!r}")
+        if project not in PROJECTIONS:
+            raise ValueError(f"project must be one of {', '.join(PROJECTIONS)}, got "
+                             f"{project!r}")
+        n = self.n
+        q0 = np.ascontiguousarray(q0, dtype=np.float64).reshape(n)
+        qd0 = np.ascontiguousarray(qd0, dtype=np.float64).reshape(n)
+        table = None
+        if forces is not None:
+            table = np.ascontiguousarray(forces, dtype=np.float64)
+            if table.shape != (2 * steps + 1, n):
+                raise ValueError(f"forces must have shape {(2 * steps + 1, n)}, got "
+                                 f"{table.shape}")
+        zfix = self._z_indices(z) if coords == "independent" else np.zeros(0, np.int32)
+        out = [np.empty((steps + 1, n)) for _ in range(3)]
+        failed = self.ffi.new("long *")
+        status = self.lib.mb_simulate(
+            self.plan, self.options.struct, self._dbl(q0), self._dbl(qd0), self._p_default_ptr,
+            self._int_ptr(zfix), len(zfix), INTEGRATORS[integrator],
+            int(coords == "independent"), PROJECTIONS[project], dt, steps, self._dbl(table),
+            *(self._dbl(o) for o in out), failed)
+        if status == self.lib.MB_NO_MEMORY:
+            raise MemoryError("mbgen C core: out of memory while integrating")
+        if status != 0:
+            step = int(failed[0])
+            last = out[0][max(step - 1, 0)]
+            state = ", ".join(f"{c}={v:.6g}" for c, v in zip(self.coordinate_names, last,
+                                                             strict=True))
+            raise IntegrationError(f"step {step}: {self.status_text(status)}; last state "
+                                   f"[{state}]", step, [o[:step] for o in out])
+        return out[0], out[1], out[2]
+
+
+class IntegrationError(SingularConfigurationError):
+    """A step of ``integrate`` failed; ``step`` is its index, ``states`` (q, q̇, q̈) so far."""
+
+    def __init__(self, message: str, step: int, states: list[Array]) -> None:
+        super().__init__(message)
+        self.step = step
+        self.states = states
+
+
+INTEGRATORS = {"euler": 0, "rk4": 1, "trapezoidal": 2}
+FORMULATIONS = ("dependent", "independent")
+PROJECTIONS = {"none": 0, "manifold": 1, "energy": 2}

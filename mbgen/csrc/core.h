@@ -1,0 +1,93 @@
+/* Internal interfaces shared by the core's sources (not part of the public API). */
+#ifndef MB_CORE_H
+#define MB_CORE_H
+
+#include <stddef.h>
+
+#include "mb_model.h"
+
+/* Symbolic structure of the sparse KKT factorization for one set of active rows
+ * (sparse.c). Nodes 0..n-1 are coordinates, n..n+r-1 the active constraint rows. */
+typedef struct {
+    int size;            /* N = n + r */
+    int *perm, *iperm;   /* elimination position -> node, node -> position */
+    int *Kp, *Ki;        /* upper triangle of the permuted KKT matrix, CSC (Ki sorted) */
+    int *parent, *Lp;    /* elimination tree and column pointers of L */
+    int *mass_map;       /* mass nonzero -> slot in Kx (-1: lower triangle, skipped) */
+    int *a_map;          /* Φq nonzero -> slot of (coordinate, row) in Kx (-1: inactive) */
+    int *ata_map;        /* pairs of nonzeros of one active row -> slot of their product */
+    int *ata_k1, *ata_k2;/* the pair's Φq nonzeros */
+    int ata_count;
+    int *diag;           /* node -> slot of its diagonal in Kx */
+    int nnz_k, nnz_l;
+} mb_sparse;
+
+struct mb_plan {
+    const mb_model* model;
+    int r, d;            /* active rows, degrees of freedom n - r */
+    int* rows;           /* active constraint rows (r) */
+    int* rowpos;         /* constraint row -> position among active rows, or -1 */
+    mb_sparse sp;
+};
+
+/* Per-call scratch memory: one block, sized for the plan (see workspace.c). */
+typedef struct {
+    const mb_plan* plan;
+    const mb_model* model;
+    const mb_options* opt;
+    int n, m, r, d;
+    double* kv[MB_KERNEL_COUNT];   /* kernel values */
+    double *Q, *c, *qdd, *lam, *tmp_n, *tmp_n2, *tmp_r, *residual;
+    /* dense null-space path */
+    double *A, *LU, *F, *R, *Kd, *X, *Y, *T, *W, *V, *G, *Sc;
+    int *prow, *pcol, *allowed, *ind;
+    /* sparse KKT path */
+    double *Kx, *Lx, *D, *y, *x, *res, *Z, *JT, *akkt, *aux, *ones;
+    int *Li, *flag, *pattern, *lnz;
+    double gamma;
+    int factored_sparse;          /* the last solve used the sparse factors */
+} mb_ws;
+
+enum { MB_WS_JACOBIANS = 1 };
+
+mb_ws* mb_ws_new(const mb_plan* plan, const mb_options* opt, int flags);
+void mb_ws_free(mb_ws* w);
+void mb_eval_one(const mb_model* model, int kernel, const double* q, const double* x,
+                 const double* p, double* out);
+int mb_all_finite(const double* v, long len);
+
+/* sparse.c */
+int mb_sparse_analyze(mb_plan* plan);
+void mb_sparse_release(mb_sparse* sp);
+int mb_sparse_factor(mb_ws* w, const double* q, const double* p, const double* hdiag,
+                     const int* zfix, int nz);
+void mb_sparse_rhs(const mb_ws* w, const double* f, const double* c, double* b);
+void mb_sparse_solve(mb_ws* w, const double* b, double* x);
+void mb_sparse_inverse(mb_ws* w);
+
+/* dense.c */
+void mb_dense_build_A(mb_ws* w);
+int mb_dense_partition(mb_ws* w, const int* zfix, int nz, int full);
+void mb_dense_solve_S(const mb_ws* w, const double* b, double* x);
+int mb_dense_factor_mass(mb_ws* w, const double* q, const double* p);
+void mb_dense_accelerations(mb_ws* w, double* qdd);
+void mb_dense_multipliers(mb_ws* w, const double* qdd, double* lam);
+void mb_dense_jacobian_blocks(mb_ws* w);
+void mb_dense_apply(mb_ws* w, const double* B, int cols, double* out, int with_G);
+int mb_dense_min_norm(mb_ws* w, const double* b, double* x);
+
+/* dynamics.c */
+int mb_dynamics_one(mb_ws* w, const double* q, const double* qd, const double* Qext,
+                    const double* p, double* qdd, double* lam, int need_jacobian_data);
+void mb_dynamics_jacobians(mb_ws* w, const double* q, const double* qd, const double* p,
+                           double* Jq, double* Jqd, double* JQ);
+int mb_position_one(mb_ws* w, double* q, const double* p, const int* zfix, int nz,
+                    int minimum_norm, double tol, int max_iter);
+int mb_velocity_one(mb_ws* w, const double* q, double* qd, const double* p,
+                    const int* zfix, int nz, int minimum_norm);
+int mb_choose_z(mb_ws* w, const double* q, const double* p, int* ind);
+int mb_independent_one(mb_ws* w, mb_ws* wk, const double* q, const double* qd,
+                       const double* Qext, const double* p, const int* zfix, int nz,
+                       double* zdd, double* Jz, double* Jzd, double* JzQ);
+
+#endif

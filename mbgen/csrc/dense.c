@@ -1,0 +1,316 @@
+/* Dense null-space (R-matrix) method on the active rows A of Φq: the path for small
+ * mechanisms, and the one that chooses independent coordinates.
+ *
+ * Full-pivot LU of A picks r dependent and d = n - r independent coordinates z; R (n x d)
+ * spans the null space of A and S, the right inverse that solves for the dependent
+ * coordinates only. Then
+ *     z̈ = (RᵀMR)⁻¹ Rᵀ (Q - M S c),   q̈ = R z̈ + S c,   λ = Sᵀ (Q - M q̈),
+ * and the Jacobian blocks are P = R (RᵀMR)⁻¹ Rᵀ and G = (I - P M) S.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "core.h"
+
+/* Dense A from the Φq values the caller evaluated into w->kv. */
+void mb_dense_build_A(mb_ws* w)
+{
+    const mb_kernel* k = &w->model->kernel[MB_K_PHI_Q];
+    const int n = w->n;
+    const double* v = w->kv[MB_K_PHI_Q];
+    memset(w->A, 0, sizeof(double) * (size_t)w->r * n);
+    for (int e = 0; e < k->nnz; ++e) {
+        const int i = w->plan->rowpos[k->row[e]];
+        if (i >= 0) w->A[i * n + k->col[e]] = v[e];
+    }
+}
+
+/* LU of A with column pivoting. `full`: pivot over the whole remaining block (chooses z
+ * well); otherwise the largest entry of the pivot row (cheaper; the dynamics do not depend
+ * on the choice). With zfix the pivots avoid the given independent columns. */
+int mb_dense_partition(mb_ws* w, const int* zfix, int nz, int full)
+{
+    const int r = w->r, n = w->n, d = w->d;
+    double* LU = w->LU;
+    int* pcol = w->pcol;
+    double amax = 0.0;
+    if (zfix && nz != d) return MB_BAD_ARGUMENT;
+    memcpy(LU, w->A, sizeof(double) * (size_t)r * n);
+    for (int i = 0; i < r; ++i) w->prow[i] = i;
+    for (int j = 0; j < n; ++j) { pcol[j] = j; w->allowed[j] = 1; }
+    for (int j = 0; j < nz; ++j) {
+        if (zfix[j] < 0 || zfix[j] >= n) return MB_BAD_ARGUMENT;
+        w->allowed[zfix[j]] = 0;
+    }
+    for (int i = 0; i < r * n; ++i) if (fabs(LU[i]) > amax) amax = fabs(LU[i]);
+    if (!(amax < INFINITY)) return MB_NOT_FINITE;
+    for (int k = 0; k < r; ++k) {
+        int bi = -1, bj = -1;
+        double best = -1.0;
+        for (int i = k; i < (full ? r : k + 1); ++i)
+            for (int jj = k; jj < n; ++jj) {
+                const int col = pcol[jj];
+                if (!w->allowed[col]) continue;
+                const double a = fabs(LU[i * n + col]);
+                if (a > best) { best = a; bi = i; bj = jj; }
+            }
+        if (bi < 0 || best <= w->opt->pivot_tol * amax || best == 0.0) return MB_SINGULAR_PHIQ;
+        if (bi != k) {
+            for (int j = 0; j < n; ++j) {
+                const double t = LU[k * n + j];
+                LU[k * n + j] = LU[bi * n + j];
+                LU[bi * n + j] = t;
+            }
+            const int t = w->prow[k]; w->prow[k] = w->prow[bi]; w->prow[bi] = t;
+        }
+        { const int t = pcol[k]; pcol[k] = pcol[bj]; pcol[bj] = t; }
+        const int pc = pcol[k];
+        const double pivot = LU[k * n + pc];
+        for (int i = k + 1; i < r; ++i) {
+            const double l = LU[i * n + pc] / pivot;
+            LU[i * n + pc] = l;
+            if (l == 0.0) continue;
+            for (int jj = k + 1; jj < n; ++jj) {
+                const int col = pcol[jj];
+                LU[i * n + col] -= l * LU[k * n + col];
+            }
+        }
+    }
+    for (int j = 0; j < nz; ++j) pcol[r + j] = zfix[j];
+    for (int i = 0; i < r; ++i)
+        for (int k = 0; k < r; ++k) w->F[i * r + k] = LU[i * n + pcol[k]];
+    /* R = [-U1⁻¹ U2; I] in the original coordinate order. */
+    memset(w->R, 0, sizeof(double) * (size_t)n * (d > 0 ? d : 1));
+    double* x = w->tmp_r;
+    for (int j = 0; j < d; ++j) {
+        const int zc = pcol[r + j];
+        for (int k = r - 1; k >= 0; --k) {
+            double s = LU[k * n + zc];
+            for (int kk = k + 1; kk < r; ++kk) s -= LU[k * n + pcol[kk]] * x[kk];
+            x[k] = s / LU[k * n + pcol[k]];
+            w->R[pcol[k] * d + j] = -x[k];
+        }
+        w->R[zc * d + j] = 1.0;
+    }
+    return MB_OK;
+}
+
+/* x (n) = S b, b in active-row order: solves for dependent coordinates, x_z = 0. */
+void mb_dense_solve_S(const mb_ws* w, const double* b, double* x)
+{
+    const int r = w->r;
+    const double* F = w->F;
+    double* y = w->tmp_r;
+    for (int i = 0; i < r; ++i) {
+        double s = b[w->prow[i]];
+        for (int k = 0; k < i; ++k) s -= F[i * r + k] * y[k];
+        y[i] = s;
+    }
+    for (int i = r - 1; i >= 0; --i) {
+        double s = y[i];
+        for (int k = i + 1; k < r; ++k) s -= F[i * r + k] * y[k];
+        y[i] = s / F[i * r + i];
+    }
+    memset(x, 0, sizeof(double) * (size_t)w->n);
+    for (int k = 0; k < r; ++k) x[w->pcol[k]] = y[k];
+}
+
+/* lam (active rows) = Sᵀ y: solves A_depᵀ lam = y_dep. */
+static void solve_St(const mb_ws* w, const double* y, double* lam)
+{
+    const int r = w->r;
+    const double* F = w->F;
+    double* s = w->tmp_r;
+    for (int k = 0; k < r; ++k) {
+        double v = y[w->pcol[k]];
+        for (int kk = 0; kk < k; ++kk) v -= F[kk * r + k] * s[kk];
+        s[k] = v / F[k * r + k];
+    }
+    for (int k = r - 1; k >= 0; --k)
+        for (int i = k + 1; i < r; ++i) s[k] -= F[i * r + k] * s[i];
+    for (int k = 0; k < r; ++k) lam[w->prow[k]] = s[k];
+}
+
+/* out (n x cols) = M B (n x cols), M sparse (values in w->kv[MB_K_MASS]). */
+static void mass_mul(const mb_ws* w, const double* B, int cols, double* out)
+{
+    const mb_kernel* k = &w->model->kernel[MB_K_MASS];
+    const double* mv = w->kv[MB_K_MASS];
+    memset(out, 0, sizeof(double) * (size_t)w->n * cols);
+    for (int e = 0; e < k->nnz; ++e) {
+        const double m = mv[e];
+        const double* src = B + k->col[e] * cols;
+        double* dst = out + k->row[e] * cols;
+        for (int j = 0; j < cols; ++j) dst[j] += m * src[j];
+    }
+}
+
+static int cholesky(double* K, int d, double tol)
+{
+    double scale = 0.0;
+    for (int i = 0; i < d; ++i) if (K[i * d + i] > scale) scale = K[i * d + i];
+    for (int j = 0; j < d; ++j) {
+        double s = K[j * d + j];
+        for (int k = 0; k < j; ++k) s -= K[j * d + k] * K[j * d + k];
+        if (!(s > tol * scale)) return s != s ? MB_NOT_FINITE : MB_SINGULAR_MASS;
+        const double l = sqrt(s);
+        K[j * d + j] = l;
+        for (int i = j + 1; i < d; ++i) {
+            double t = K[i * d + j];
+            for (int k = 0; k < j; ++k) t -= K[i * d + k] * K[j * d + k];
+            K[i * d + j] = t / l;
+        }
+    }
+    return MB_OK;
+}
+
+/* Solves (L Lᵀ) X = B in place, B is d x cols. */
+static void cholesky_solve(const double* L, int d, double* B, int cols)
+{
+    for (int c = 0; c < cols; ++c) {
+        for (int i = 0; i < d; ++i) {
+            double s = B[i * cols + c];
+            for (int k = 0; k < i; ++k) s -= L[i * d + k] * B[k * cols + c];
+            B[i * cols + c] = s / L[i * d + i];
+        }
+        for (int i = d - 1; i >= 0; --i) {
+            double s = B[i * cols + c];
+            for (int k = i + 1; k < d; ++k) s -= L[k * d + i] * B[k * cols + c];
+            B[i * cols + c] = s / L[i * d + i];
+        }
+    }
+}
+
+/* Cholesky factor of RᵀMR in w->Kd (needs a partition first). */
+int mb_dense_factor_mass(mb_ws* w, const double* q, const double* p)
+{
+    const int d = w->d, n = w->n;
+    mb_eval_one(w->model, MB_K_MASS, q, NULL, p, w->kv[MB_K_MASS]);
+    if (d == 0) return MB_OK;
+    mass_mul(w, w->R, d, w->W);
+    for (int a = 0; a < d; ++a)
+        for (int b = 0; b < d; ++b) {
+            double s = 0.0;
+            for (int i = 0; i < n; ++i) s += w->R[i * d + a] * w->W[i * d + b];
+            w->Kd[a * d + b] = s;
+        }
+    return cholesky(w->Kd, d, w->opt->mass_tol);
+}
+
+/* q̈ from w->Q and w->c (active-row order); keeps S c in w->Sc. */
+void mb_dense_accelerations(mb_ws* w, double* qdd)
+{
+    const int n = w->n, d = w->d;
+    double* rhs = w->tmp_n;
+    double* z = w->tmp_n2;
+    mb_dense_solve_S(w, w->c, w->Sc);
+    mass_mul(w, w->Sc, 1, rhs);
+    for (int i = 0; i < n; ++i) rhs[i] = w->Q[i] - rhs[i];
+    for (int a = 0; a < d; ++a) {
+        double s = 0.0;
+        for (int i = 0; i < n; ++i) s += w->R[i * d + a] * rhs[i];
+        z[a] = s;
+    }
+    if (d) cholesky_solve(w->Kd, d, z, 1);
+    for (int i = 0; i < n; ++i) {
+        double s = w->Sc[i];
+        for (int a = 0; a < d; ++a) s += w->R[i * d + a] * z[a];
+        qdd[i] = s;
+    }
+}
+
+/* λ (active-row order) = Sᵀ (Q - M q̈). */
+void mb_dense_multipliers(mb_ws* w, const double* qdd, double* lam)
+{
+    double* rhs = w->tmp_n;
+    mass_mul(w, qdd, 1, rhs);
+    for (int i = 0; i < w->n; ++i) rhs[i] = w->Q[i] - rhs[i];
+    solve_St(w, rhs, lam);
+}
+
+/* out (n x cols) = P B = R (RᵀMR)⁻¹ Rᵀ B. */
+static void apply_P(mb_ws* w, const double* B, int cols, double* out)
+{
+    const int d = w->d, n = w->n;
+    if (d == 0) { memset(out, 0, sizeof(double) * (size_t)n * cols); return; }
+    double* tmp = w->V;  /* d x cols */
+    for (int a = 0; a < d; ++a)
+        for (int c = 0; c < cols; ++c) {
+            double s = 0.0;
+            for (int i = 0; i < n; ++i) s += w->R[i * d + a] * B[i * cols + c];
+            tmp[a * cols + c] = s;
+        }
+    cholesky_solve(w->Kd, d, tmp, cols);
+    for (int i = 0; i < n; ++i)
+        for (int c = 0; c < cols; ++c) {
+            double s = 0.0;
+            for (int a = 0; a < d; ++a) s += w->R[i * d + a] * tmp[a * cols + c];
+            out[i * cols + c] = s;
+        }
+}
+
+/* G = (I - P M) S (n x r): how a change of the constraint right-hand side moves q̈. */
+void mb_dense_jacobian_blocks(mb_ws* w)
+{
+    const int r = w->r, n = w->n;
+    const double* F = w->F;
+    double* Zi = w->V;  /* inverse of the dependent block, rows in pivot order */
+    memset(Zi, 0, sizeof(double) * (size_t)r * r);
+    for (int i = 0; i < r; ++i) Zi[i * r + w->prow[i]] = 1.0;
+    for (int i = 0; i < r; ++i)
+        for (int k = 0; k < i; ++k) {
+            const double l = F[i * r + k];
+            if (l != 0.0) for (int j = 0; j < r; ++j) Zi[i * r + j] -= l * Zi[k * r + j];
+        }
+    for (int i = r - 1; i >= 0; --i) {
+        for (int k = i + 1; k < r; ++k) {
+            const double u = F[i * r + k];
+            if (u != 0.0) for (int j = 0; j < r; ++j) Zi[i * r + j] -= u * Zi[k * r + j];
+        }
+        const double inv = 1.0 / F[i * r + i];
+        for (int j = 0; j < r; ++j) Zi[i * r + j] *= inv;
+    }
+    memset(w->G, 0, sizeof(double) * (size_t)n * r);
+    for (int k = 0; k < r; ++k)
+        memcpy(w->G + w->pcol[k] * r, Zi + k * r, sizeof(double) * (size_t)r);
+    mass_mul(w, w->G, r, w->W);
+    apply_P(w, w->W, r, w->T);
+    for (int i = 0; i < n * r; ++i) w->G[i] -= w->T[i];
+}
+
+/* out (n x cols) = P B, plus G Y when with_G (Y = w->Y, r x cols, mostly zeros). */
+void mb_dense_apply(mb_ws* w, const double* B, int cols, double* out, int with_G)
+{
+    const int r = w->r, n = w->n;
+    apply_P(w, B, cols, out);
+    if (!with_G) return;
+    for (int i = 0; i < r; ++i)
+        for (int j = 0; j < cols; ++j) {
+            const double y = w->Y[i * cols + j];
+            if (y == 0.0) continue;
+            for (int a = 0; a < n; ++a) out[a * cols + j] += w->G[a * r + i] * y;
+        }
+}
+
+/* Minimum-norm correction x = Aᵀ (A Aᵀ)⁻¹ b (b in active-row order). */
+int mb_dense_min_norm(mb_ws* w, const double* b, double* x)
+{
+    const int r = w->r, n = w->n;
+    double* G = w->W;
+    double* y = w->tmp_n2;
+    for (int i = 0; i < r; ++i)
+        for (int j = 0; j <= i; ++j) {
+            double s = 0.0;
+            for (int k = 0; k < n; ++k) s += w->A[i * n + k] * w->A[j * n + k];
+            G[i * r + j] = G[j * r + i] = s;
+        }
+    if (cholesky(G, r, 1e-12)) return MB_SINGULAR_PHIQ;
+    memcpy(y, b, sizeof(double) * (size_t)r);
+    cholesky_solve(G, r, y, 1);
+    for (int k = 0; k < n; ++k) {
+        double s = 0.0;
+        for (int i = 0; i < r; ++i) s += w->A[i * n + k] * y[i];
+        x[k] = s;
+    }
+    return MB_OK;
+}

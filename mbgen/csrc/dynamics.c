@@ -1,0 +1,618 @@
+/* Forward dynamics, exact Jacobians, kinematic problems and independent coordinates,
+ * per state on either linear-algebra path (dense.c or sparse.c), and their batched API.
+ *
+ * Jacobians by implicit differentiation of [M Aᵀ; A 0][q̈; λ] = [Q; c]:
+ *     ∂q̈/∂q = P X + G Y,   X = Q_q - (M q̈)_q - (Aᵀλ)_q,   Y = c_q - (A q̈)_q,
+ *     ∂q̈/∂q̇ = P Q_q̇ + G c_q̇,   ∂q̈/∂Q = P,
+ * where [P G; Gᵀ ·] = [M Aᵀ; A 0]⁻¹ (the augmented matrix of sparse.c has the same P, G).
+ * Baumgarte: c = -Φ̇q q̇ - 2α Φq q̇ - β² Φ.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+static int uses_sparse(const mb_ws* w)
+{
+    return mb_plan_uses_sparse(w->plan, w->opt);
+}
+
+/* Φq q̇ on the active rows (Φq values already in w->kv). */
+static void phiq_times(const mb_ws* w, const double* v, double* out)
+{
+    const mb_kernel* k = &w->model->kernel[MB_K_PHI_Q];
+    const double* a = w->kv[MB_K_PHI_Q];
+    memset(out, 0, sizeof(double) * (size_t)w->r);
+    for (int e = 0; e < k->nnz; ++e) {
+        const int i = w->plan->rowpos[k->row[e]];
+        if (i >= 0) out[i] += a[e] * v[k->col[e]];
+    }
+}
+
+int mb_dynamics_one(mb_ws* w, const double* q, const double* qd, const double* Qext,
+                    const double* p, double* qdd, double* lam, int need_jacobian_data)
+{
+    const int n = w->n, r = w->r;
+    const mb_model* model = w->model;
+    const double alpha = w->opt->alpha, beta = w->opt->beta;
+    int st;
+    if (!mb_all_finite(q, n) || !mb_all_finite(qd, n) || (Qext && !mb_all_finite(Qext, n)))
+        return MB_NOT_FINITE;
+    mb_eval_one(model, MB_K_FORCES, q, qd, p, w->Q);
+    if (Qext) for (int i = 0; i < n; ++i) w->Q[i] += Qext[i];
+    double* dd = w->kv[MB_K_DPHIQ_QD];
+    mb_eval_one(model, MB_K_DPHIQ_QD, q, qd, p, dd);
+    mb_eval_one(model, MB_K_PHI_Q, q, NULL, p, w->kv[MB_K_PHI_Q]);
+    for (int k = 0; k < r; ++k) w->c[k] = -dd[w->plan->rows[k]];
+    if (alpha != 0.0 || beta != 0.0) {
+        double* v = w->tmp_r;
+        double* ph = w->kv[MB_K_PHI];
+        mb_eval_one(model, MB_K_PHI, q, NULL, p, ph);
+        phiq_times(w, qd, v);
+        for (int k = 0; k < r; ++k)
+            w->c[k] -= 2.0 * alpha * v[k] + beta * beta * ph[w->plan->rows[k]];
+    }
+    double* la = w->tmp_n2;  /* active-row multipliers */
+    if (uses_sparse(w)) {
+        st = mb_sparse_factor(w, q, p, NULL, NULL, 0);
+        if (st) return st;
+        double* b = w->tmp_n;
+        mb_sparse_rhs(w, w->Q, w->c, b);
+        mb_sparse_solve(w, b, b);
+        memcpy(w->qdd, b, sizeof(double) * (size_t)n);
+        memcpy(la, b + n, sizeof(double) * (size_t)r);
+    } else {
+        mb_dense_build_A(w);
+        st = mb_dense_partition(w, NULL, 0, 0);
+        if (!st) st = mb_dense_factor_mass(w, q, p);
+        if (st) return st;
+        mb_dense_accelerations(w, w->qdd);
+        if (lam || need_jacobian_data) mb_dense_multipliers(w, w->qdd, la);
+    }
+    if (!mb_all_finite(w->qdd, n)) return MB_NOT_FINITE;
+    if (qdd) memcpy(qdd, w->qdd, sizeof(double) * (size_t)n);
+    if (lam || need_jacobian_data) {
+        memset(w->lam, 0, sizeof(double) * (size_t)w->m);
+        for (int k = 0; k < r; ++k) w->lam[w->plan->rows[k]] = la[k];
+        if (lam) memcpy(lam, w->lam, sizeof(double) * (size_t)w->m);
+    }
+    return MB_OK;
+}
+
+/* ---- the right-hand sides of the implicit differentiation, as sparse terms ---------- */
+typedef struct {
+    const mb_kernel* k;
+    const double* v;
+    double sign;
+    int constraint_rows;  /* rows index constraints (Y) rather than coordinates (X) */
+} term;
+
+/* Terms of [X; Y] (wrt = 0, derivatives in q) or [Q_q̇; c_q̇] (wrt = 1). */
+static int jacobian_terms(mb_ws* w, const double* q, const double* qd, const double* p,
+                          int wrt, term* t)
+{
+    const mb_model* model = w->model;
+    const mb_kernel* K = model->kernel;
+    const double alpha = w->opt->alpha, beta = w->opt->beta;
+    int count = 0;
+    if (wrt == 0) {
+        mb_eval_one(model, MB_K_FORCES_Q, q, qd, p, w->kv[MB_K_FORCES_Q]);
+        mb_eval_one(model, MB_K_MASS_V_Q, q, w->qdd, p, w->kv[MB_K_MASS_V_Q]);
+        mb_eval_one(model, MB_K_PHIQT_LAM_Q, q, w->lam, p, w->kv[MB_K_PHIQT_LAM_Q]);
+        mb_eval_one(model, MB_K_DPHIQ_QD_Q, q, qd, p, w->kv[MB_K_DPHIQ_QD_Q]);
+        mb_eval_one(model, MB_K_PHIQ_V_Q, q, w->qdd, p, w->kv[MB_K_PHIQ_V_Q]);
+        t[count++] = (term){&K[MB_K_FORCES_Q], w->kv[MB_K_FORCES_Q], 1.0, 0};
+        t[count++] = (term){&K[MB_K_MASS_V_Q], w->kv[MB_K_MASS_V_Q], -1.0, 0};
+        t[count++] = (term){&K[MB_K_PHIQT_LAM_Q], w->kv[MB_K_PHIQT_LAM_Q], -1.0, 0};
+        t[count++] = (term){&K[MB_K_DPHIQ_QD_Q], w->kv[MB_K_DPHIQ_QD_Q], -1.0, 1};
+        t[count++] = (term){&K[MB_K_PHIQ_V_Q], w->kv[MB_K_PHIQ_V_Q], -1.0, 1};
+        if (alpha != 0.0) {
+            mb_eval_one(model, MB_K_PHIQ_V_Q, q, qd, p, w->aux);
+            t[count++] = (term){&K[MB_K_PHIQ_V_Q], w->aux, -2.0 * alpha, 1};
+        }
+        if (beta != 0.0)
+            t[count++] = (term){&K[MB_K_PHI_Q], w->kv[MB_K_PHI_Q], -beta * beta, 1};
+    } else {
+        mb_eval_one(model, MB_K_FORCES_QD, q, qd, p, w->kv[MB_K_FORCES_QD]);
+        mb_eval_one(model, MB_K_DPHIQ_QD_QD, q, qd, p, w->kv[MB_K_DPHIQ_QD_QD]);
+        t[count++] = (term){&K[MB_K_FORCES_QD], w->kv[MB_K_FORCES_QD], 1.0, 0};
+        t[count++] = (term){&K[MB_K_DPHIQ_QD_QD], w->kv[MB_K_DPHIQ_QD_QD], -1.0, 1};
+        if (alpha != 0.0)
+            t[count++] = (term){&K[MB_K_PHI_Q], w->kv[MB_K_PHI_Q], -2.0 * alpha, 1};
+    }
+    return count;
+}
+
+/* top (n) and bottom (r) = terms · v (a sparse matrix-vector product). */
+static void terms_times(const mb_ws* w, const term* t, int count, const double* v,
+                        double* top, double* bottom)
+{
+    memset(top, 0, sizeof(double) * (size_t)w->n);
+    memset(bottom, 0, sizeof(double) * (size_t)w->r);
+    for (int s = 0; s < count; ++s)
+        for (int e = 0; e < t[s].k->nnz; ++e) {
+            const double value = t[s].sign * t[s].v[e] * v[t[s].k->col[e]];
+            if (!t[s].constraint_rows) top[t[s].k->row[e]] += value;
+            else if (w->plan->rowpos[t[s].k->row[e]] >= 0)
+                bottom[w->plan->rowpos[t[s].k->row[e]]] += value;
+        }
+}
+
+/* Dense path: out = P X + G Y with X, Y scattered densely. */
+static void dense_jacobian(mb_ws* w, const term* t, int count, double* out)
+{
+    const int n = w->n;
+    memset(w->X, 0, sizeof(double) * (size_t)n * n);
+    memset(w->Y, 0, sizeof(double) * (size_t)w->r * n);
+    for (int s = 0; s < count; ++s)
+        for (int e = 0; e < t[s].k->nnz; ++e) {
+            const int i = t[s].constraint_rows ? w->plan->rowpos[t[s].k->row[e]]
+                                               : t[s].k->row[e];
+            if (i < 0) continue;
+            double* target = t[s].constraint_rows ? w->Y : w->X;
+            target[i * n + t[s].k->col[e]] += t[s].sign * t[s].v[e];
+        }
+    mb_dense_apply(w, w->X, n, out, 1);
+}
+
+/* Sparse path: rows j of outᵀ accumulate Z rows (Z symmetric), then one transpose. */
+static void sparse_jacobian(mb_ws* w, const term* t, int count, double* out)
+{
+    const mb_sparse* sp = &w->plan->sp;
+    const int n = w->n, N = sp->size;
+    double* JT = w->JT;
+    memset(JT, 0, sizeof(double) * (size_t)n * N);
+    for (int s = 0; s < count; ++s)
+        for (int e = 0; e < t[s].k->nnz; ++e) {
+            int node = t[s].k->row[e];
+            if (t[s].constraint_rows) {
+                node = w->plan->rowpos[node];
+                if (node < 0) continue;
+                node += n;
+            }
+            const double value = t[s].sign * t[s].v[e];
+            if (value == 0.0) continue;
+            const double* z = w->Z + (size_t)sp->iperm[node] * N;
+            double* dst = JT + (size_t)t[s].k->col[e] * N;
+            for (int i = 0; i < N; ++i) dst[i] += value * z[i];
+        }
+    for (int a = 0; a < n; ++a) {
+        const int pa = sp->iperm[a];
+        for (int j = 0; j < n; ++j) out[a * n + j] = JT[(size_t)j * N + pa];
+    }
+}
+
+void mb_dynamics_jacobians(mb_ws* w, const double* q, const double* qd, const double* p,
+                           double* Jq, double* Jqd, double* JQ)
+{
+    const int n = w->n;
+    term t[8];
+    const int sparse = w->factored_sparse;
+    if (sparse) {
+        mb_sparse_inverse(w);
+    } else if (Jq || Jqd) {
+        mb_dense_jacobian_blocks(w);
+    }
+    if (JQ) {
+        if (sparse) {
+            const mb_sparse* sp = &w->plan->sp;
+            for (int a = 0; a < n; ++a)
+                for (int j = 0; j < n; ++j)
+                    JQ[a * n + j] = w->Z[(size_t)sp->iperm[a] * sp->size + sp->iperm[j]];
+        } else {
+            double* I = w->X;
+            memset(I, 0, sizeof(double) * (size_t)n * n);
+            for (int i = 0; i < n; ++i) I[i * n + i] = 1.0;
+            mb_dense_apply(w, I, n, JQ, 0);
+        }
+    }
+    for (int wrt = 0; wrt < 2; ++wrt) {
+        double* out = wrt == 0 ? Jq : Jqd;
+        if (!out) continue;
+        const int count = jacobian_terms(w, q, qd, p, wrt, t);
+        if (sparse) sparse_jacobian(w, t, count, out);
+        else dense_jacobian(w, t, count, out);
+    }
+}
+
+/* ---- kinematics ------------------------------------------------------------------------ */
+
+/* Factor the kinematic problem at q: A (z columns held) for corrections A Δ = b. */
+static int kinematic_factor(mb_ws* w, const double* q, const double* p, const int* zfix,
+                            int nz, int minimum_norm)
+{
+    mb_eval_one(w->model, MB_K_PHI_Q, q, NULL, p, w->kv[MB_K_PHI_Q]);
+    if (uses_sparse(w)) {
+        for (int i = 0; i < w->n; ++i) w->ones[i] = 1.0;
+        return mb_sparse_factor(w, q, p, w->ones, minimum_norm ? NULL : zfix,
+                                minimum_norm ? 0 : nz);
+    }
+    mb_dense_build_A(w);
+    if (minimum_norm) return MB_OK;
+    return mb_dense_partition(w, zfix, nz, 1);
+}
+
+/* Δ (n) with A Δ = b (active rows), Δ[z] = 0 or Δ of least norm, after kinematic_factor. */
+static int kinematic_solve(mb_ws* w, const double* b, double* delta, int minimum_norm)
+{
+    if (w->factored_sparse) {
+        double* rhs = w->tmp_n;
+        mb_sparse_rhs(w, NULL, b, rhs);
+        mb_sparse_solve(w, rhs, rhs);
+        memcpy(delta, rhs, sizeof(double) * (size_t)w->n);
+        return MB_OK;
+    }
+    if (minimum_norm) return mb_dense_min_norm(w, b, delta);
+    mb_dense_solve_S(w, b, delta);
+    return MB_OK;
+}
+
+int mb_choose_z(mb_ws* w, const double* q, const double* p, int* ind)
+{
+    mb_eval_one(w->model, MB_K_PHI_Q, q, NULL, p, w->kv[MB_K_PHI_Q]);
+    mb_dense_build_A(w);
+    const int st = mb_dense_partition(w, NULL, 0, 1);
+    if (!st) for (int j = 0; j < w->d; ++j) ind[j] = w->pcol[w->r + j];
+    return st;
+}
+
+static int check_indices(const mb_ws* w, const int* zfix, int nz)
+{
+    if (nz && nz != w->d) return MB_BAD_ARGUMENT;
+    for (int j = 0; j < nz; ++j) if (zfix[j] < 0 || zfix[j] >= w->n) return MB_BAD_ARGUMENT;
+    return MB_OK;
+}
+
+int mb_position_one(mb_ws* w, double* q, const double* p, const int* zfix, int nz,
+                    int minimum_norm, double tol, int max_iter)
+{
+    const int r = w->r, n = w->n, m = w->m;
+    double* ph = w->kv[MB_K_PHI];
+    double* b = w->residual;
+    double* delta = w->Sc;
+    int* ind = w->ind;
+    int have_z = nz > 0 || minimum_norm;
+    int st = check_indices(w, zfix, nz);
+    if (st) return st;
+    if (nz) memcpy(ind, zfix, sizeof(int) * (size_t)nz);
+    for (int it = 0; it <= max_iter; ++it) {
+        if (!mb_all_finite(q, n)) return MB_NOT_FINITE;
+        mb_eval_one(w->model, MB_K_PHI, q, NULL, p, ph);
+        double err = 0.0;
+        for (int k = 0; k < r; ++k) {
+            b[k] = ph[w->plan->rows[k]];
+            if (fabs(b[k]) > err) err = fabs(b[k]);
+        }
+        if (err <= tol) {
+            /* Rows dropped as redundant must hold too, or the model contradicts itself. */
+            double qn = 0.0;
+            for (int i = 0; i < n; ++i) qn += q[i] * q[i];
+            for (int i = 0; i < m; ++i)
+                if (fabs(ph[i]) > 1e-7 * (1.0 + qn)) return MB_INCONSISTENT;
+            return MB_OK;
+        }
+        if (!(err < INFINITY)) return MB_NOT_FINITE;
+        if (it == max_iter) break;
+        if (!have_z) {  /* z by full pivoting at the guess, then kept */
+            st = mb_choose_z(w, q, p, ind);
+            if (st) return st;
+            have_z = 1;
+        }
+        const int use_nz = minimum_norm ? 0 : w->d;
+        st = kinematic_factor(w, q, p, ind, use_nz, minimum_norm);
+        if (!st) st = kinematic_solve(w, b, delta, minimum_norm);
+        if (st) return st;
+        for (int i = 0; i < n; ++i) q[i] -= delta[i];
+    }
+    return MB_NO_CONVERGENCE;
+}
+
+/* v in place so that A v = target (NULL: 0), keeping v[z] or moving v the least. */
+static int correct_rates(mb_ws* w, const double* q, double* v, const double* target,
+                         const double* p, const int* zfix, int nz, int minimum_norm)
+{
+    const int n = w->n, r = w->r;
+    int* ind = w->ind;
+    int st = check_indices(w, zfix, nz);
+    if (st) return st;
+    if (!mb_all_finite(q, n) || !mb_all_finite(v, n)) return MB_NOT_FINITE;
+    if (!minimum_norm) {
+        if (nz && zfix != ind) memcpy(ind, zfix, sizeof(int) * (size_t)nz);
+        else if ((st = mb_choose_z(w, q, p, ind))) return st;
+    }
+    st = kinematic_factor(w, q, p, ind, w->d, minimum_norm);
+    if (st) return st;
+    double* b = w->residual;
+    double* delta = w->Sc;
+    double* Av = w->tmp_n2;
+    phiq_times(w, v, Av);
+    for (int k = 0; k < r; ++k) b[k] = Av[k] - (target ? target[k] : 0.0);
+    st = kinematic_solve(w, b, delta, minimum_norm);
+    if (st) return st;
+    for (int i = 0; i < n; ++i) v[i] -= delta[i];
+    return MB_OK;
+}
+
+int mb_velocity_one(mb_ws* w, const double* q, double* qd, const double* p,
+                    const int* zfix, int nz, int minimum_norm)
+{
+    return correct_rates(w, q, qd, NULL, p, zfix, nz, minimum_norm);
+}
+
+/* ---- batched API -------------------------------------------------------------------- */
+
+static void fill_nan(double* v, long len)
+{
+    if (v) for (long i = 0; i < len; ++i) v[i] = NAN;
+}
+
+int mb_forward_dynamics(const mb_plan* plan, const mb_options* options, long count,
+    const double* q, long q_stride, const double* qd, long qd_stride, const double* Qext,
+    long Q_stride, const double* p, long p_stride, double* qdd, double* lam, double* Jq,
+    double* Jqd, double* JQ, int* status)
+{
+    const int n = plan->model->n, m = plan->model->m;
+    const long nn = (long)n * n;
+    const int jac = Jq || Jqd || JQ;
+    mb_ws* w = mb_ws_new(plan, options, jac ? MB_WS_JACOBIANS : 0);
+    int failed = 0;
+    if (!w) return MB_NO_MEMORY;
+    for (long s = 0; s < count; ++s) {
+        const double* qs = q + s * q_stride;
+        const double* qds = qd + s * qd_stride;
+        const double* ps = p + s * p_stride;
+        int st = mb_dynamics_one(w, qs, qds, Qext ? Qext + s * Q_stride : NULL, ps,
+                                 qdd ? qdd + s * n : NULL, lam ? lam + s * m : NULL, jac);
+        if (st == MB_OK && jac)
+            mb_dynamics_jacobians(w, qs, qds, ps, Jq ? Jq + s * nn : NULL,
+                                  Jqd ? Jqd + s * nn : NULL, JQ ? JQ + s * nn : NULL);
+        if (st != MB_OK) {
+            fill_nan(qdd ? qdd + s * n : NULL, n);
+            fill_nan(lam ? lam + s * m : NULL, m);
+            fill_nan(Jq ? Jq + s * nn : NULL, nn);
+            fill_nan(Jqd ? Jqd + s * nn : NULL, nn);
+            fill_nan(JQ ? JQ + s * nn : NULL, nn);
+        }
+        status[s] = st;
+        failed += st != MB_OK;
+    }
+    mb_ws_free(w);
+    return failed;
+}
+
+int mb_partition(const mb_plan* plan, const mb_options* options, long count,
+    const double* q, long q_stride, const double* p, long p_stride, const int* zfix, int nz,
+    int* ind, double* R, double* Sc, const double* qd, long qd_stride, int* status)
+{
+    const int n = plan->model->n;
+    mb_ws* w = mb_ws_new(plan, options, 0);
+    int failed = 0;
+    if (!w) return MB_NO_MEMORY;
+    const int d = w->d, r = w->r;
+    for (long s = 0; s < count; ++s) {
+        const double* qs = q + s * q_stride;
+        const double* ps = p + s * p_stride;
+        int st = check_indices(w, zfix, nz);
+        if (!st && !mb_all_finite(qs, n)) st = MB_NOT_FINITE;
+        if (!st) {
+            mb_eval_one(plan->model, MB_K_PHI_Q, qs, NULL, ps, w->kv[MB_K_PHI_Q]);
+            mb_dense_build_A(w);
+            st = mb_dense_partition(w, nz ? zfix : NULL, nz, 1);
+        }
+        status[s] = st;
+        if (st) {
+            failed++;
+            fill_nan(R + s * n * d, (long)n * d);
+            fill_nan(Sc ? Sc + s * n : NULL, n);
+            continue;
+        }
+        for (int j = 0; j < d; ++j) ind[s * d + j] = w->pcol[r + j];
+        memcpy(R + s * n * d, w->R, sizeof(double) * (size_t)n * d);
+        if (Sc && qd) {
+            double* dd = w->kv[MB_K_DPHIQ_QD];
+            mb_eval_one(plan->model, MB_K_DPHIQ_QD, qs, qd + s * qd_stride, ps, dd);
+            for (int k = 0; k < r; ++k) w->c[k] = -dd[plan->rows[k]];
+            mb_dense_solve_S(w, w->c, Sc + s * n);
+        }
+    }
+    mb_ws_free(w);
+    return failed;
+}
+
+int mb_solve_position(const mb_plan* plan, const mb_options* options, long count, double* q,
+    const double* p, long p_stride, const int* zfix, int nz, int minimum_norm, double tol,
+    int max_iter, int* status)
+{
+    mb_ws* w = mb_ws_new(plan, options, 0);
+    int failed = 0;
+    if (!w) return MB_NO_MEMORY;
+    for (long s = 0; s < count; ++s) {
+        status[s] = mb_position_one(w, q + s * plan->model->n, p + s * p_stride, zfix, nz,
+                                    minimum_norm, tol, max_iter);
+        failed += status[s] != MB_OK;
+    }
+    mb_ws_free(w);
+    return failed;
+}
+
+int mb_solve_velocity(const mb_plan* plan, const mb_options* options, long count,
+    const double* q, long q_stride, double* qd, const double* p, long p_stride,
+    const int* zfix, int nz, int minimum_norm, int* status)
+{
+    const int n = plan->model->n;
+    mb_ws* w = mb_ws_new(plan, options, 0);
+    int failed = 0;
+    if (!w) return MB_NO_MEMORY;
+    for (long s = 0; s < count; ++s) {
+        status[s] = correct_rates(w, q + s * q_stride, qd + s * n, NULL, p + s * p_stride,
+                                  zfix, nz, minimum_norm);
+        if (status[s]) fill_nan(qd + s * n, n);
+        failed += status[s] != MB_OK;
+    }
+    mb_ws_free(w);
+    return failed;
+}
+
+int mb_solve_acceleration(const mb_plan* plan, const mb_options* options, long count,
+    const double* q, long q_stride, const double* qd, long qd_stride, const double* zdd,
+    long zdd_stride, const double* p, long p_stride, const int* zfix, int nz, double* qdd,
+    int* status)
+{
+    const int n = plan->model->n;
+    mb_ws* w = mb_ws_new(plan, options, 0);
+    int failed = 0;
+    if (!w) return MB_NO_MEMORY;
+    const int r = w->r, d = w->d;
+    for (long s = 0; s < count; ++s) {
+        const double* qs = q + s * q_stride;
+        const double* ps = p + s * p_stride;
+        double* out = qdd + s * n;
+        int* ind = w->ind;
+        int st = check_indices(w, zfix, nz);
+        if (!st && !nz) st = mb_choose_z(w, qs, ps, ind);
+        else if (!st) memcpy(ind, zfix, sizeof(int) * (size_t)d);
+        if (!st) {
+            double* dd = w->kv[MB_K_DPHIQ_QD];
+            double* c = w->c;
+            mb_eval_one(plan->model, MB_K_DPHIQ_QD, qs, qd + s * qd_stride, ps, dd);
+            for (int k = 0; k < r; ++k) c[k] = -dd[plan->rows[k]];
+            memset(out, 0, sizeof(double) * (size_t)n);
+            for (int j = 0; j < d; ++j) out[ind[j]] = zdd[s * zdd_stride + j];
+            st = correct_rates(w, qs, out, c, ps, ind, d, 0);
+        }
+        status[s] = st;
+        if (st) fill_nan(out, n);
+        failed += st != MB_OK;
+    }
+    mb_ws_free(w);
+    return failed;
+}
+
+/* ---- independent coordinates ------------------------------------------------------------ */
+
+/* q-part of [M Aᵀ; A 0]⁻¹ [top; bottom] with the factors of the last dynamics solve. */
+static void dynamics_apply(mb_ws* w, const double* top, const double* bottom, double* out)
+{
+    const int n = w->n, r = w->r;
+    if (w->factored_sparse) {
+        double* b = w->tmp_n;
+        memcpy(b, top, sizeof(double) * (size_t)n);
+        memcpy(b + n, bottom, sizeof(double) * (size_t)r);
+        mb_sparse_solve(w, b, b);
+        memcpy(out, b, sizeof(double) * (size_t)n);
+        return;
+    }
+    memcpy(w->X, top, sizeof(double) * (size_t)n);
+    memcpy(w->Y, bottom, sizeof(double) * (size_t)r);
+    mb_dense_apply(w, w->X, 1, out, 1);
+}
+
+/* z̈ and (optionally) its Jacobians at one consistent state; wk holds the kinematics. */
+int mb_independent_one(mb_ws* w, mb_ws* wk, const double* q, const double* qd,
+                       const double* Qext, const double* p, const int* zfix, int nz,
+                       double* zdd, double* Jz, double* Jzd, double* JzQ)
+{
+    const int n = w->n, r = w->r, d = w->d;
+    int* ind = wk->ind;
+    int st = check_indices(w, zfix, nz);
+    if (st) return st;
+    if (nz) memcpy(ind, zfix, sizeof(int) * (size_t)d);
+    else if ((st = mb_choose_z(wk, q, p, ind))) return st;
+    const int jac = Jz || Jzd || JzQ;
+    st = mb_dynamics_one(w, q, qd, Qext, p, NULL, NULL, jac);
+    if (st) return st;
+    for (int j = 0; j < d; ++j) zdd[j] = w->qdd[ind[j]];
+    if (!jac) return MB_OK;
+    if (!w->factored_sparse) mb_dense_jacobian_blocks(w);
+    st = kinematic_factor(wk, q, p, ind, d, 0);
+    if (st) return st;
+    term tq[8], tv[8];
+    const int cq = jacobian_terms(w, q, qd, p, 0, tq);
+    const int cv = jacobian_terms(w, q, qd, p, 1, tv);
+    /* (Φq q̇)_q: how the velocity constraint moves with q */
+    double* tangent = wk->aux;
+    mb_eval_one(w->model, MB_K_PHIQ_V_Q, q, qd, p, tangent);
+    const mb_kernel* kt = &w->model->kernel[MB_K_PHIQ_V_Q];
+    const mb_kernel* ka = &w->model->kernel[MB_K_PHI_Q];
+    double* dq = wk->tmp_n2;      /* n: R e_k */
+    double* dqd = wk->qdd;        /* n: ∂q̇/∂z e_k */
+    double* b = wk->c;            /* r */
+    double* top = w->Q;           /* reused: Q is no longer needed */
+    double* bottom = w->c;
+    double* top2 = w->Sc;
+    double* bottom2 = w->tmp_r;
+    double* out = wk->Q;          /* n */
+    for (int k = 0; k < d; ++k) {
+        /* δq = R e_k: A δq = 0 with δq[z] = e_k */
+        memset(b, 0, sizeof(double) * (size_t)r);  /* -(column z_k of A) */
+        for (int e = 0; e < ka->nnz; ++e) {
+            const int i = w->plan->rowpos[ka->row[e]];
+            if (i >= 0 && ka->col[e] == ind[k]) b[i] = -w->kv[MB_K_PHI_Q][e];
+        }
+        if ((st = kinematic_solve(wk, b, dq, 0))) return st;
+        dq[ind[k]] = 1.0;
+        /* ∂z̈/∂ż e_k: δq̇ = R e_k */
+        if (Jzd) {
+            terms_times(w, tv, cv, dq, top, bottom);
+            dynamics_apply(w, top, bottom, out);
+            for (int j = 0; j < d; ++j) Jzd[j * d + k] = out[ind[j]];
+        }
+        if (Jz) {
+            /* δq̇ = -S (Φq q̇)_q δq */
+            memset(b, 0, sizeof(double) * (size_t)r);
+            for (int e = 0; e < kt->nnz; ++e) {
+                const int i = w->plan->rowpos[kt->row[e]];
+                if (i >= 0) b[i] -= tangent[e] * dq[kt->col[e]];
+            }
+            if ((st = kinematic_solve(wk, b, dqd, 0))) return st;
+            for (int j = 0; j < d; ++j) dqd[ind[j]] = 0.0;
+            terms_times(w, tq, cq, dq, top, bottom);
+            terms_times(w, tv, cv, dqd, top2, bottom2);
+            for (int i = 0; i < n; ++i) top[i] += top2[i];
+            for (int i = 0; i < r; ++i) bottom[i] += bottom2[i];
+            dynamics_apply(w, top, bottom, out);
+            for (int j = 0; j < d; ++j) Jz[j * d + k] = out[ind[j]];
+        }
+    }
+    if (JzQ) {
+        memset(bottom, 0, sizeof(double) * (size_t)r);
+        for (int j = 0; j < d; ++j) {
+            memset(top, 0, sizeof(double) * (size_t)n);
+            top[ind[j]] = 1.0;
+            dynamics_apply(w, top, bottom, JzQ + j * n);  /* row z_j of P = column */
+        }
+    }
+    return MB_OK;
+}
+
+int mb_independent_dynamics(const mb_plan* plan, const mb_options* options, long count,
+    const double* q, long q_stride, const double* qd, long qd_stride, const double* Qext,
+    long Q_stride, const double* p, long p_stride, const int* zfix, int nz, double* zdd,
+    double* Jz, double* Jzd, double* JzQ, int* status)
+{
+    const int n = plan->model->n, d = plan->d;
+    const int jac = Jz || Jzd || JzQ;
+    mb_ws* w = mb_ws_new(plan, options, jac ? MB_WS_JACOBIANS : 0);
+    mb_ws* wk = mb_ws_new(plan, options, 0);
+    int failed = 0;
+    if (!w || !wk) { mb_ws_free(w); mb_ws_free(wk); return MB_NO_MEMORY; }
+    for (long s = 0; s < count; ++s) {
+        const long dd = (long)d * d, dn = (long)d * n;
+        int st = mb_independent_one(w, wk, q + s * q_stride, qd + s * qd_stride,
+                                 Qext ? Qext + s * Q_stride : NULL, p + s * p_stride, zfix, nz,
+                                 zdd + s * d, Jz ? Jz + s * dd : NULL,
+                                 Jzd ? Jzd + s * dd : NULL, JzQ ? JzQ + s * dn : NULL);
+        if (st) {
+            fill_nan(zdd + s * d, d);
+            fill_nan(Jz ? Jz + s * dd : NULL, dd);
+            fill_nan(Jzd ? Jzd + s * dd : NULL, dd);
+            fill_nan(JzQ ? JzQ + s * dn : NULL, dn);
+        }
+        status[s] = st;
+        failed += st != MB_OK;
+    }
+    mb_ws_free(w);
+    mb_ws_free(wk);
+    return failed;
+}

@@ -1,0 +1,137 @@
+/* mbgen core: the generic numerics behind every generated mechanism module.
+ *
+ * A generated module defines one `mb_model` (its kernels and their sparsity, see
+ * mb_model.h) and returns it from mb_model_get(); every function below takes that model
+ * and works for any mechanism. The text between the cdef markers is also what cffi is
+ * built from, and the generated C and the core include this same file, so a prototype
+ * that does not match its definition is a compile error.
+ *
+ * Conventions: arrays are row-major doubles; a batch of `count` states is read with a
+ * stride per input (0 broadcasts one vector to every state); outputs are dense and
+ * contiguous per state. Functions that loop over states return the number of states that
+ * failed (their status[] entry says why) or MB_NO_MEMORY; one bad state never stops the
+ * others. Nothing here keeps hidden global state: calls are safe from several threads.
+ */
+#ifndef MBGEN_H
+#define MBGEN_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* cdef:begin */
+typedef struct mb_model mb_model;
+typedef struct mb_plan mb_plan;
+
+/* Status of one state (and return code of whole calls, for MB_NO_MEMORY). */
+enum {
+    MB_OK = 0,
+    MB_SINGULAR_PHIQ = 1,      /* Φq lost rank: dead point, bifurcation, or bad choice of z */
+    MB_SINGULAR_MASS = 2,      /* mass matrix singular on the motion subspace */
+    MB_NO_CONVERGENCE = 3,     /* Newton did not converge */
+    MB_INCONSISTENT = 4,       /* rows redundant at q0 do not hold: over-constrained */
+    MB_NOT_FINITE = 5,         /* an input or a result is NaN or infinite */
+    MB_BAD_ARGUMENT = 6,       /* sizes or indices that do not fit the model */
+    MB_NO_MEMORY = -1
+};
+
+/* Kernels every model provides (sensor kernels have no entries without sensors). The
+ * second vector input `x` is q̇, v or λ depending on the kernel (see generated-code.md). */
+enum {
+    MB_K_PHI, MB_K_PHI_Q, MB_K_PHIQ_V_Q, MB_K_DPHIQ_QD, MB_K_DPHIQ_QD_Q, MB_K_DPHIQ_QD_QD,
+    MB_K_PHIQT_LAM_Q, MB_K_MASS, MB_K_MASS_V_Q, MB_K_FORCES, MB_K_FORCES_Q, MB_K_FORCES_QD,
+    MB_K_ENERGY, MB_K_PHI_P, MB_K_MASS_P, MB_K_FORCES_P, MB_K_SENSORS, MB_K_SENSORS_Q,
+    MB_K_SENSORS_QD, MB_KERNEL_COUNT
+};
+
+/* Linear-algebra path of the dynamics and kinematics. */
+enum { MB_METHOD_AUTO = 0, MB_METHOD_DENSE = 1, MB_METHOD_SPARSE = 2 };
+
+/* Integrators and projections of mb_simulate. */
+enum { MB_EULER = 0, MB_RK4 = 1, MB_TRAPEZOIDAL = 2 };
+enum { MB_PROJECT_NONE = 0, MB_PROJECT_MANIFOLD = 1, MB_PROJECT_ENERGY = 2 };
+
+typedef struct {
+    double pivot_tol;   /* relative pivot under which Φq counts as rank-deficient */
+    double mass_tol;    /* relative pivot under which the reduced mass counts as singular */
+    double newton_tol;  /* position-problem tolerance inside the integrators */
+    int max_iter;       /* Newton iteration limit inside the integrators */
+    double alpha;       /* Baumgarte stabilization: c -= 2 alpha Φq q̇ + beta² Φ */
+    double beta;
+    int method;         /* MB_METHOD_* */
+    int refine;         /* iterative-refinement steps of the sparse solves */
+} mb_options;
+
+void mb_default_options(mb_options* options);
+const char* mb_status_text(int status);
+const mb_model* mb_model_get(void);
+int mb_model_size(const mb_model* model, int what);  /* 0 n, 1 m, 2 parameters */
+int mb_kernel_nnz(const mb_model* model, int kernel);
+
+/* The constraint rows used by the dynamics (independent at q0) and the factorization
+ * structure chosen for them; NULL when out of memory or a row index is out of range. */
+mb_plan* mb_plan_new(const mb_model* model, const int* rows, int nrows);
+void mb_plan_free(mb_plan* plan);
+int mb_plan_uses_sparse(const mb_plan* plan, const mb_options* options);
+int mb_plan_factor_size(const mb_plan* plan);  /* nonzeros of the sparse L factor */
+
+/* Sparse values (count x nnz) of one kernel. */
+int mb_eval(const mb_model* model, int kernel, long count, const double* q, long q_stride,
+    const double* x, long x_stride, const double* p, long p_stride, double* out);
+
+/* The same as dense arrays (count x rows x cols; cols = 1 for vectors), zeros included. */
+int mb_eval_dense(const mb_model* model, int kernel, long count, const double* q,
+    long q_stride, const double* x, long x_stride, const double* p, long p_stride, int rows,
+    int cols, double* out);
+
+/* q̈ (n), λ (m, zero on rows outside the plan) and optionally the exact Jacobians
+ * ∂q̈/∂q, ∂q̈/∂q̇, ∂q̈/∂Q (n x n each). Any output pointer may be NULL. */
+int mb_forward_dynamics(const mb_plan* plan, const mb_options* options, long count,
+    const double* q, long q_stride, const double* qd, long qd_stride, const double* Qext,
+    long Q_stride, const double* p, long p_stride, double* qdd, double* lam, double* Jq,
+    double* Jqd, double* JQ, int* status);
+
+/* Independent coordinates z (nz indices, chosen by full pivoting per state when nz = 0):
+ * their indices `ind` (d), R = ∂q/∂z (n x d) and S c (n) with c = -Φ̇q q̇ (qd may be NULL). */
+int mb_partition(const mb_plan* plan, const mb_options* options, long count,
+    const double* q, long q_stride, const double* p, long p_stride, const int* zfix, int nz,
+    int* ind, double* R, double* Sc, const double* qd, long qd_stride, int* status);
+
+/* Newton on Φ(q) = 0 in place from each state's guess (which keeps its assembly branch):
+ * the coordinates zfix keep their values, or (minimum_norm) q moves the least. */
+int mb_solve_position(const mb_plan* plan, const mb_options* options, long count, double* q,
+    const double* p, long p_stride, const int* zfix, int nz, int minimum_norm, double tol,
+    int max_iter, int* status);
+
+/* Velocities in place: Φq q̇ = 0 keeping q̇[zfix], or the nearest admissible q̇. */
+int mb_solve_velocity(const mb_plan* plan, const mb_options* options, long count,
+    const double* q, long q_stride, double* qd, const double* p, long p_stride,
+    const int* zfix, int nz, int minimum_norm, int* status);
+
+/* Accelerations q̈ (n) with q̈[zfix] = z̈ and Φq q̈ = c. */
+int mb_solve_acceleration(const mb_plan* plan, const mb_options* options, long count,
+    const double* q, long q_stride, const double* qd, long qd_stride, const double* zdd,
+    long zdd_stride, const double* p, long p_stride, const int* zfix, int nz, double* qdd,
+    int* status);
+
+/* Dynamics in independent coordinates at consistent states: z̈ (d) and ∂z̈/∂z, ∂z̈/∂ż
+ * (d x d) and ∂z̈/∂Q (d x n), moving along the constraint manifold. */
+int mb_independent_dynamics(const mb_plan* plan, const mb_options* options, long count,
+    const double* q, long q_stride, const double* qd, long qd_stride, const double* Qext,
+    long Q_stride, const double* p, long p_stride, const int* zfix, int nz, double* zdd,
+    double* Jz, double* Jzd, double* JzQ, int* status);
+
+/* Fixed-step simulation from (q0, q̇0): nsteps steps of dt, writing nsteps + 1 states.
+ * Qtable (optional): external forces at every half step, (2 nsteps + 1) x n. Returns the
+ * status of the step that failed (its index in *failed_step), MB_OK otherwise. */
+int mb_simulate(const mb_plan* plan, const mb_options* options, const double* q0,
+    const double* qd0, const double* p, const int* zfix, int nz, int method,
+    int independent, int project, double dt, long nsteps, const double* Qtable,
+    double* out_q, double* out_qd, double* out_qdd, long* failed_step);
+/* cdef:end */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,240 @@
+/* Options, status texts, plans, workspaces and batched kernel evaluation. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+/* The sparse path wins from about this many coordinates (benchmarks/scaling.py). */
+#define MB_SPARSE_FROM_N 12
+
+void mb_default_options(mb_options* options)
+{
+    options->pivot_tol = 1e-10;
+    options->mass_tol = 1e-12;
+    options->newton_tol = 1e-12;
+    options->max_iter = 25;
+    options->alpha = 0.0;
+    options->beta = 0.0;
+    options->method = MB_METHOD_AUTO;
+    options->refine = 1;
+}
+
+const char* mb_status_text(int status)
+{
+    switch (status) {
+    case MB_OK: return "ok";
+    case MB_SINGULAR_PHIQ:
+        return "the constraint Jacobian Φq loses rank (dead point, bifurcation, or a chosen z "
+               "that cannot parametrize the mechanism here)";
+    case MB_SINGULAR_MASS:
+        return "the mass matrix is singular on the motion subspace (RᵀMR not positive "
+               "definite)";
+    case MB_NO_CONVERGENCE: return "Newton iterations did not converge";
+    case MB_INCONSISTENT:
+        return "constraint rows that are redundant at q0 do not hold at the solution: the "
+               "model is over-constrained (its constraints contradict each other), or Newton "
+               "reached an assembly mode where the redundancy is lost (start from a closer "
+               "guess)";
+    case MB_NOT_FINITE: return "an input or an intermediate result is not finite";
+    case MB_BAD_ARGUMENT: return "sizes or coordinate indices do not fit the mechanism";
+    case MB_NO_MEMORY: return "out of memory";
+    default: return "unknown status";
+    }
+}
+
+int mb_model_size(const mb_model* model, int what)
+{
+    return what == 0 ? model->n : what == 1 ? model->m : what == 2 ? model->np : -1;
+}
+
+int mb_kernel_nnz(const mb_model* model, int kernel)
+{
+    return kernel >= 0 && kernel < MB_KERNEL_COUNT ? model->kernel[kernel].nnz : -1;
+}
+
+int mb_all_finite(const double* v, long len)
+{
+    for (long i = 0; i < len; ++i) if (!isfinite(v[i])) return 0;
+    return 1;
+}
+
+void mb_eval_one(const mb_model* model, int kernel, const double* q, const double* x,
+                 const double* p, double* out)
+{
+    const mb_kernel* k = &model->kernel[kernel];
+    if (k->eval) k->eval(q, x, p, out);
+}
+
+int mb_eval(const mb_model* model, int kernel, long count, const double* q, long q_stride,
+            const double* x, long x_stride, const double* p, long p_stride, double* out)
+{
+    if (kernel < 0 || kernel >= MB_KERNEL_COUNT) return MB_BAD_ARGUMENT;
+    const mb_kernel* k = &model->kernel[kernel];
+    if (!k->eval) return MB_OK;
+    for (long s = 0; s < count; ++s)
+        k->eval(q + s * q_stride, x ? x + s * x_stride : NULL, p + s * p_stride,
+                out + s * k->nnz);
+    return MB_OK;
+}
+
+int mb_eval_dense(const mb_model* model, int kernel, long count, const double* q,
+                  long q_stride, const double* x, long x_stride, const double* p,
+                  long p_stride, int rows, int cols, double* out)
+{
+    if (kernel < 0 || kernel >= MB_KERNEL_COUNT) return MB_BAD_ARGUMENT;
+    const mb_kernel* k = &model->kernel[kernel];
+    const long size = (long)rows * cols;
+    for (int e = 0; e < k->nnz; ++e)
+        if (k->row[e] >= rows || (k->col ? k->col[e] : 0) >= cols) return MB_BAD_ARGUMENT;
+    double small[64];
+    double* values = k->nnz <= 64 ? small : (double*)malloc(sizeof(double) * (size_t)k->nnz);
+    if (!values) return MB_NO_MEMORY;
+    for (long s = 0; s < count; ++s) {
+        double* dst = out + s * size;
+        memset(dst, 0, sizeof(double) * (size_t)size);
+        if (!k->eval) continue;
+        k->eval(q + s * q_stride, x ? x + s * x_stride : NULL, p + s * p_stride, values);
+        for (int e = 0; e < k->nnz; ++e)
+            dst[(long)k->row[e] * cols + (k->col ? k->col[e] : 0)] = values[e];
+    }
+    if (values != small) free(values);
+    return MB_OK;
+}
+
+mb_plan* mb_plan_new(const mb_model* model, const int* rows, int nrows)
+{
+    if (nrows < 0 || nrows > model->m || nrows > model->n) return NULL;
+    mb_plan* plan = (mb_plan*)calloc(1, sizeof(mb_plan));
+    if (!plan) return NULL;
+    plan->model = model;
+    plan->r = nrows;
+    plan->d = model->n - nrows;
+    plan->rows = (int*)malloc(sizeof(int) * ((size_t)nrows + 1));
+    plan->rowpos = (int*)malloc(sizeof(int) * ((size_t)model->m + 1));
+    if (!plan->rows || !plan->rowpos) { mb_plan_free(plan); return NULL; }
+    for (int i = 0; i < model->m; ++i) plan->rowpos[i] = -1;
+    for (int k = 0; k < nrows; ++k) {
+        if (rows[k] < 0 || rows[k] >= model->m || plan->rowpos[rows[k]] >= 0) {
+            mb_plan_free(plan);
+            return NULL;
+        }
+        plan->rows[k] = rows[k];
+        plan->rowpos[rows[k]] = k;
+    }
+    if (mb_sparse_analyze(plan) != MB_OK) { mb_plan_free(plan); return NULL; }
+    return plan;
+}
+
+void mb_plan_free(mb_plan* plan)
+{
+    if (!plan) return;
+    mb_sparse_release(&plan->sp);
+    free(plan->rows);
+    free(plan->rowpos);
+    free(plan);
+}
+
+int mb_plan_uses_sparse(const mb_plan* plan, const mb_options* options)
+{
+    if (options->method == MB_METHOD_DENSE) return 0;
+    if (options->method == MB_METHOD_SPARSE) return 1;
+    return plan->model->n >= MB_SPARSE_FROM_N;
+}
+
+int mb_plan_factor_size(const mb_plan* plan)
+{
+    return plan->sp.nnz_l;
+}
+
+/* Carve one allocation into the workspace's arrays (each 8-byte aligned). */
+typedef struct { char* base; size_t used; } arena;
+
+static void* take(arena* a, size_t bytes)
+{
+    void* p = a->base ? a->base + a->used : NULL;
+    a->used += (bytes + 15) & ~(size_t)15;
+    return p;
+}
+
+static void layout(mb_ws* w, arena* a, int flags)
+{
+    const mb_model* model = w->model;
+    const size_t n = (size_t)w->n, r = (size_t)w->r, N = n + r, m = (size_t)w->m;
+    const size_t nnz_l = (size_t)w->plan->sp.nnz_l + 1, nnz_k = (size_t)w->plan->sp.nnz_k + 1;
+    const size_t D = sizeof(double), I = sizeof(int);
+    const size_t wide = n > r ? n : r;
+    for (int k = 0; k < MB_KERNEL_COUNT; ++k)
+        w->kv[k] = (double*)take(a, D * ((size_t)model->kernel[k].nnz + 1));
+    w->Q = (double*)take(a, D * n);
+    w->c = (double*)take(a, D * (r + 1));
+    w->qdd = (double*)take(a, D * n);
+    w->lam = (double*)take(a, D * (m + 1));
+    w->tmp_n = (double*)take(a, D * (N + 1));
+    w->tmp_n2 = (double*)take(a, D * (N + 1));
+    w->tmp_r = (double*)take(a, D * (r + 1));
+    w->residual = (double*)take(a, D * (r + 1));
+    w->Sc = (double*)take(a, D * n);
+    w->A = (double*)take(a, D * (r * n + 1));
+    w->LU = (double*)take(a, D * (r * n + 1));
+    w->F = (double*)take(a, D * (r * r + 1));
+    w->R = (double*)take(a, D * (n * n + 1));
+    w->Kd = (double*)take(a, D * (n * n + 1));
+    w->V = (double*)take(a, D * (n * wide + 1));
+    w->W = (double*)take(a, D * (n * wide + 1));
+    w->prow = (int*)take(a, I * (r + 1));
+    w->pcol = (int*)take(a, I * n);
+    w->allowed = (int*)take(a, I * n);
+    w->ind = (int*)take(a, I * n);
+    w->akkt = (double*)take(a, D * ((size_t)model->kernel[MB_K_PHI_Q].nnz + 1));
+    w->aux = (double*)take(a, D * ((size_t)model->kernel[MB_K_PHIQ_V_Q].nnz + 1));
+    w->ones = (double*)take(a, D * n);
+    w->Kx = (double*)take(a, D * nnz_k);
+    w->Lx = (double*)take(a, D * nnz_l);
+    w->Li = (int*)take(a, I * nnz_l);
+    w->D = (double*)take(a, D * N);
+    w->y = (double*)take(a, D * N);
+    w->x = (double*)take(a, D * N);
+    w->res = (double*)take(a, D * N);
+    w->flag = (int*)take(a, I * N);
+    w->pattern = (int*)take(a, I * N);
+    w->lnz = (int*)take(a, I * N);
+    if (flags & MB_WS_JACOBIANS) {
+        w->X = (double*)take(a, D * n * n);
+        w->Y = (double*)take(a, D * (r * n + 1));
+        w->T = (double*)take(a, D * n * wide);
+        w->G = (double*)take(a, D * (n * r + 1));
+        w->Z = (double*)take(a, D * N * N);
+        w->JT = (double*)take(a, D * n * N);
+    }
+}
+
+mb_ws* mb_ws_new(const mb_plan* plan, const mb_options* opt, int flags)
+{
+    mb_ws probe;
+    memset(&probe, 0, sizeof(probe));
+    probe.plan = plan;
+    probe.model = plan->model;
+    probe.n = plan->model->n;
+    probe.m = plan->model->m;
+    probe.r = plan->r;
+    probe.d = plan->d;
+    arena a = {NULL, 0};
+    layout(&probe, &a, flags);
+    mb_ws* w = (mb_ws*)malloc(sizeof(mb_ws));
+    char* block = (char*)calloc(1, a.used + 16);
+    if (!w || !block) { free(w); free(block); return NULL; }
+    *w = probe;
+    w->opt = opt;
+    a.base = block;
+    a.used = 0;
+    layout(w, &a, flags);
+    return w;
+}
+
+void mb_ws_free(mb_ws* w)
+{
+    if (!w) return;
+    free(w->kv[0]);  /* the block starts with the first kernel's values */
+    free(w);
+}

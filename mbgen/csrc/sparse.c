@@ -1,0 +1,396 @@
+/* Sparse LDLᵀ of the augmented KKT matrix with a static elimination order.
+ *
+ *     K = [ H   Aᵀ ]    H = W + γ AᵀA,   A = active rows of Φq,
+ *         [ A   0  ]    W = M (dynamics) or I (kinematics).
+ *
+ * With rhs [f + γ Aᵀ c; c] the solution equals that of [W Aᵀ; A 0] (A x = c makes the
+ * added terms cancel), but H is positive definite whenever the problem is well posed
+ * (W positive definite on the null space of A), even where M is singular.
+ *
+ * Order: the compiler's fill-reducing order of the coordinates, each constraint row placed
+ * right after the last coordinate it involves. Then every coordinate pivot is a reduced
+ * H (> 0) and every row pivot is -(reduced A H⁻¹ Aᵀ) (< 0, and -> 0 exactly when the
+ * rows lose rank), so no pivoting is needed and both singularities are detected by sign
+ * and size. Factorization: up-looking LDLᵀ (T. Davis, "Algorithm 849: a concise sparse
+ * Cholesky factorization package", 2005); inverse entries by the Takahashi recurrence.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+typedef struct { int col, row; } entry;
+
+static int entry_cmp(const void* a, const void* b)
+{
+    const entry* x = (const entry*)a;
+    const entry* y = (const entry*)b;
+    if (x->col != y->col) return x->col < y->col ? -1 : 1;
+    return (x->row > y->row) - (x->row < y->row);
+}
+
+/* Slot of the upper-triangle entry (i, j) of the permuted matrix (nodes, any order). */
+static int slot(const mb_sparse* sp, int node_i, int node_j)
+{
+    int a = sp->iperm[node_i], b = sp->iperm[node_j];
+    if (a > b) { int t = a; a = b; b = t; }
+    int lo = sp->Kp[b], hi = sp->Kp[b + 1] - 1;
+    while (lo <= hi) {
+        const int mid = (lo + hi) / 2;
+        if (sp->Ki[mid] == a) return mid;
+        if (sp->Ki[mid] < a) lo = mid + 1; else hi = mid - 1;
+    }
+    return -1;
+}
+
+static void elimination_order(const mb_plan* plan, mb_sparse* sp)
+{
+    const mb_model* model = plan->model;
+    const mb_kernel* a = &model->kernel[MB_K_PHI_Q];
+    const int n = model->n, r = plan->r;
+    int* qpos = sp->iperm;  /* scratch: position of each coordinate in the q order */
+    int* last = sp->parent; /* scratch: last q position of each active row */
+    for (int t = 0; t < n; ++t) qpos[model->coordinate_order ? model->coordinate_order[t] : t] = t;
+    for (int k = 0; k < r; ++k) last[k] = -1;
+    for (int e = 0; e < a->nnz; ++e) {
+        const int k = plan->rowpos[a->row[e]];
+        if (k >= 0 && qpos[a->col[e]] > last[k]) last[k] = qpos[a->col[e]];
+    }
+    int pos = 0;
+    for (int k = 0; k < r; ++k) if (last[k] < 0) sp->perm[pos++] = n + k;  /* empty rows */
+    for (int t = 0; t < n; ++t) {
+        sp->perm[pos++] = model->coordinate_order ? model->coordinate_order[t] : t;
+        for (int k = 0; k < r; ++k) if (last[k] == t) sp->perm[pos++] = n + k;
+    }
+    for (int i = 0; i < sp->size; ++i) sp->iperm[sp->perm[i]] = i;
+}
+
+static int add_entry(const mb_sparse* sp, entry* list, int count, int node_i, int node_j)
+{
+    int a = sp->iperm[node_i], b = sp->iperm[node_j];
+    if (a > b) { int t = a; a = b; b = t; }
+    list[count].col = b;
+    list[count].row = a;
+    return count + 1;
+}
+
+int mb_sparse_analyze(mb_plan* plan)
+{
+    mb_sparse* sp = &plan->sp;
+    const mb_model* model = plan->model;
+    const mb_kernel* a = &model->kernel[MB_K_PHI_Q];
+    const mb_kernel* mass = &model->kernel[MB_K_MASS];
+    const int n = model->n, r = plan->r, N = n + r;
+    memset(sp, 0, sizeof(*sp));
+    sp->size = N;
+    /* nonzeros of Φq per active row, to list the pairs of AᵀA */
+    int* row_start = (int*)calloc((size_t)r + 1, sizeof(int));
+    int* row_entries = (int*)malloc(sizeof(int) * (size_t)(a->nnz + 1));
+    sp->perm = (int*)malloc(sizeof(int) * (size_t)N);
+    sp->iperm = (int*)malloc(sizeof(int) * (size_t)N);
+    sp->parent = (int*)malloc(sizeof(int) * (size_t)N);
+    sp->Lp = (int*)malloc(sizeof(int) * ((size_t)N + 1));
+    sp->diag = (int*)malloc(sizeof(int) * (size_t)N);
+    sp->mass_map = (int*)malloc(sizeof(int) * (size_t)(mass->nnz + 1));
+    sp->a_map = (int*)malloc(sizeof(int) * (size_t)(a->nnz + 1));
+    if (!row_start || !row_entries || !sp->perm || !sp->iperm || !sp->parent || !sp->Lp ||
+        !sp->diag || !sp->mass_map || !sp->a_map)
+        goto fail;
+    for (int e = 0; e < a->nnz; ++e) {
+        const int k = plan->rowpos[a->row[e]];
+        if (k >= 0) row_start[k + 1]++;
+    }
+    for (int k = 0; k < r; ++k) row_start[k + 1] += row_start[k];
+    {
+        int* fill = sp->parent;  /* scratch */
+        for (int k = 0; k < r; ++k) fill[k] = row_start[k];
+        for (int e = 0; e < a->nnz; ++e) {
+            const int k = plan->rowpos[a->row[e]];
+            if (k >= 0) row_entries[fill[k]++] = e;
+        }
+    }
+    int pairs = 0;
+    for (int k = 0; k < r; ++k) {
+        const int len = row_start[k + 1] - row_start[k];
+        pairs += len * (len + 1) / 2;
+    }
+    elimination_order(plan, sp);
+
+    /* pattern of the permuted upper triangle */
+    const int max_entries = N + mass->nnz + pairs + a->nnz;
+    entry* list = (entry*)malloc(sizeof(entry) * (size_t)(max_entries + 1));
+    if (!list) goto fail;
+    int count = 0;
+    for (int i = 0; i < N; ++i) count = add_entry(sp, list, count, i, i);
+    for (int e = 0; e < mass->nnz; ++e)
+        count = add_entry(sp, list, count, mass->row[e], mass->col[e]);
+    for (int k = 0; k < r; ++k)
+        for (int s = row_start[k]; s < row_start[k + 1]; ++s) {
+            for (int t = s; t < row_start[k + 1]; ++t)
+                count = add_entry(sp, list, count, a->col[row_entries[s]],
+                                  a->col[row_entries[t]]);
+            count = add_entry(sp, list, count, n + k, a->col[row_entries[s]]);
+        }
+    qsort(list, (size_t)count, sizeof(entry), entry_cmp);
+    int unique = 0;
+    for (int e = 0; e < count; ++e)
+        if (unique == 0 || list[e].col != list[unique - 1].col ||
+            list[e].row != list[unique - 1].row)
+            list[unique++] = list[e];
+    sp->nnz_k = unique;
+    sp->Kp = (int*)calloc((size_t)N + 1, sizeof(int));
+    sp->Ki = (int*)malloc(sizeof(int) * (size_t)(unique + 1));
+    if (!sp->Kp || !sp->Ki) { free(list); goto fail; }
+    for (int e = 0; e < unique; ++e) {
+        sp->Kp[list[e].col + 1]++;
+        sp->Ki[e] = list[e].row;
+    }
+    for (int j = 0; j < N; ++j) sp->Kp[j + 1] += sp->Kp[j];
+    free(list);
+
+    /* slots of every kernel entry */
+    for (int i = 0; i < N; ++i) sp->diag[i] = slot(sp, i, i);
+    for (int e = 0; e < mass->nnz; ++e)
+        sp->mass_map[e] = sp->iperm[mass->row[e]] <= sp->iperm[mass->col[e]]
+                              ? slot(sp, mass->row[e], mass->col[e]) : -1;
+    for (int e = 0; e < a->nnz; ++e) {
+        const int k = plan->rowpos[a->row[e]];
+        sp->a_map[e] = k >= 0 ? slot(sp, n + k, a->col[e]) : -1;
+    }
+    sp->ata_count = pairs;
+    sp->ata_map = (int*)malloc(sizeof(int) * (size_t)(pairs + 1));
+    sp->ata_k1 = (int*)malloc(sizeof(int) * (size_t)(pairs + 1));
+    sp->ata_k2 = (int*)malloc(sizeof(int) * (size_t)(pairs + 1));
+    if (!sp->ata_map || !sp->ata_k1 || !sp->ata_k2) goto fail;
+    pairs = 0;
+    for (int k = 0; k < r; ++k)
+        for (int s = row_start[k]; s < row_start[k + 1]; ++s)
+            for (int t = s; t < row_start[k + 1]; ++t) {
+                const int e1 = row_entries[s], e2 = row_entries[t];
+                sp->ata_k1[pairs] = e1;
+                sp->ata_k2[pairs] = e2;
+                /* a pair on one coordinate counts once, two coordinates once per side */
+                sp->ata_map[pairs++] = slot(sp, a->col[e1], a->col[e2]);
+            }
+
+    /* elimination tree and column counts of L */
+    {
+        int* flag = (int*)malloc(sizeof(int) * (size_t)N);
+        int* lnz = (int*)malloc(sizeof(int) * (size_t)N);
+        if (!flag || !lnz) { free(flag); free(lnz); goto fail; }
+        for (int k = 0; k < N; ++k) {
+            sp->parent[k] = -1;
+            flag[k] = k;
+            lnz[k] = 0;
+            for (int p = sp->Kp[k]; p < sp->Kp[k + 1]; ++p)
+                for (int i = sp->Ki[p]; i < k && flag[i] != k; i = sp->parent[i]) {
+                    if (sp->parent[i] == -1) sp->parent[i] = k;
+                    lnz[i]++;
+                    flag[i] = k;
+                }
+        }
+        sp->Lp[0] = 0;
+        for (int k = 0; k < N; ++k) sp->Lp[k + 1] = sp->Lp[k] + lnz[k];
+        sp->nnz_l = sp->Lp[N];
+        free(flag);
+        free(lnz);
+    }
+    free(row_start);
+    free(row_entries);
+    return MB_OK;
+fail:
+    free(row_start);
+    free(row_entries);
+    mb_sparse_release(sp);
+    return MB_NO_MEMORY;
+}
+
+void mb_sparse_release(mb_sparse* sp)
+{
+    free(sp->perm); free(sp->iperm); free(sp->Kp); free(sp->Ki); free(sp->parent);
+    free(sp->Lp); free(sp->mass_map); free(sp->a_map); free(sp->ata_map); free(sp->ata_k1);
+    free(sp->ata_k2); free(sp->diag);
+    memset(sp, 0, sizeof(*sp));
+}
+
+/* b = [f + γ Aᵀ c; c] for the factored K (f NULL: 0); c on the active rows. */
+void mb_sparse_rhs(const mb_ws* w, const double* f, const double* c, double* b)
+{
+    const mb_kernel* ka = &w->model->kernel[MB_K_PHI_Q];
+    const int n = w->n;
+    if (f) memcpy(b, f, sizeof(double) * (size_t)n);
+    else memset(b, 0, sizeof(double) * (size_t)n);
+    for (int e = 0; e < ka->nnz; ++e) {
+        const int k = w->plan->rowpos[ka->row[e]];
+        if (k >= 0) b[ka->col[e]] += w->gamma * w->akkt[e] * c[k];
+    }
+    memcpy(b + n, c, sizeof(double) * (size_t)w->r);
+}
+
+/* Assemble and factor K at (q, p), Φq values already in w->kv. `hdiag` NULL: W = M; otherwise W = I (kinematics) and
+ * the coordinates zfix are held: their columns of A are dropped and only W's 1 remains. */
+int mb_sparse_factor(mb_ws* w, const double* q, const double* p, const double* hdiag,
+                     const int* zfix, int nz)
+{
+    const mb_plan* plan = w->plan;
+    const mb_sparse* sp = &plan->sp;
+    const mb_model* model = w->model;
+    const mb_kernel* ka = &model->kernel[MB_K_PHI_Q];
+    const mb_kernel* km = &model->kernel[MB_K_MASS];
+    const int n = w->n, N = sp->size;
+    double* a = w->akkt;
+    double* Kx = w->Kx;
+    w->factored_sparse = 0;
+    memcpy(a, w->kv[MB_K_PHI_Q], sizeof(double) * (size_t)ka->nnz);
+    if (nz) {
+        for (int e = 0; e < ka->nnz; ++e)
+            for (int j = 0; j < nz; ++j)
+                if (ka->col[e] == zfix[j]) a[e] = 0.0;
+    }
+    double hmax = 0.0, amax2 = 0.0;
+    memset(Kx, 0, sizeof(double) * (size_t)sp->nnz_k);
+    if (hdiag) {
+        for (int i = 0; i < n; ++i) Kx[sp->diag[i]] = hdiag[i];
+        hmax = 1.0;
+    } else {
+        double* mv = w->kv[MB_K_MASS];
+        mb_eval_one(model, MB_K_MASS, q, NULL, p, mv);
+        for (int e = 0; e < km->nnz; ++e) {
+            if (sp->mass_map[e] >= 0) Kx[sp->mass_map[e]] += mv[e];
+            if (km->row[e] == km->col[e] && mv[e] > hmax) hmax = mv[e];
+        }
+    }
+    {
+        double* norm2 = w->tmp_r;
+        memset(norm2, 0, sizeof(double) * (size_t)w->r);
+        for (int e = 0; e < ka->nnz; ++e) {
+            const int k = plan->rowpos[ka->row[e]];
+            if (k >= 0) norm2[k] += a[e] * a[e];
+        }
+        for (int k = 0; k < w->r; ++k) if (norm2[k] > amax2) amax2 = norm2[k];
+    }
+    if (!(amax2 > 0.0) && w->r > 0) return MB_SINGULAR_PHIQ;
+    const double scale = hmax > 0.0 ? hmax : 1.0;
+    const double gamma = w->r > 0 ? scale / amax2 : 0.0;
+    w->gamma = gamma;
+    for (int t = 0; t < sp->ata_count; ++t)
+        Kx[sp->ata_map[t]] += gamma * a[sp->ata_k1[t]] * a[sp->ata_k2[t]];
+    for (int e = 0; e < ka->nnz; ++e)
+        if (sp->a_map[e] >= 0) Kx[sp->a_map[e]] += a[e];
+
+    /* up-looking LDLᵀ */
+    const int* Kp = sp->Kp; const int* Ki = sp->Ki; const int* parent = sp->parent;
+    const int* Lp = sp->Lp;
+    double* y = w->y; double* Lx = w->Lx; double* D = w->D;
+    int* Li = w->Li; int* flag = w->flag; int* pattern = w->pattern; int* lnz = w->lnz;
+    for (int k = 0; k < N; ++k) {
+        int top = N;
+        y[k] = 0.0;
+        flag[k] = k;
+        lnz[k] = 0;
+        for (int pp = Kp[k]; pp < Kp[k + 1]; ++pp) {
+            int i = Ki[pp], len = 0;
+            y[i] += Kx[pp];
+            for (; flag[i] != k; i = parent[i]) {
+                pattern[len++] = i;
+                flag[i] = k;
+            }
+            while (len > 0) pattern[--top] = pattern[--len];
+        }
+        double d = y[k];
+        y[k] = 0.0;
+        for (; top < N; ++top) {
+            const int i = pattern[top];
+            const double yi = y[i];
+            y[i] = 0.0;
+            const int p2 = Lp[i] + lnz[i];
+            for (int pp = Lp[i]; pp < p2; ++pp) y[Li[pp]] -= Lx[pp] * yi;
+            const double l = yi / D[i];
+            d -= l * yi;
+            Li[p2] = k;
+            Lx[p2] = l;
+            lnz[i]++;
+        }
+        D[k] = d;
+        const int node = sp->perm[k];
+        if (node < n) {
+            if (!(d > w->opt->mass_tol * scale)) {
+                memset(y, 0, sizeof(double) * (size_t)N);
+                return d != d ? MB_NOT_FINITE : MB_SINGULAR_MASS;
+            }
+        } else if (!(-d * gamma > w->opt->pivot_tol)) {
+            memset(y, 0, sizeof(double) * (size_t)N);
+            return d != d ? MB_NOT_FINITE : MB_SINGULAR_PHIQ;
+        }
+    }
+    w->factored_sparse = 1;
+    return MB_OK;
+}
+
+/* y (permuted) <- K⁻¹ y with the current factors. */
+static void ldl_solve(const mb_ws* w, double* y)
+{
+    const mb_sparse* sp = &w->plan->sp;
+    const int N = sp->size;
+    const int* Lp = sp->Lp; const int* Li = w->Li; const double* Lx = w->Lx;
+    for (int j = 0; j < N; ++j) {
+        const double yj = y[j];
+        if (yj != 0.0) for (int p = Lp[j]; p < Lp[j + 1]; ++p) y[Li[p]] -= Lx[p] * yj;
+    }
+    for (int j = 0; j < N; ++j) y[j] /= w->D[j];
+    for (int j = N - 1; j >= 0; --j) {
+        double s = y[j];
+        for (int p = Lp[j]; p < Lp[j + 1]; ++p) s -= Lx[p] * y[Li[p]];
+        y[j] = s;
+    }
+}
+
+/* x = K⁻¹ b (node order: n coordinates then r rows), with w->opt->refine steps of
+ * iterative refinement against the assembled K. b and x may alias. */
+void mb_sparse_solve(mb_ws* w, const double* b, double* x)
+{
+    const mb_sparse* sp = &w->plan->sp;
+    const int N = sp->size;
+    double* sol = w->x;
+    double* res = w->res;
+    for (int i = 0; i < N; ++i) res[i] = b[sp->perm[i]];
+    memcpy(sol, res, sizeof(double) * (size_t)N);
+    ldl_solve(w, sol);
+    for (int it = 0; it < w->opt->refine; ++it) {
+        for (int i = 0; i < N; ++i) res[i] = b[sp->perm[i]];
+        for (int j = 0; j < N; ++j)
+            for (int p = sp->Kp[j]; p < sp->Kp[j + 1]; ++p) {
+                const int i = sp->Ki[p];
+                res[i] -= w->Kx[p] * sol[j];
+                if (i != j) res[j] -= w->Kx[p] * sol[i];
+            }
+        ldl_solve(w, res);
+        for (int i = 0; i < N; ++i) sol[i] += res[i];
+    }
+    for (int i = 0; i < N; ++i) x[sp->perm[i]] = sol[i];
+}
+
+/* Z = K⁻¹ (N x N, permuted order, both triangles) by the Takahashi recurrence
+ * Z_ij = δ_ij / D_i - Σ_{k>i} L_ki Z_kj, one row at a time from the last. */
+void mb_sparse_inverse(mb_ws* w)
+{
+    const mb_sparse* sp = &w->plan->sp;
+    const int N = sp->size;
+    const int* Lp = sp->Lp; const int* Li = w->Li; const double* Lx = w->Lx;
+    double* Z = w->Z;
+    for (int i = N - 1; i >= 0; --i) {
+        double* zi = Z + (size_t)i * N;
+        const int len = N - i - 1;
+        memset(zi + i + 1, 0, sizeof(double) * (size_t)len);
+        for (int p = Lp[i]; p < Lp[i + 1]; ++p) {
+            const double l = Lx[p];
+            const double* zk = Z + (size_t)Li[p] * N;
+            for (int j = i + 1; j < N; ++j) zi[j] -= l * zk[j];
+        }
+        double diag = 1.0 / w->D[i];
+        for (int p = Lp[i]; p < Lp[i + 1]; ++p) diag -= Lx[p] * zi[Li[p]];
+        zi[i] = diag;
+        for (int j = i + 1; j < N; ++j) Z[(size_t)j * N + i] = zi[j];
+    }
+}

@@ -1,0 +1,57 @@
+"""The core's solver settings (mb_options in mbgen/csrc/mbgen.h), settable from Python."""
+
+from __future__ import annotations
+
+from typing import Any
+
+METHODS = {"auto": 0, "dense": 1, "sparse": 2}
+
+
+class SolverOptions:
+    """Tolerances, iteration limit, Baumgarte terms and linear-algebra path of every call.
+
+    ``method``: "auto" (dense null-space method for small mechanisms, sparse KKT
+    factorization from a dozen coordinates on), "dense" or "sparse"; both give the same
+    results to round-off.
+    """
+
+    _FIELDS = ("pivot_tol", "mass_tol", "newton_tol", "max_iter", "refine")
+
+    def __init__(self, ffi: Any, lib: Any) -> None:
+        object.__setattr__(self, "struct", ffi.new("mb_options *"))
+        lib.mb_default_options(self.struct)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._FIELDS:
+            return getattr(self.struct, name)
+        raise AttributeError(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._FIELDS:
+            if name in ("max_iter", "refine") and (int(value) != value or value < 0):
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+            if name not in ("max_iter", "refine") and not value > 0:
+                raise ValueError(f"{name} must be positive, got {value!r}")
+            setattr(self.struct, name, value)
+        elif name == "method":
+            if value not in METHODS:
+                raise ValueError(f"method must be one of {', '.join(METHODS)}, got {value!r}")
+            self.struct.method = METHODS[value]
+        elif name == "baumgarte":
+            alpha, beta = value
+            self.struct.alpha, self.struct.beta = float(alpha), float(beta)
+        else:
+            raise AttributeError(f"unknown solver option {name!r}")
+
+    @property
+    def method(self) -> str:
+        return next(k for k, v in METHODS.items() if v == self.struct.method)
+
+    @property
+    def baumgarte(self) -> tuple[float, float]:
+        """(α, β) of the Baumgarte-stabilized acceleration constraint."""
+        return self.struct.alpha, self.struct.beta
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS)
+        return f"SolverOptions({fields}, method={self.method!r}, baumgarte={self.baumgarte})"
