@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from conftest import (
     ALL_MECHANISMS,
+    entrywise_error,
     mechanism_id,
     numerical_jacobian,
     reference,
-    relative_error,
 )
 
 import mbgen
@@ -21,6 +21,9 @@ from mbgen.errors import SingularConfigurationError
 from mbgen.runtime.compiled import CompiledMechanism
 
 Compiled = Callable[[Path], CompiledMechanism]
+# Central-difference step of the dynamics checks: q̈ comes out of a linear solve, so its
+# round-off (not the O(h²) truncation) limits smaller steps.
+FD_STEP = 1e-5
 
 
 def manifold_state(mech: CompiledMechanism, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -78,7 +81,7 @@ def test_forward_dynamics_jacobians_match_finite_differences(compiled: Compiled,
             def vary(value: np.ndarray, k: int = k, args: list = args) -> np.ndarray:
                 return qdd_of(*[value if i == k else a for i, a in enumerate(args)])
 
-            assert relative_error(jacobian, numerical_jacobian(vary, x)) <= 1e-6
+            assert entrywise_error(jacobian, numerical_jacobian(vary, x, FD_STEP)) <= 1e-5
 
 
 @pytest.mark.parametrize("path", ALL_MECHANISMS, ids=mechanism_id)
@@ -100,8 +103,8 @@ def test_independent_coordinate_jacobians_match_finite_differences(compiled: Com
 
     zdd, jz, jzd, _ = mech.independent_dynamics(q, qd, z=ind)
     np.testing.assert_allclose(zdd, zdd_at(z, zd), atol=1e-9)
-    assert relative_error(jz, numerical_jacobian(lambda x: zdd_at(x, zd), z)) <= 1e-6
-    assert relative_error(jzd, numerical_jacobian(lambda x: zdd_at(z, x), zd)) <= 1e-6
+    assert entrywise_error(jz, numerical_jacobian(lambda x: zdd_at(x, zd), z, FD_STEP)) <= 1e-5
+    assert entrywise_error(jzd, numerical_jacobian(lambda x: zdd_at(z, x), zd, FD_STEP)) <= 1e-5
 
 
 def test_batched_dynamics_equal_single_calls(compiled: Compiled) -> None:
