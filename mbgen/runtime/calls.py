@@ -12,6 +12,17 @@ from mbgen.errors import MbgenError
 Array = np.ndarray
 
 
+def output_array(out: Array | None, shape: tuple[int, ...]) -> Array:
+    """A caller-supplied output array (checked: the C writes through its buffer) or a new
+    one."""
+    if out is None:
+        return np.empty(shape)
+    if out.shape != shape or out.dtype != np.float64 or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous float64 array of shape {shape}, got "
+                         f"{out.dtype} {out.shape}")
+    return out
+
+
 class CallHelpers:
     ffi: Any
     lib: Any

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from mbgen.runtime.calls import output_array
 from mbgen.runtime.dynamics import DynamicsMixin
 from mbgen.runtime.options import SolverOptions
 
@@ -26,16 +27,6 @@ class KernelInfo:
     @property
     def nnz(self) -> int:
         return len(self.indices[0]) if self.indices else 0
-
-
-def _output(out: Array | None, shape: tuple[int, ...]) -> Array:
-    """A caller-supplied output array (checked) or a new one."""
-    if out is None:
-        return np.empty(shape)
-    if out.shape != shape or out.dtype != np.float64 or not out.flags.c_contiguous:
-        raise ValueError(f"out must be a C-contiguous float64 array of shape {shape}, got "
-                         f"{out.dtype} {out.shape}")
-    return out
 
 
 class CompiledMechanism(DynamicsMixin):
@@ -174,7 +165,7 @@ class CompiledMechanism(DynamicsMixin):
             return result if batched else result[0]
         args, count, batched = self._kernel_args(info, params, inputs)
         shape = (count, *info.shape) if batched else info.shape
-        result = _output(out, shape)
+        result = output_array(out, shape)
         rows, cols = info.shape[0], info.shape[1] if len(info.shape) == 2 else 1
         self._checked(self.lib.mb_eval_dense(self.c_model, info.kernel_id, count, *args, rows,
                                              cols, self._dbl(result)))

@@ -14,19 +14,10 @@ from typing import Any
 import numpy as np
 
 from mbgen.errors import SingularConfigurationError
-from mbgen.runtime.calls import CallHelpers
+from mbgen.runtime.calls import CallHelpers, output_array
 
 Array = np.ndarray
 ERROR_MODES = ("raise", "status")
-
-
-def _out(out: Array | None, shape: tuple[int, ...]) -> Array:
-    if out is None:
-        return np.empty(shape)
-    if out.shape != shape or out.dtype != np.float64 or not out.flags.c_contiguous:
-        raise ValueError(f"out arrays must be C-contiguous float64 of shape {shape}, got "
-                         f"{out.dtype} {out.shape}")
-    return out
 
 
 class DynamicsMixin(CallHelpers):
@@ -142,7 +133,7 @@ class DynamicsMixin(CallHelpers):
         shapes = [(*lead, n)] + ([(*lead, n, n)] * 3 if jacobians else [])
         if out is not None and len(out) != len(shapes):
             raise ValueError(f"out must hold {len(shapes)} arrays")
-        results = [_out(o, s) for o, s in zip(out or [None] * len(shapes), shapes,
+        results = [output_array(o, s) for o, s in zip(out or [None] * len(shapes), shapes,
                                               strict=True)]
         lam = np.empty((*lead, max(self.m, 1))) if multipliers else None
         status = np.empty(count, dtype=np.int32)
