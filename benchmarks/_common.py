@@ -67,6 +67,26 @@ def best_time(function: Callable[[], Any], repeat: int, number: int = 1) -> floa
     return best / number
 
 
+POSITION_NOISE = 0.02  # rad / m; small enough that Newton stays on the assembly branch
+
+
+def manifold_states(mech: Any, count: int, seed: int = 0,
+                    noise: float = POSITION_NOISE) -> tuple[Any, Any]:
+    """``count`` consistent states (Φ = 0, Φq q̇ = 0) near q0, generated batched.
+
+    Benchmarking off-manifold states would time a physically meaningless problem (and
+    could hit singular configurations), so perturb q0, project back, then project a
+    random velocity onto the constraint tangent space.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    q = mech.solve_position(mech.q0 + noise * rng.standard_normal((count, mech.n)),
+                            minimum_norm=True)
+    qd = mech.project_velocity(q, rng.standard_normal((count, mech.n)))
+    return q, qd
+
+
 def mbgen_executable() -> Path:
     """The venv's ``mbgen`` console script (next to the running interpreter)."""
     return Path(sys.executable).parent / "mbgen"

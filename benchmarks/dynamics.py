@@ -1,29 +1,37 @@
-"""Runtime benchmarks: forward-dynamics Jacobians per state and a 5 s RK4 simulation.
+"""Runtime benchmarks: forward-dynamics Jacobians per state, single-state calls from
+Python, and a 5 s RK4 simulation.
 
 Why these figures: ``forward_dynamics_jacobians`` is the inner loop of optimal control /
 estimation users (one call per collocation point or filter step), so both the
 single-call latency (dominated by Python/cffi overhead) and the batched per-state cost
-(the C itself) matter; the simulation figure is what a CLI user waits for, measured warm
-so that it reflects the integrator and not the one-off compile.
+(the C itself) matter; a factor-graph user calls the four-bar's dynamics and constraints
+(Φ with Φq) once per factor from Python, so those single calls have their own targets,
+with and without ``out=`` arrays (what the wrapper's allocations cost); the simulation
+figure is what a CLI user waits for, measured warm so that it reflects the integrator and
+not the one-off compile.
 
-Run: ``.venv/bin/python benchmarks/dynamics.py`` (any cwd). Writes
-``benchmarks/results/dynamics.json``.
+Run: ``.venv/bin/python benchmarks/dynamics.py [--quick]`` (any cwd). Writes
+``benchmarks/results/dynamics.json`` (not with ``--quick``).
 """
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from _common import (
     MECHANISMS,
+    POSITION_NOISE,
     Figure,
     best_time,
     fresh_dir,
+    manifold_states,
     mbgen_executable,
     print_table,
     remove_dir,
@@ -33,55 +41,55 @@ from _common import (
 import mbgen
 from mbgen.dynamics import simulate
 
-# (file stem, batched per-state target in µs)
-MODELS = (("fourbar", 1.0), ("pick-and-place-robot", 15.0))
-BATCH = 10_000
-BATCH_REPEAT = 5
-SINGLE_REPEAT = 7
-SINGLE_NUMBER = 500
-POSITION_NOISE = 0.02  # rad / m; small enough that Newton stays on the assembly branch
+# (file stem, batched per-state target in µs, single-call target in µs)
+MODELS = (("fourbar", 1.0, 3.0), ("pick-and-place-robot", 15.0, None))
 SIM_T_END, SIM_DT = 5.0, 1e-3
-SIM_REPEAT = 5
 SIM_TARGET = 0.3
+# single-state calls on the four-bar, µs per call
+CONSTRAINTS_TARGET = 2.0
+INDEPENDENT_TARGET = 1.5  # batched z̈ with Jacobians, µs per state
 
 
-def manifold_states(mech: Any, count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """``count`` consistent states (Φ = 0, Φq q̇ = 0) near q0, generated batched.
+@dataclass(frozen=True)
+class Sizes:
+    """Batch size, repeats and calls per trial; ``--quick`` uses the small ones."""
 
-    Benchmarking off-manifold states would time a physically meaningless problem (and
-    could hit singular configurations), so perturb q0, project back, then project a
-    random velocity onto the constraint tangent space.
-    """
-    rng = np.random.default_rng(seed)
-    q = mech.solve_position(mech.q0 + POSITION_NOISE * rng.standard_normal((count, mech.n)),
-                            minimum_norm=True)
-    qd = mech.project_velocity(q, rng.standard_normal((count, mech.n)))
-    return q, qd
+    batch: int
+    batch_repeat: int
+    single_number: int
+    single_repeat: int
+    sim_repeat: int
 
 
-def jacobian_figures(build_root: Path) -> tuple[list[Figure], dict[str, Any]]:
+FULL = Sizes(batch=10_000, batch_repeat=5, single_number=2000, single_repeat=7, sim_repeat=5)
+QUICK = Sizes(batch=1_000, batch_repeat=2, single_number=200, single_repeat=3, sim_repeat=2)
+
+
+def jacobian_figures(build_root: Path, sizes: Sizes) -> tuple[list[Figure], dict[str, Any]]:
     """Single-call latency and batched per-state cost of forward_dynamics_jacobians."""
     figures: list[Figure] = []
     raw: dict[str, Any] = {}
-    for stem, target in MODELS:
+    batch = sizes.batch
+    for stem, target, single_target in MODELS:
         mech = mbgen.load(str(MECHANISMS / f"{stem}.yaml"), out_dir=str(build_root))
-        q, qd = manifold_states(mech, BATCH)
+        q, qd = manifold_states(mech, batch)
         residual = float(np.abs(mech.phi(q)).max())
         mech.forward_dynamics_jacobians(q, qd)  # warm up: first touch of the output pages
         batched = best_time(lambda m=mech, q=q, qd=qd: m.forward_dynamics_jacobians(q, qd),
-                            BATCH_REPEAT) / BATCH
+                            sizes.batch_repeat) / batch
         q1, qd1 = q[0].copy(), qd[0].copy()
         single = best_time(lambda m=mech, q1=q1, qd1=qd1: m.forward_dynamics_jacobians(q1, qd1),
-                           SINGLE_REPEAT, SINGLE_NUMBER)
+                           sizes.single_repeat, sizes.single_number)
         # Context: the same batch without Jacobians shows what the Jacobian phase costs.
         plain = best_time(lambda m=mech, q=q, qd=qd: m.forward_dynamics(q, qd),
-                          BATCH_REPEAT) / BATCH
+                          sizes.batch_repeat) / batch
         figures += [
             Figure(f"{stem} (n={mech.n}, m={mech.m}): FD Jacobians, batched", batched * 1e6,
-                   "µs/state", target, f"N = {BATCH}, best of {BATCH_REPEAT}"),
+                   "µs/state", target, f"N = {batch}, best of {sizes.batch_repeat}"),
             Figure(f"{stem}: FD Jacobians, single call", single * 1e6, "µs/call",
-                   note=f"best of {SINGLE_REPEAT}×{SINGLE_NUMBER}; incl. Python wrapper + cffi "
-                        "overhead"),
+                   single_target,
+                   note=f"best of {sizes.single_repeat}×{sizes.single_number}; incl. Python "
+                        "wrapper + cffi overhead"),
             Figure(f"{stem}: forward_dynamics only, batched", plain * 1e6, "µs/state",
                    note="context: q̈ without Jacobians"),
         ]
@@ -90,7 +98,50 @@ def jacobian_figures(build_root: Path) -> tuple[list[Figure], dict[str, Any]]:
     return figures, raw
 
 
-def simulation_figures(scratch: Path) -> tuple[list[Figure], dict[str, Any]]:
+def single_state_figures(build_root: Path, sizes: Sizes,
+                         ) -> tuple[list[Figure], dict[str, Any]]:
+    """Four-bar calls for one state from Python (a factor's linearization), and the
+    batched independent-coordinate dynamics per state."""
+    mech = mbgen.load(str(MECHANISMS / "fourbar.yaml"), out_dir=str(build_root))
+    q, qd = manifold_states(mech, sizes.batch, seed=1)
+    q1, qd1 = q[0].copy(), qd[0].copy()
+    n = mech.n
+    out = (np.empty(n), np.empty((n, n)), np.empty((n, n)), np.empty((n, n)))
+    ind = mech.partition(mech.q0)[0]  # z of q0 for every state, as benchmarks/scaling.py
+    repeat, number = sizes.single_repeat, sizes.single_number
+    how = f"best of {repeat}×{number}"
+
+    def single(call: Any) -> float:
+        call()  # warm up
+        return best_time(call, repeat, number) * 1e6
+
+    jac_out = single(lambda: mech.forward_dynamics_jacobians(q1, qd1, out=out))
+    plain = single(lambda: mech.forward_dynamics(q1, qd1))
+    constraints = single(lambda: mech.constraints(q1))
+    raw_phi_q = single(lambda: mech.evaluate("phi_q", q=q1))
+    mech.independent_dynamics(q, qd, z=ind)  # warm up
+    independent = best_time(lambda: mech.independent_dynamics(q, qd, z=ind),
+                            sizes.batch_repeat) / sizes.batch * 1e6
+    figures = [
+        Figure("fourbar: FD Jacobians, single call, out= preallocated", jac_out, "µs/call",
+               MODELS[0][2], f"{how}; as 'FD Jacobians, single call' but writing into four "
+               "arrays made once"),
+        Figure("fourbar: forward_dynamics, single call", plain, "µs/call",
+               note=f"context, {how}; q̈ only"),
+        Figure("fourbar: Φ with Φq, single call (mech.constraints)", constraints, "µs/call",
+               CONSTRAINTS_TARGET, f"{how}; dense Φ (m,) and Φq (m, n)"),
+        Figure("fourbar: Φq raw sparse values, single call (evaluate)", raw_phi_q, "µs/call",
+               note=f"context, {how}; no dense scatter, Φq only"),
+        Figure("fourbar: z̈ with Jacobians (independent_dynamics), batched", independent,
+               "µs/state", INDEPENDENT_TARGET,
+               f"N = {sizes.batch}, best of {sizes.batch_repeat}; z = "
+               f"{[mech.coordinate_names[i] for i in ind]}"),
+    ]
+    return figures, {"fourbar_independent_coordinates":
+                     [mech.coordinate_names[i] for i in ind]}
+
+
+def simulation_figures(scratch: Path, sizes: Sizes) -> tuple[list[Figure], dict[str, Any]]:
     """Warm CLI ``mbgen simulate`` wall time and the in-process simulate() time."""
     fourbar = MECHANISMS / "fourbar.yaml"
     build = scratch / "gen"
@@ -108,23 +159,23 @@ def simulation_figures(scratch: Path) -> tuple[list[Figure], dict[str, Any]]:
         return wall
 
     first = run_cli()  # compiles into the fresh build dir; not counted
-    cli = min(run_cli() for _ in range(SIM_REPEAT))
+    cli = min(run_cli() for _ in range(sizes.sim_repeat))
     # The floor under any CLI command: interpreter start-up + importing the CLI (NumPy,
     # rich, click), so the simulate figure can be split into "startup" and "work".
     help_command = [str(mbgen_executable()), "--help"]
     floor = best_time(lambda: subprocess.run(help_command, cwd=scratch, capture_output=True,
-                                             check=True), SIM_REPEAT)
+                                             check=True), sizes.sim_repeat)
     rows = sum(1 for _ in (scratch / "run.csv").open()) - 1
 
     mech = mbgen.load(str(fourbar), out_dir=str(build))
     simulate(mech, 0.01, SIM_DT, "rk4")  # warm up
-    in_process = best_time(lambda: simulate(mech, SIM_T_END, SIM_DT, "rk4"), SIM_REPEAT)
+    in_process = best_time(lambda: simulate(mech, SIM_T_END, SIM_DT, "rk4"), sizes.sim_repeat)
     steps = round(SIM_T_END / SIM_DT)
     figures = [
         Figure("CLI `mbgen simulate` fourbar 5 s rk4 (warm)", cli, "s", SIM_TARGET,
-               f"best of {SIM_REPEAT}; whole process incl. CSV ({rows} rows)"),
+               f"best of {sizes.sim_repeat}; whole process incl. CSV ({rows} rows)"),
         Figure("in-process simulate(fourbar, 5 s, 1e-3, rk4)", in_process, "s", SIM_TARGET,
-               f"best of {SIM_REPEAT}; {in_process / steps * 1e6:.2f} µs/step"),
+               f"best of {sizes.sim_repeat}; {in_process / steps * 1e6:.2f} µs/step"),
         Figure("CLI floor: `mbgen --help`", floor, "s",
                note="start-up + CLI imports; the part of the CLI figure that is not simulation"),
         Figure("CLI first run (cold compile + simulate)", first, "s",
@@ -133,23 +184,36 @@ def simulation_figures(scratch: Path) -> tuple[list[Figure], dict[str, Any]]:
     return figures, {"cli_command": command[1:], "csv_rows": rows}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="small batches and few repeats: a fast check, not a measurement "
+                             "(results are not written)")
+    args = parser.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
     scratch = fresh_dir("dynamics")
     try:
         start = time.perf_counter()
-        jac_figs, raw_jac = jacobian_figures(scratch / "models")
-        sim_figs, raw_sim = simulation_figures(scratch)
+        jac_figs, raw_jac = jacobian_figures(scratch / "models", sizes)
+        single_figs, raw_single = single_state_figures(scratch / "models", sizes)
+        sim_figs, raw_sim = simulation_figures(scratch, sizes)
         elapsed = time.perf_counter() - start
     finally:
         remove_dir(scratch)
     print_table("forward_dynamics_jacobians", jac_figs)
+    print_table("four-bar, one state per call from Python (+ batched z̈ with Jacobians)",
+                single_figs)
     print_table("simulation (four-bar, 5 s, dt = 1 ms, RK4)", sim_figs)
-    figures = jac_figs + sim_figs
-    path = write_results("dynamics", figures,
-                         {"raw": {**raw_jac, **raw_sim}, "benchmark_seconds": elapsed})
+    figures = jac_figs + single_figs + sim_figs
     missed = [f.name for f in figures if f.met is False]
-    print(f"wrote {path} ({elapsed:.1f} s); "
-          + (f"targets missed: {', '.join(missed)}" if missed else "all targets met"))
+    verdict = f"targets missed: {', '.join(missed)}" if missed else "all targets met"
+    if args.quick:  # a quick check never replaces the measured figures
+        print(f"--quick: results not written ({elapsed:.1f} s); {verdict}")
+        return 0
+    path = write_results("dynamics", figures,
+                         {"raw": {**raw_jac, **raw_single, **raw_sim}, "sizes": sizes.__dict__,
+                          "benchmark_seconds": elapsed})
+    print(f"wrote {path} ({elapsed:.1f} s); {verdict}")
     return 0
 
 
