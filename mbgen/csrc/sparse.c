@@ -243,10 +243,12 @@ int mb_sparse_factor(mb_ws* w, const double* q, const double* p, const double* h
     double* Kx = w->Kx;
     w->factored_sparse = 0;
     memcpy(a, w->kv[MB_K_PHI_Q], sizeof(double) * (size_t)ka->nnz);
-    if (nz) {
+    if (nz) {  /* held coordinates: their columns leave A (O(n + nnz), no search) */
+        int* held = w->flag;  /* free until the factorization below */
+        for (int i = 0; i < n; ++i) held[i] = 0;
+        for (int j = 0; j < nz; ++j) held[zfix[j]] = 1;
         for (int e = 0; e < ka->nnz; ++e)
-            for (int j = 0; j < nz; ++j)
-                if (ka->col[e] == zfix[j]) a[e] = 0.0;
+            if (held[ka->col[e]]) a[e] = 0.0;
     }
     double hmax = 0.0, amax2 = 0.0;
     memset(Kx, 0, sizeof(double) * (size_t)sp->nnz_k);
