@@ -299,6 +299,21 @@ def test_dead_point_and_massless_detected_on_both_paths(tmp_path: Path, method: 
         mech.forward_dynamics(mech.q0, np.zeros(2))
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_kinematic_problems_keep_the_given_z(method_of, method: str) -> None:
+    """Any valid z is honoured, not only the one full pivoting would choose."""
+    mech = method_of(ALL_MECHANISMS[1], method)  # fourbars1: one DOF, n = 4
+    q, qd = manifold_state(mech, 8)
+    for j in range(mech.n):
+        qdd, status = mech.solve_acceleration(q, qd, [0.7], z=[j], errors="status")
+        if status[0]:
+            continue  # this coordinate cannot parametrize the mechanism here
+        assert qdd[j] == pytest.approx(0.7, abs=1e-12), f"z = {mech.coordinate_names[j]}"
+        np.testing.assert_allclose(mech.phi_q(q) @ qdd, -mech.dphiq_qd(q, qd), atol=1e-10)
+        velocity = mech.solve_velocity(q, [1.3], z=[j])
+        assert velocity[j] == pytest.approx(1.3, abs=1e-12)
+
+
 # -- the header is what cffi and the C compiler both see ----------------------------------------
 
 def test_declaration_that_does_not_match_the_core_fails_to_compile(

@@ -318,8 +318,9 @@ static int correct_rates(mb_ws* w, const double* q, double* v, const double* tar
     if (st) return st;
     if (!mb_all_finite(q, n) || !mb_all_finite(v, n)) return MB_NOT_FINITE;
     if (!minimum_norm) {
-        if (nz && zfix != ind) memcpy(ind, zfix, sizeof(int) * (size_t)nz);
-        else if ((st = mb_choose_z(w, q, p, ind))) return st;
+        if (!nz) st = mb_choose_z(w, q, p, ind);
+        else if (zfix != ind) memcpy(ind, zfix, sizeof(int) * (size_t)nz);
+        if (st) return st;
     }
     st = kinematic_factor(w, q, p, ind, w->d, minimum_norm);
     if (st) return st;
