@@ -13,6 +13,9 @@ typedef struct {
     int *perm, *iperm;   /* elimination position -> node, node -> position */
     int *Kp, *Ki;        /* upper triangle of the permuted KKT matrix, CSC (Ki sorted) */
     int *parent, *Lp;    /* elimination tree and column pointers of L */
+    int *Li;             /* row indices of L (static: computed by the analysis) */
+    int *rowp, *row_node, *row_slot; /* row k of L: nodes i (topological order) and the
+                                        slots of L(k, i), for rowp[k] <= t < rowp[k+1] */
     int *mass_map;       /* mass nonzero -> slot in Kx (-1: lower triangle, skipped) */
     int *a_map;          /* Φq nonzero -> slot of (coordinate, row) in Kx (-1: inactive) */
     int *ata_map;        /* pairs of nonzeros of one active row -> slot of their product */
@@ -30,8 +33,10 @@ struct mb_plan {
     mb_sparse sp;
 };
 
-/* Per-call scratch memory: one block, sized for the plan (see workspace.c). */
-typedef struct {
+/* Scratch memory of the calls: one block, sized for the plan (model.c); the public
+ * mb_workspace of the one-state calls. */
+typedef struct mb_workspace mb_ws;
+struct mb_workspace {
     const mb_plan* plan;
     const mb_model* model;
     const mb_options* opt;
@@ -42,13 +47,19 @@ typedef struct {
     double *A, *LU, *F, *R, *Kd, *X, *Y, *T, *W, *V, *G, *Sc;
     int *prow, *pcol, *allowed, *ind;
     /* sparse KKT path */
-    double *Kx, *Lx, *D, *y, *x, *res, *Z, *JT, *akkt, *aux, *ones;
-    int *Li, *flag, *pattern, *lnz;
+    double *Kx, *Lx, *D, *y, *x, *res, *Z, *akkt, *aux, *ones;
+    double* JT;                   /* a Jacobian's transpose, n x N */
+    int *jnode, *jcol;            /* a Jacobian's right-hand side as a flat entry list */
+    double* jval;
+    double* X2;
+    int* held;
     double gamma;
     int factored_sparse;          /* the last solve used the sparse factors */
-} mb_ws;
+};
 
-enum { MB_WS_JACOBIANS = 1 };
+/* Workspace contents: Jacobian memory; the dense dynamics' blocks even when the options
+ * choose the sparse path (they are always there when the options choose dense). */
+enum { MB_WS_JACOBIANS = 1, MB_WS_DENSE = 2 };
 
 mb_ws* mb_ws_new(const mb_plan* plan, const mb_options* opt, int flags);
 void mb_ws_free(mb_ws* w);
@@ -73,6 +84,7 @@ int mb_dense_factor_mass(mb_ws* w, const double* q, const double* p);
 void mb_dense_accelerations(mb_ws* w, double* qdd);
 void mb_dense_multipliers(mb_ws* w, const double* qdd, double* lam);
 void mb_dense_jacobian_blocks(mb_ws* w);
+void mb_dense_inverse_columns(mb_ws* w, double* Z);
 void mb_dense_apply(mb_ws* w, const double* B, int cols, double* out, int with_G);
 int mb_dense_min_norm(mb_ws* w, const double* b, double* x);
 

@@ -278,6 +278,22 @@ void mb_dense_jacobian_blocks(mb_ws* w)
     for (int i = 0; i < n * r; ++i) w->G[i] -= w->T[i];
 }
 
+/* [P G]ᵀ ((n + r) x n): its row i is what row i of the (symmetric) sparse inverse gives,
+ * restricted to the coordinates; P is symmetric, so only G is transposed. */
+void mb_dense_inverse_columns(mb_ws* w, double* Z)
+{
+    const int n = w->n, r = w->r;
+    mb_dense_jacobian_blocks(w);
+    double* I = w->X;
+    memset(I, 0, sizeof(double) * (size_t)n * n);
+    for (int i = 0; i < n; ++i) I[i * n + i] = 1.0;
+    apply_P(w, I, n, Z);  /* rows 0..n-1, stride n + r below */
+    for (int a = n - 1; a >= 0; --a)
+        memmove(Z + (size_t)a * (n + r), Z + (size_t)a * n, sizeof(double) * (size_t)n);
+    for (int k = 0; k < r; ++k)
+        for (int a = 0; a < n; ++a) Z[(size_t)(n + k) * (n + r) + a] = w->G[a * r + k];
+}
+
 /* out (n x cols) = P B, plus G Y when with_G (Y = w->Y, r x cols, mostly zeros). */
 void mb_dense_apply(mb_ws* w, const double* B, int cols, double* out, int with_G)
 {

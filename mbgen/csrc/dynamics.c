@@ -139,80 +139,65 @@ static void terms_times(const mb_ws* w, const term* t, int count, const double* 
         }
 }
 
-/* Dense path: out = P X + G Y with X, Y scattered densely. */
-static void dense_jacobian(mb_ws* w, const term* t, int count, double* out)
+/* The terms as one list of (row of Z, output column, value): `map` sends a KKT node
+ * (coordinate i, or n + active row k) to its row of Z (NULL: the node itself). */
+static int flatten_terms(const mb_ws* w, const term* t, int count, const int* map,
+                         int* node, int* col, double* value)
 {
-    const int n = w->n;
-    memset(w->X, 0, sizeof(double) * (size_t)n * n);
-    memset(w->Y, 0, sizeof(double) * (size_t)w->r * n);
+    int len = 0;
     for (int s = 0; s < count; ++s)
         for (int e = 0; e < t[s].k->nnz; ++e) {
-            const int i = t[s].constraint_rows ? w->plan->rowpos[t[s].k->row[e]]
-                                               : t[s].k->row[e];
-            if (i < 0) continue;
-            double* target = t[s].constraint_rows ? w->Y : w->X;
-            target[i * n + t[s].k->col[e]] += t[s].sign * t[s].v[e];
-        }
-    mb_dense_apply(w, w->X, n, out, 1);
-}
-
-/* Sparse path: rows j of outᵀ accumulate Z rows (Z symmetric), then one transpose. */
-static void sparse_jacobian(mb_ws* w, const term* t, int count, double* out)
-{
-    const mb_sparse* sp = &w->plan->sp;
-    const int n = w->n, N = sp->size;
-    double* JT = w->JT;
-    memset(JT, 0, sizeof(double) * (size_t)n * N);
-    for (int s = 0; s < count; ++s)
-        for (int e = 0; e < t[s].k->nnz; ++e) {
-            int node = t[s].k->row[e];
+            int i = t[s].k->row[e];
             if (t[s].constraint_rows) {
-                node = w->plan->rowpos[node];
-                if (node < 0) continue;
-                node += n;
+                i = w->plan->rowpos[i];
+                if (i < 0) continue;
+                i += w->n;
             }
-            const double value = t[s].sign * t[s].v[e];
-            if (value == 0.0) continue;
-            const double* z = w->Z + (size_t)sp->iperm[node] * N;
-            double* dst = JT + (size_t)t[s].k->col[e] * N;
-            for (int i = 0; i < N; ++i) dst[i] += value * z[i];
+            const double v = t[s].sign * t[s].v[e];
+            if (v == 0.0) continue;
+            node[len] = map ? map[i] : i;
+            col[len] = t[s].k->col[e];
+            value[len++] = v;
         }
-    for (int a = 0; a < n; ++a) {
-        const int pa = sp->iperm[a];
-        for (int j = 0; j < n; ++j) out[a * n + j] = JT[(size_t)j * N + pa];
-    }
+    return len;
 }
 
+/* ∂q̈/∂q = [P G] [X; Y] and ∂q̈/∂q̇ alike, [P G] being the q rows of the KKT inverse (both
+ * paths provide them in w->Z). Z is symmetric on the sparse path, so column j of the
+ * product accumulates whole rows of Z (contiguous, vectorized AXPYs) in w->JT, which is
+ * transposed at the end; the dense path's [P G] rows are used the same way through its
+ * transpose, built in w->JT first. */
 void mb_dynamics_jacobians(mb_ws* w, const double* q, const double* qd, const double* p,
                            double* Jq, double* Jqd, double* JQ)
 {
     const int n = w->n;
+    const int* map = w->factored_sparse ? w->plan->sp.iperm : NULL;
+    const size_t stride = (size_t)(n + w->r);  /* a row of Z (either path) */
     term t[8];
-    const int sparse = w->factored_sparse;
-    if (sparse) {
-        mb_sparse_inverse(w);
-    } else if (Jq || Jqd) {
-        mb_dense_jacobian_blocks(w);
-    }
-    if (JQ) {
-        if (sparse) {
-            const mb_sparse* sp = &w->plan->sp;
-            for (int a = 0; a < n; ++a)
-                for (int j = 0; j < n; ++j)
-                    JQ[a * n + j] = w->Z[(size_t)sp->iperm[a] * sp->size + sp->iperm[j]];
-        } else {
-            double* I = w->X;
-            memset(I, 0, sizeof(double) * (size_t)n * n);
-            for (int i = 0; i < n; ++i) I[i * n + i] = 1.0;
-            mb_dense_apply(w, I, n, JQ, 0);
+    if (map) mb_sparse_inverse(w);
+    else mb_dense_inverse_columns(w, w->Z);
+    if (JQ)
+        for (int a = 0; a < n; ++a) {
+            const double* z = w->Z + (size_t)(map ? map[a] : a) * stride;
+            for (int b = 0; b < n; ++b) JQ[a * n + b] = z[map ? map[b] : b];
         }
-    }
     for (int wrt = 0; wrt < 2; ++wrt) {
         double* out = wrt == 0 ? Jq : Jqd;
         if (!out) continue;
         const int count = jacobian_terms(w, q, qd, p, wrt, t);
-        if (sparse) sparse_jacobian(w, t, count, out);
-        else dense_jacobian(w, t, count, out);
+        const int len = flatten_terms(w, t, count, map, w->jnode, w->jcol, w->jval);
+        double* JT = w->JT;
+        memset(JT, 0, sizeof(double) * (size_t)n * stride);
+        for (int e = 0; e < len; ++e) {
+            const double v = w->jval[e];
+            const double* z = w->Z + (size_t)w->jnode[e] * stride;
+            double* dst = JT + (size_t)w->jcol[e] * stride;
+            for (size_t i = 0; i < stride; ++i) dst[i] += v * z[i];
+        }
+        for (int a = 0; a < n; ++a) {
+            const size_t pa = (size_t)(map ? map[a] : a);
+            for (int j = 0; j < n; ++j) out[a * n + j] = JT[(size_t)j * stride + pa];
+        }
     }
 }
 
@@ -348,6 +333,18 @@ static void fill_nan(double* v, long len)
     if (v) for (long i = 0; i < len; ++i) v[i] = NAN;
 }
 
+int mb_forward_dynamics_one(mb_workspace* w, const double* q, const double* qd,
+    const double* Qext, const double* p, double* qdd, double* lam, double* Jq,
+    double* Jqd, double* JQ)
+{
+    const int jac = Jq || Jqd || JQ;
+    if (jac && !w->Z) return MB_BAD_ARGUMENT;  /* made without Jacobian memory */
+    if (!w->Kd && !uses_sparse(w)) return MB_BAD_ARGUMENT;  /* made for the sparse path */
+    const int st = mb_dynamics_one(w, q, qd, Qext, p, qdd, lam, jac);
+    if (st == MB_OK && jac) mb_dynamics_jacobians(w, q, qd, p, Jq, Jqd, JQ);
+    return st;
+}
+
 int mb_forward_dynamics(const mb_plan* plan, const mb_options* options, long count,
     const double* q, long q_stride, const double* qd, long qd_stride, const double* Qext,
     long Q_stride, const double* p, long p_stride, double* qdd, double* lam, double* Jq,
@@ -355,28 +352,23 @@ int mb_forward_dynamics(const mb_plan* plan, const mb_options* options, long cou
 {
     const int n = plan->model->n, m = plan->model->m;
     const long nn = (long)n * n;
-    const int jac = Jq || Jqd || JQ;
-    mb_ws* w = mb_ws_new(plan, options, jac ? MB_WS_JACOBIANS : 0);
+    mb_ws* w = mb_ws_new(plan, options, Jq || Jqd || JQ ? MB_WS_JACOBIANS : 0);
     int failed = 0;
     if (!w) return MB_NO_MEMORY;
     for (long s = 0; s < count; ++s) {
-        const double* qs = q + s * q_stride;
-        const double* qds = qd + s * qd_stride;
-        const double* ps = p + s * p_stride;
-        int st = mb_dynamics_one(w, qs, qds, Qext ? Qext + s * Q_stride : NULL, ps,
-                                 qdd ? qdd + s * n : NULL, lam ? lam + s * m : NULL, jac);
-        if (st == MB_OK && jac)
-            mb_dynamics_jacobians(w, qs, qds, ps, Jq ? Jq + s * nn : NULL,
-                                  Jqd ? Jqd + s * nn : NULL, JQ ? JQ + s * nn : NULL);
-        if (st != MB_OK) {
-            fill_nan(qdd ? qdd + s * n : NULL, n);
-            fill_nan(lam ? lam + s * m : NULL, m);
-            fill_nan(Jq ? Jq + s * nn : NULL, nn);
-            fill_nan(Jqd ? Jqd + s * nn : NULL, nn);
-            fill_nan(JQ ? JQ + s * nn : NULL, nn);
+        double* out[5] = {qdd ? qdd + s * n : NULL, lam ? lam + s * m : NULL,
+                          Jq ? Jq + s * nn : NULL, Jqd ? Jqd + s * nn : NULL,
+                          JQ ? JQ + s * nn : NULL};
+        status[s] = mb_forward_dynamics_one(w, q + s * q_stride, qd + s * qd_stride,
+                                            Qext ? Qext + s * Q_stride : NULL,
+                                            p + s * p_stride, out[0], out[1], out[2],
+                                            out[3], out[4]);
+        if (status[s] != MB_OK) {
+            fill_nan(out[0], n);
+            fill_nan(out[1], m);
+            for (int k = 2; k < 5; ++k) fill_nan(out[k], nn);
+            failed++;
         }
-        status[s] = st;
-        failed += st != MB_OK;
     }
     mb_ws_free(w);
     return failed;

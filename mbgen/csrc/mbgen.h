@@ -22,6 +22,7 @@ extern "C" {
 /* cdef:begin */
 typedef struct mb_model mb_model;
 typedef struct mb_plan mb_plan;
+typedef struct mb_workspace mb_workspace;
 
 /* Status of one state (and return code of whole calls, for MB_NO_MEMORY). */
 enum {
@@ -90,6 +91,17 @@ int mb_forward_dynamics(const mb_plan* plan, const mb_options* options, long cou
     const double* q, long q_stride, const double* qd, long qd_stride, const double* Qext,
     long Q_stride, const double* p, long p_stride, double* qdd, double* lam, double* Jq,
     double* Jqd, double* JQ, int* status);
+
+/* The same for one state, in a workspace made once and reused (what a factor callback or
+ * an outside integrator calls): no allocation per call. Returns the state's status. A
+ * workspace belongs to one thread; `jacobians` reserves the memory Jq, Jqd, JQ need. The
+ * workspace keeps `options` by pointer: it must outlive the workspace. */
+mb_workspace* mb_workspace_new(const mb_plan* plan, const mb_options* options,
+    int jacobians);
+void mb_workspace_free(mb_workspace* workspace);
+int mb_forward_dynamics_one(mb_workspace* workspace, const double* q, const double* qd,
+    const double* Qext, const double* p, double* qdd, double* lam, double* Jq,
+    double* Jqd, double* JQ);
 
 /* Independent coordinates z (nz indices, chosen by full pivoting per state when nz = 0):
  * their indices `ind` (d), R = ∂q/∂z (n x d) and S c (n) with c = -Φ̇q q̇ (qd may be NULL). */

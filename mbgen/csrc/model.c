@@ -17,7 +17,7 @@ void mb_default_options(mb_options* options)
     options->alpha = 0.0;
     options->beta = 0.0;
     options->method = MB_METHOD_AUTO;
-    options->refine = 1;
+    options->refine = 0;
 }
 
 const char* mb_status_text(int status)
@@ -163,7 +163,11 @@ static void layout(mb_ws* w, arena* a, int flags)
     const size_t n = (size_t)w->n, r = (size_t)w->r, N = n + r, m = (size_t)w->m;
     const size_t nnz_l = (size_t)w->plan->sp.nnz_l + 1, nnz_k = (size_t)w->plan->sp.nnz_k + 1;
     const size_t D = sizeof(double), I = sizeof(int);
-    const size_t wide = n > r ? n : r;
+    const size_t wide = n > r ? n : r, d = (size_t)w->d;
+    const int dense = (flags & MB_WS_DENSE) || !mb_plan_uses_sparse(w->plan, w->opt);
+    /* at most every entry of every kernel a Jacobian right-hand side is made of */
+    size_t terms = 1;
+    for (int k = 0; k < MB_KERNEL_COUNT; ++k) terms += 2 * (size_t)model->kernel[k].nnz;
     for (int k = 0; k < MB_KERNEL_COUNT; ++k)
         w->kv[k] = (double*)take(a, D * ((size_t)model->kernel[k].nnz + 1));
     w->Q = (double*)take(a, D * n);
@@ -178,10 +182,12 @@ static void layout(mb_ws* w, arena* a, int flags)
     w->A = (double*)take(a, D * (r * n + 1));
     w->LU = (double*)take(a, D * (r * n + 1));
     w->F = (double*)take(a, D * (r * r + 1));
-    w->R = (double*)take(a, D * (n * n + 1));
-    w->Kd = (double*)take(a, D * (n * n + 1));
-    w->V = (double*)take(a, D * (n * wide + 1));
-    w->W = (double*)take(a, D * (n * wide + 1));
+    w->R = (double*)take(a, D * (n * d + 1));
+    if (dense) {  /* the null-space dynamics' blocks */
+        w->Kd = (double*)take(a, D * (d * d + 1));
+        w->V = (double*)take(a, D * (n * wide + 1));
+        w->W = (double*)take(a, D * (n * wide + 1));
+    }
     w->prow = (int*)take(a, I * (r + 1));
     w->pcol = (int*)take(a, I * n);
     w->allowed = (int*)take(a, I * n);
@@ -191,21 +197,24 @@ static void layout(mb_ws* w, arena* a, int flags)
     w->ones = (double*)take(a, D * n);
     w->Kx = (double*)take(a, D * nnz_k);
     w->Lx = (double*)take(a, D * nnz_l);
-    w->Li = (int*)take(a, I * nnz_l);
     w->D = (double*)take(a, D * N);
     w->y = (double*)take(a, D * N);
     w->x = (double*)take(a, D * N);
     w->res = (double*)take(a, D * N);
-    w->flag = (int*)take(a, I * N);
-    w->pattern = (int*)take(a, I * N);
-    w->lnz = (int*)take(a, I * N);
+    w->held = (int*)take(a, I * n);
     if (flags & MB_WS_JACOBIANS) {
-        w->X = (double*)take(a, D * n * n);
-        w->Y = (double*)take(a, D * (r * n + 1));
-        w->T = (double*)take(a, D * n * wide);
-        w->G = (double*)take(a, D * (n * r + 1));
+        if (dense) {
+            w->X = (double*)take(a, D * n * n);
+            w->Y = (double*)take(a, D * (r * n + 1));
+            w->T = (double*)take(a, D * n * wide);
+            w->G = (double*)take(a, D * (n * r + 1));
+        }
         w->Z = (double*)take(a, D * N * N);
+        w->X2 = (double*)take(a, D * N * N);
         w->JT = (double*)take(a, D * n * N);
+        w->jnode = (int*)take(a, I * terms);
+        w->jcol = (int*)take(a, I * terms);
+        w->jval = (double*)take(a, D * terms);
     }
 }
 
@@ -219,6 +228,7 @@ mb_ws* mb_ws_new(const mb_plan* plan, const mb_options* opt, int flags)
     probe.m = plan->model->m;
     probe.r = plan->r;
     probe.d = plan->d;
+    probe.opt = opt;
     arena a = {NULL, 0};
     layout(&probe, &a, flags);
     mb_ws* w = (mb_ws*)malloc(sizeof(mb_ws));
@@ -237,4 +247,15 @@ void mb_ws_free(mb_ws* w)
     if (!w) return;
     free(w->kv[0]);  /* the block starts with the first kernel's values */
     free(w);
+}
+
+mb_workspace* mb_workspace_new(const mb_plan* plan, const mb_options* options, int jacobians)
+{
+    /* either path: the options may change between calls */
+    return mb_ws_new(plan, options, MB_WS_DENSE | (jacobians ? MB_WS_JACOBIANS : 0));
+}
+
+void mb_workspace_free(mb_workspace* workspace)
+{
+    mb_ws_free(workspace);
 }

@@ -174,11 +174,14 @@ int mb_sparse_analyze(mb_plan* plan)
                 sp->ata_map[pairs++] = slot(sp, a->col[e1], a->col[e2]);
             }
 
-    /* elimination tree and column counts of L */
+    /* elimination tree, column counts of L, then its whole pattern: the factorization
+     * below only does arithmetic (row k of L = the reach of K's column k in the tree, in
+     * the topological order the up-looking algorithm needs) */
     {
         int* flag = (int*)malloc(sizeof(int) * (size_t)N);
         int* lnz = (int*)malloc(sizeof(int) * (size_t)N);
-        if (!flag || !lnz) { free(flag); free(lnz); goto fail; }
+        int* stack = (int*)malloc(sizeof(int) * (size_t)N);
+        if (!flag || !lnz || !stack) { free(flag); free(lnz); free(stack); goto fail; }
         for (int k = 0; k < N; ++k) {
             sp->parent[k] = -1;
             flag[k] = k;
@@ -193,8 +196,40 @@ int mb_sparse_analyze(mb_plan* plan)
         sp->Lp[0] = 0;
         for (int k = 0; k < N; ++k) sp->Lp[k + 1] = sp->Lp[k] + lnz[k];
         sp->nnz_l = sp->Lp[N];
+        sp->Li = (int*)malloc(sizeof(int) * (size_t)(sp->nnz_l + 1));
+        sp->rowp = (int*)malloc(sizeof(int) * ((size_t)N + 1));
+        sp->row_node = (int*)malloc(sizeof(int) * (size_t)(sp->nnz_l + 1));
+        sp->row_slot = (int*)malloc(sizeof(int) * (size_t)(sp->nnz_l + 1));
+        if (!sp->Li || !sp->rowp || !sp->row_node || !sp->row_slot) {
+            free(flag); free(lnz); free(stack); goto fail;
+        }
+        int t = 0;
+        for (int k = 0; k < N; ++k) flag[k] = -1;
+        for (int k = 0; k < N; ++k) {
+            int top = N;
+            flag[k] = k;
+            lnz[k] = 0;
+            sp->rowp[k] = t;
+            for (int p = sp->Kp[k]; p < sp->Kp[k + 1]; ++p) {
+                int i = sp->Ki[p], len = 0;
+                for (; flag[i] != k; i = sp->parent[i]) {
+                    stack[len++] = i;
+                    flag[i] = k;
+                }
+                while (len > 0) stack[--top] = stack[--len];
+            }
+            for (; top < N; ++top) {
+                const int i = stack[top];
+                const int slot_ik = sp->Lp[i] + lnz[i]++;
+                sp->Li[slot_ik] = k;
+                sp->row_node[t] = i;
+                sp->row_slot[t++] = slot_ik;
+            }
+        }
+        sp->rowp[N] = t;
         free(flag);
         free(lnz);
+        free(stack);
     }
     free(row_start);
     free(row_entries);
@@ -210,7 +245,8 @@ void mb_sparse_release(mb_sparse* sp)
 {
     free(sp->perm); free(sp->iperm); free(sp->Kp); free(sp->Ki); free(sp->parent);
     free(sp->Lp); free(sp->mass_map); free(sp->a_map); free(sp->ata_map); free(sp->ata_k1);
-    free(sp->ata_k2); free(sp->diag);
+    free(sp->ata_k2); free(sp->diag); free(sp->Li); free(sp->rowp); free(sp->row_node);
+    free(sp->row_slot);
     memset(sp, 0, sizeof(*sp));
 }
 
@@ -244,7 +280,7 @@ int mb_sparse_factor(mb_ws* w, const double* q, const double* p, const double* h
     w->factored_sparse = 0;
     memcpy(a, w->kv[MB_K_PHI_Q], sizeof(double) * (size_t)ka->nnz);
     if (nz) {  /* held coordinates: their columns leave A (O(n + nnz), no search) */
-        int* held = w->flag;  /* free until the factorization below */
+        int* held = w->held;
         for (int i = 0; i < n; ++i) held[i] = 0;
         for (int j = 0; j < nz; ++j) held[zfix[j]] = 1;
         for (int e = 0; e < ka->nnz; ++e)
@@ -281,48 +317,29 @@ int mb_sparse_factor(mb_ws* w, const double* q, const double* p, const double* h
     for (int e = 0; e < ka->nnz; ++e)
         if (sp->a_map[e] >= 0) Kx[sp->a_map[e]] += a[e];
 
-    /* up-looking LDLᵀ */
-    const int* Kp = sp->Kp; const int* Ki = sp->Ki; const int* parent = sp->parent;
-    const int* Lp = sp->Lp;
+    /* up-looking LDLᵀ on the static pattern */
+    const int* Kp = sp->Kp; const int* Ki = sp->Ki; const int* Lp = sp->Lp;
+    const int* Li = sp->Li;
     double* y = w->y; double* Lx = w->Lx; double* D = w->D;
-    int* Li = w->Li; int* flag = w->flag; int* pattern = w->pattern; int* lnz = w->lnz;
     for (int k = 0; k < N; ++k) {
-        int top = N;
-        y[k] = 0.0;
-        flag[k] = k;
-        lnz[k] = 0;
-        for (int pp = Kp[k]; pp < Kp[k + 1]; ++pp) {
-            int i = Ki[pp], len = 0;
-            y[i] += Kx[pp];
-            for (; flag[i] != k; i = parent[i]) {
-                pattern[len++] = i;
-                flag[i] = k;
-            }
-            while (len > 0) pattern[--top] = pattern[--len];
-        }
+        for (int pp = Kp[k]; pp < Kp[k + 1]; ++pp) y[Ki[pp]] = Kx[pp];
         double d = y[k];
         y[k] = 0.0;
-        for (; top < N; ++top) {
-            const int i = pattern[top];
+        for (int t = sp->rowp[k]; t < sp->rowp[k + 1]; ++t) {
+            const int i = sp->row_node[t], end = sp->row_slot[t];
             const double yi = y[i];
             y[i] = 0.0;
-            const int p2 = Lp[i] + lnz[i];
-            for (int pp = Lp[i]; pp < p2; ++pp) y[Li[pp]] -= Lx[pp] * yi;
+            for (int pp = Lp[i]; pp < end; ++pp) y[Li[pp]] -= Lx[pp] * yi;
             const double l = yi / D[i];
             d -= l * yi;
-            Li[p2] = k;
-            Lx[p2] = l;
-            lnz[i]++;
+            Lx[end] = l;
         }
         D[k] = d;
         const int node = sp->perm[k];
         if (node < n) {
-            if (!(d > w->opt->mass_tol * scale)) {
-                memset(y, 0, sizeof(double) * (size_t)N);
+            if (!(d > w->opt->mass_tol * scale))
                 return d != d ? MB_NOT_FINITE : MB_SINGULAR_MASS;
-            }
         } else if (!(-d * gamma > w->opt->pivot_tol)) {
-            memset(y, 0, sizeof(double) * (size_t)N);
             return d != d ? MB_NOT_FINITE : MB_SINGULAR_PHIQ;
         }
     }
@@ -335,7 +352,7 @@ static void ldl_solve(const mb_ws* w, double* y)
 {
     const mb_sparse* sp = &w->plan->sp;
     const int N = sp->size;
-    const int* Lp = sp->Lp; const int* Li = w->Li; const double* Lx = w->Lx;
+    const int* Lp = sp->Lp; const int* Li = sp->Li; const double* Lx = w->Lx;
     for (int j = 0; j < N; ++j) {
         const double yj = y[j];
         if (yj != 0.0) for (int p = Lp[j]; p < Lp[j + 1]; ++p) y[Li[p]] -= Lx[p] * yj;
@@ -374,17 +391,17 @@ void mb_sparse_solve(mb_ws* w, const double* b, double* x)
 }
 
 /* Z = K⁻¹ (N x N, permuted order, both triangles) by the Takahashi recurrence
- * Z_ij = δ_ij / D_i - Σ_{k>i} L_ki Z_kj, one row at a time from the last. */
+ * Z_ij = δ_ij / D_i - Σ_{k>i} L_ki Z_kj, one row at a time from the last; each row is
+ * mirrored at once because the rows above read Z_kj on both sides of the diagonal. */
 void mb_sparse_inverse(mb_ws* w)
 {
     const mb_sparse* sp = &w->plan->sp;
     const int N = sp->size;
-    const int* Lp = sp->Lp; const int* Li = w->Li; const double* Lx = w->Lx;
+    const int* Lp = sp->Lp; const int* Li = sp->Li; const double* Lx = w->Lx;
     double* Z = w->Z;
     for (int i = N - 1; i >= 0; --i) {
         double* zi = Z + (size_t)i * N;
-        const int len = N - i - 1;
-        memset(zi + i + 1, 0, sizeof(double) * (size_t)len);
+        memset(zi + i + 1, 0, sizeof(double) * (size_t)(N - i - 1));
         for (int p = Lp[i]; p < Lp[i + 1]; ++p) {
             const double l = Lx[p];
             const double* zk = Z + (size_t)Li[p] * N;
