@@ -83,7 +83,7 @@ void mb_dense_solve_S(const mb_ws* w, const double* b, double* x);
 int mb_dense_factor_mass(mb_ws* w, const double* q, const double* p);
 void mb_dense_accelerations(mb_ws* w, double* qdd);
 void mb_dense_multipliers(mb_ws* w, const double* qdd, double* lam);
-void mb_dense_jacobian_blocks(mb_ws* w);
+void mb_dense_jacobian_blocks(mb_ws* w, const double* P, int ld);
 void mb_dense_inverse_columns(mb_ws* w, double* Z);
 void mb_dense_apply(mb_ws* w, const double* B, int cols, double* out, int with_G);
 int mb_dense_min_norm(mb_ws* w, const double* b, double* x);

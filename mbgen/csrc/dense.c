@@ -249,8 +249,29 @@ static void apply_P(mb_ws* w, const double* B, int cols, double* out)
         }
 }
 
-/* G = (I - P M) S (n x r): how a change of the constraint right-hand side moves q̈. */
-void mb_dense_jacobian_blocks(mb_ws* w)
+/* P = R K⁻¹ Rᵀ = B Bᵀ with B = R L⁻ᵀ (K = RᵀMR = L Lᵀ in w->Kd), rows of stride ld. */
+static void explicit_P(mb_ws* w, double* P, int ld)
+{
+    const int n = w->n, d = w->d;
+    const double* L = w->Kd;
+    double* B = w->V;  /* n x d */
+    for (int i = 0; i < n; ++i)
+        for (int k = 0; k < d; ++k) {
+            double s = w->R[i * d + k];
+            for (int j = 0; j < k; ++j) s -= L[k * d + j] * B[i * d + j];
+            B[i * d + k] = s / L[k * d + k];
+        }
+    for (int a = 0; a < n; ++a)
+        for (int b = 0; b <= a; ++b) {
+            double s = 0.0;
+            for (int k = 0; k < d; ++k) s += B[a * d + k] * B[b * d + k];
+            P[a * ld + b] = P[b * ld + a] = s;
+        }
+}
+
+/* G = (I - P M) S (n x r): how a change of the constraint right-hand side moves q̈. P:
+ * given explicitly (rows of stride ld), or NULL to apply it through the factors. */
+void mb_dense_jacobian_blocks(mb_ws* w, const double* P, int ld)
 {
     const int r = w->r, n = w->n;
     const double* F = w->F;
@@ -274,24 +295,28 @@ void mb_dense_jacobian_blocks(mb_ws* w)
     for (int k = 0; k < r; ++k)
         memcpy(w->G + w->pcol[k] * r, Zi + k * r, sizeof(double) * (size_t)r);
     mass_mul(w, w->G, r, w->W);
-    apply_P(w, w->W, r, w->T);
-    for (int i = 0; i < n * r; ++i) w->G[i] -= w->T[i];
+    if (!P) {
+        apply_P(w, w->W, r, w->T);
+        for (int i = 0; i < n * r; ++i) w->G[i] -= w->T[i];
+        return;
+    }
+    for (int a = 0; a < n; ++a)
+        for (int b = 0; b < n; ++b) {
+            const double pab = P[a * ld + b];
+            if (pab == 0.0) continue;
+            for (int k = 0; k < r; ++k) w->G[a * r + k] -= pab * w->W[b * r + k];
+        }
 }
 
 /* [P G]ᵀ ((n + r) x n): its row i is what row i of the (symmetric) sparse inverse gives,
  * restricted to the coordinates; P is symmetric, so only G is transposed. */
 void mb_dense_inverse_columns(mb_ws* w, double* Z)
 {
-    const int n = w->n, r = w->r;
-    mb_dense_jacobian_blocks(w);
-    double* I = w->X;
-    memset(I, 0, sizeof(double) * (size_t)n * n);
-    for (int i = 0; i < n; ++i) I[i * n + i] = 1.0;
-    apply_P(w, I, n, Z);  /* rows 0..n-1, stride n + r below */
-    for (int a = n - 1; a >= 0; --a)
-        memmove(Z + (size_t)a * (n + r), Z + (size_t)a * n, sizeof(double) * (size_t)n);
+    const int n = w->n, r = w->r, N = n + r;
+    explicit_P(w, Z, N);
+    mb_dense_jacobian_blocks(w, Z, N);
     for (int k = 0; k < r; ++k)
-        for (int a = 0; a < n; ++a) Z[(size_t)(n + k) * (n + r) + a] = w->G[a * r + k];
+        for (int a = 0; a < n; ++a) Z[(size_t)(n + k) * N + a] = w->G[a * r + k];
 }
 
 /* out (n x cols) = P B, plus G Y when with_G (Y = w->Y, r x cols, mostly zeros). */

@@ -517,7 +517,7 @@ int mb_independent_one(mb_ws* w, mb_ws* wk, const double* q, const double* qd,
     if (st) return st;
     for (int j = 0; j < d; ++j) zdd[j] = w->qdd[ind[j]];
     if (!jac) return MB_OK;
-    if (!w->factored_sparse) mb_dense_jacobian_blocks(w);
+    if (!w->factored_sparse) mb_dense_jacobian_blocks(w, NULL, 0);
     st = kinematic_factor(wk, q, p, ind, d, 0);
     if (st) return st;
     term tq[8], tv[8];

@@ -23,11 +23,19 @@ def output_array(out: Array | None, shape: tuple[int, ...]) -> Array:
     return out
 
 
+class ParameterBuffer:
+    """The default parameter vector and its C pointer, made once: new values are written
+    in place, so the pointer held by an evaluator or a workspace stays valid."""
+
+    def __init__(self, ffi: Any, values: Array) -> None:
+        self.values = np.array(values, dtype=np.float64)
+        self.pointer = ffi.from_buffer("double[]", self.values)
+
+
 class CallHelpers:
     ffi: Any
     lib: Any
-    _p_default: Array
-    _p_default_ptr: Any
+    parameter_buffer: ParameterBuffer
 
     def _int_ptr(self, array: Array) -> Any:
         return self.ffi.from_buffer("int[]", array)
@@ -66,9 +74,9 @@ class CallHelpers:
     def _params(self, params: Any, count: int) -> tuple[Any, int]:
         """(pointer, stride): one parameter vector for all states (stride 0) or one row each."""
         if params is None:
-            return self._p_default_ptr, 0
+            return self.parameter_buffer.pointer, 0
         p = np.ascontiguousarray(params, dtype=np.float64)
-        width = self._p_default.shape[0]
+        width = self.parameter_buffer.values.shape[0]
         if p.shape == (width,):
             return self._dbl(p), 0
         if p.ndim != 2 or p.shape[1] != width or p.shape[0] not in (1, count):

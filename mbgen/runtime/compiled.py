@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from mbgen.runtime.calls import output_array
+from mbgen.runtime.calls import ParameterBuffer, output_array
 from mbgen.runtime.dynamics import DynamicsMixin
 from mbgen.runtime.options import SolverOptions
+from mbgen.runtime.single import StateEvaluator
 
 Array = np.ndarray
 
@@ -74,13 +75,16 @@ class CompiledMechanism(DynamicsMixin):
                                f"{', '.join(current)})")
             current[name] = float(value)
         self._parameters = current
-        self._p_default = np.fromiter(current.values(), dtype=np.float64, count=len(current))
-        self._p_default_ptr = self._dbl(self._p_default)
+        values = np.fromiter(current.values(), dtype=np.float64, count=len(current))
+        if hasattr(self, "parameter_buffer"):
+            self.parameter_buffer.values[:] = values
+        else:
+            self.parameter_buffer = ParameterBuffer(self.ffi, values)
 
     @property
     def parameter_vector(self) -> Array:
         """The parameters' values in file order (the default ``params`` of every call)."""
-        return self._p_default.copy()
+        return self.parameter_buffer.values.copy()
 
     @property
     def rank(self) -> int:
@@ -170,6 +174,13 @@ class CompiledMechanism(DynamicsMixin):
         self._checked(self.lib.mb_eval_dense(self.c_model, info.kernel_id, count, *args, rows,
                                              cols, self._dbl(result)))
         return result
+
+    def evaluator(self) -> StateEvaluator:
+        """Cheap one-state calls for factor callbacks (1-3 µs instead of 15-25 µs): q̈ and
+        its Jacobians, (Φ, Φq), sensors with Jacobians. See :class:`StateEvaluator`."""
+        return StateEvaluator(self.ffi, self.lib, self.c_model, self.plan, self.options,
+                              self.parameter_buffer, self.n, self.m,
+                              len(self.sensor_labels))
 
     def constraints(self, q: Any, params: Any = None) -> tuple[Array, Array]:
         """(Φ, Φq) in one call: what a constraint factor needs per linearization."""

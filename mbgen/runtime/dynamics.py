@@ -345,8 +345,8 @@ class DynamicsMixin(CallHelpers):
         out = [np.empty((steps + 1, n)) for _ in range(3)]
         failed = self.ffi.new("long *")
         status = self.lib.mb_simulate(
-            self.plan, self.options.struct, self._dbl(q0), self._dbl(qd0), self._p_default_ptr,
-            self._int_ptr(zfix), len(zfix), INTEGRATORS[integrator],
+            self.plan, self.options.struct, self._dbl(q0), self._dbl(qd0),
+            self.parameter_buffer.pointer, self._int_ptr(zfix), len(zfix), INTEGRATORS[integrator],
             int(coords == "independent"), PROJECTIONS[project], dt, steps, self._dbl(table),
             *(self._dbl(o) for o in out), failed)
         if status == self.lib.MB_NO_MEMORY:

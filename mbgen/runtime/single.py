@@ -1,0 +1,125 @@
+"""One state at a time, at the price a factor callback can afford.
+
+The batched methods of a mechanism check and reshape their inputs, allocate their outputs
+and build C pointers on every call: about 15-20 µs of Python around well under a
+microsecond of C on a small mechanism. A GTSAM factor linearized thousands of times per
+second calls one state at a time, so :class:`StateEvaluator` does that work once: its
+inputs are copied into buffers whose C pointers are made at construction, the core's
+workspace is kept between calls, and the results are views of its own output buffers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mbgen.errors import SingularConfigurationError
+
+Array = np.ndarray
+
+
+class StateEvaluator:
+    """Cheap single-state calls of one mechanism (``mech.evaluator()``).
+
+    Inputs are 1-D sequences of length n. **Results are views of the evaluator's buffers,
+    overwritten by its next call of the same method**: copy what you keep (a GTSAM
+    Jacobian assignment ``H[0] = J`` copies already). Parameters are the mechanism's
+    current defaults (``set_parameters`` is seen), solver options its ``options`` object.
+    An evaluator is not thread-safe; make one per thread.
+    """
+
+    def __init__(self, ffi: Any, lib: Any, c_model: Any, plan: Any, options: Any,
+                 parameters: Any, n: int, m: int, sensors: int) -> None:
+        workspace = lib.mb_workspace_new(plan, options.struct, 1)
+        if workspace == ffi.NULL:
+            raise MemoryError("mbgen C core: out of memory for an evaluator's workspace")
+        self._ffi, self._lib, self._model = ffi, lib, c_model
+        self._keep = (plan, options)  # the workspace points into both
+        self._workspace = ffi.gc(workspace, lib.mb_workspace_free)
+        self._p = parameters
+        self.n, self.m = n, m
+        self._q, self._qd, self._Q = np.zeros(n), np.zeros(n), np.zeros(n)
+        self._qdd = np.empty(n)
+        self._lam = np.empty(max(m, 1))
+        self._jacobians = (np.empty((n, n)), np.empty((n, n)), np.empty((n, n)))
+        self._phi, self._phi_q = np.empty(max(m, 1)), np.empty((m, n))
+        self._h = np.empty(max(sensors, 1))
+        self._h_q, self._h_qd = np.empty((sensors, n)), np.empty((sensors, n))
+        ptr = self._pointer
+        self._ptr_q, self._ptr_qd, self._ptr_Q = ptr(self._q), ptr(self._qd), ptr(self._Q)
+        null = ffi.NULL
+        qdd, lam = ptr(self._qdd), ptr(self._lam)
+        jacobians = tuple(ptr(j) for j in self._jacobians)
+        # the output arguments of mb_forward_dynamics_one, per method
+        self._out_plain = (qdd, null, null, null, null)
+        self._out_multipliers = (qdd, lam, null, null, null)
+        self._out_jacobians = (qdd, null, *jacobians)
+        self._ptr_constraints = (ptr(self._phi), ptr(self._phi_q))
+        self._ptr_sensors = (ptr(self._h), ptr(self._h_q), ptr(self._h_qd))
+        self._sensors = sensors
+        self._kernels = (lib.MB_K_PHI, lib.MB_K_PHI_Q, lib.MB_K_SENSORS,
+                         lib.MB_K_SENSORS_Q, lib.MB_K_SENSORS_QD)
+
+    def _pointer(self, array: Array) -> Any:
+        return self._ffi.from_buffer("double[]", array)
+
+    def _load(self, q: Any, qd: Any = None, Q: Any = None) -> Any:
+        """Copies the inputs into the evaluator's buffers; the C pointer of Q (or NULL)."""
+        self._q[:] = q
+        if qd is not None:
+            self._qd[:] = qd
+        if Q is None:
+            return self._ffi.NULL
+        self._Q[:] = Q
+        return self._ptr_Q
+
+    def _dynamics(self, q: Any, qd: Any, Q: Any, out: tuple[Any, ...]) -> None:
+        ptr_Q = self._load(q, qd, Q)
+        status = self._lib.mb_forward_dynamics_one(
+            self._workspace, self._ptr_q, self._ptr_qd, ptr_Q, self._p.pointer, *out)
+        if status:
+            text = self._ffi.string(self._lib.mb_status_text(status)).decode()
+            raise SingularConfigurationError(f"forward dynamics failed: {text}; q = "
+                                             f"{np.array2string(self._q, precision=6)}")
+
+    def forward_dynamics(self, q: Any, qd: Any, Q: Any = None) -> Array:
+        """q̈ (n) at one state; ``Q``: external generalized forces (n) or None."""
+        self._dynamics(q, qd, Q, self._out_plain)
+        return self._qdd
+
+    def forward_dynamics_with_multipliers(self, q: Any, qd: Any, Q: Any = None,
+                                          ) -> tuple[Array, Array]:
+        """(q̈ (n), λ (m)) at one state."""
+        self._dynamics(q, qd, Q, self._out_multipliers)
+        return self._qdd, self._lam[:self.m]
+
+    def forward_dynamics_jacobians(self, q: Any, qd: Any, Q: Any = None,
+                                   ) -> tuple[Array, Array, Array, Array]:
+        """(q̈ (n), ∂q̈/∂q, ∂q̈/∂q̇, ∂q̈/∂Q (n x n each)) at one state, exact."""
+        self._dynamics(q, qd, Q, self._out_jacobians)
+        return (self._qdd, *self._jacobians)
+
+    def _dense(self, kernel: int, x: Any, rows: int, cols: int, out: Any) -> None:
+        null = self._ffi.NULL
+        self._lib.mb_eval_dense(self._model, kernel, 1, self._ptr_q, 0,
+                                x if x is not None else null, 0, self._p.pointer, 0, rows,
+                                cols, out)
+
+    def constraints(self, q: Any) -> tuple[Array, Array]:
+        """(Φ (m), Φq (m x n)) at one configuration."""
+        self._load(q)
+        phi, phi_q = self._kernels[:2]
+        self._dense(phi, None, self.m, 1, self._ptr_constraints[0])
+        self._dense(phi_q, None, self.m, self.n, self._ptr_constraints[1])
+        return self._phi[:self.m], self._phi_q
+
+    def sensors_with_jacobians(self, q: Any, qd: Any) -> tuple[Array, Array, Array]:
+        """(h (k), ∂h/∂q, ∂h/∂q̇ (k x n each)) of the file's k sensors at one state."""
+        self._load(q, qd)
+        k, n = self._sensors, self.n
+        h, h_q, h_qd = self._ptr_sensors
+        self._dense(self._kernels[2], self._ptr_qd, k, 1, h)
+        self._dense(self._kernels[3], self._ptr_qd, k, n, h_q)
+        self._dense(self._kernels[4], self._ptr_qd, k, n, h_qd)
+        return self._h[:k], self._h_q, self._h_qd

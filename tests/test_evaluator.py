@@ -1,0 +1,113 @@
+"""mech.evaluator(): the cheap one-state path gives what the batched API gives, sees
+parameter, option and Baumgarte changes, and raises named errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ALL_MECHANISMS, SHIPPED_DIR, mechanism_id
+
+from mbgen.errors import SingularConfigurationError
+from mbgen.runtime.compiled import CompiledMechanism
+
+Compiled = Callable[[Path], CompiledMechanism]
+
+
+def states(mech: CompiledMechanism, count: int = 3) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(7)
+    result = []
+    for _ in range(count):
+        q = mech.solve_position(mech.q0 + 0.02 * rng.standard_normal(mech.n),
+                                minimum_norm=True)
+        result.append((q, mech.project_velocity(q, rng.standard_normal(mech.n))))
+    return result
+
+
+@pytest.mark.parametrize("method", ["dense", "sparse"])
+@pytest.mark.parametrize("path", ALL_MECHANISMS, ids=mechanism_id)
+def test_evaluator_matches_the_batched_api(compiled: Compiled, path: Path, method: str,
+                                           ) -> None:
+    mech = compiled(path)
+    evaluator = mech.evaluator()
+    mech.options.method = method
+    try:
+        rng = np.random.default_rng(1)
+        for q, qd in states(mech):
+            Q = rng.standard_normal(mech.n)
+            expected = mech.forward_dynamics_jacobians(q, qd, Q)
+            got = evaluator.forward_dynamics_jacobians(q, qd, Q)
+            for e, g in zip(expected, got, strict=True):
+                np.testing.assert_allclose(g, e, rtol=1e-13, atol=1e-13)
+            np.testing.assert_allclose(evaluator.forward_dynamics(q, qd),
+                                       mech.forward_dynamics(q, qd), rtol=1e-13, atol=1e-13)
+            qdd, lam = evaluator.forward_dynamics_with_multipliers(q, qd)
+            np.testing.assert_allclose(lam, mech.lagrange_multipliers(q, qd), rtol=1e-12,
+                                       atol=1e-12)
+            phi, phi_q = evaluator.constraints(q)
+            np.testing.assert_array_equal(phi, mech.phi(q))
+            np.testing.assert_array_equal(phi_q, mech.phi_q(q))
+            if mech.sensor_labels:
+                h, h_q, h_qd = evaluator.sensors_with_jacobians(q, qd)
+                for e, g in zip(mech.sensors_with_jacobians(q, qd), (h, h_q, h_qd),
+                                strict=True):
+                    np.testing.assert_array_equal(g, e)
+    finally:
+        mech.options.method = "auto"
+
+
+def test_results_are_the_evaluators_buffers(compiled: Compiled) -> None:
+    """Views, overwritten by the next call (documented): nothing is allocated per call."""
+    mech = compiled(SHIPPED_DIR / "fourbar.yaml")
+    evaluator = mech.evaluator()
+    (q1, qd1), (q2, qd2) = states(mech, 2)
+    first = evaluator.forward_dynamics_jacobians(q1, qd1)
+    kept = [a.copy() for a in first]
+    second = evaluator.forward_dynamics_jacobians(q2, qd2)
+    assert all(a is b for a, b in zip(first, second, strict=True))
+    assert not np.allclose(first[0], kept[0])
+    np.testing.assert_allclose(second[1], mech.forward_dynamics_jacobians(q2, qd2)[1],
+                               rtol=1e-13, atol=1e-13)
+
+
+def test_evaluator_sees_parameter_and_baumgarte_changes(compiled: Compiled) -> None:
+    mech = compiled(SHIPPED_DIR / "fourbar.yaml")
+    evaluator = mech.evaluator()
+    q, qd = states(mech, 1)[0]
+    q_off = q + 1e-3  # off the manifold, so the β term acts
+    before = evaluator.forward_dynamics(q, qd).copy()
+    moved = []
+    for name, value in dict(mech.parameters).items():
+        try:
+            mech.set_parameters(**{name: 1.1 * value + 0.1})
+            changed = evaluator.forward_dynamics(q, qd).copy()
+            np.testing.assert_allclose(changed, mech.forward_dynamics(q, qd), rtol=1e-13,
+                                       atol=1e-13)
+            moved.append(not np.allclose(changed, before))
+        finally:
+            mech.set_parameters(**{name: value})
+    assert any(moved)
+    try:
+        mech.baumgarte = (3.0, 4.0)
+        got = evaluator.forward_dynamics_jacobians(q_off, qd)
+        for e, g in zip(mech.forward_dynamics_jacobians(q_off, qd), got, strict=True):
+            np.testing.assert_allclose(g, e, rtol=1e-13, atol=1e-13)
+    finally:
+        mech.baumgarte = (0.0, 0.0)
+
+
+def test_evaluator_raises_named_errors(compiled: Compiled) -> None:
+    mech = compiled(SHIPPED_DIR / "fourbar.yaml")
+    evaluator = mech.evaluator()
+    q, qd = states(mech, 1)[0]
+    bad = q.copy()
+    bad[0] = np.nan
+    with pytest.raises(SingularConfigurationError, match="not finite"):
+        evaluator.forward_dynamics_jacobians(bad, qd)
+    with pytest.raises(ValueError):
+        evaluator.forward_dynamics(q[:-1], qd)
+    # still usable after an error
+    np.testing.assert_allclose(evaluator.forward_dynamics(q, qd),
+                               mech.forward_dynamics(q, qd), rtol=1e-13, atol=1e-13)
