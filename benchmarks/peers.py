@@ -10,7 +10,8 @@ Same machine, same run, same states. Per state, for three mechanisms:
   batched call), and Pinocchio (``aba``, ``computeABADerivatives``);
 * an N-bar chain (``mbgen generate chain``, N = 100 by default): q̈ and q̈ with
   Jacobians; peer: Pinocchio ABA and its derivatives;
-* one double-pendulum q̈ called from Python: mbgen's ``forward_dynamics`` on one state
+* one double-pendulum q̈ called from Python: mbgen's one-state path
+  (``mech.evaluator().forward_dynamics``)
   against ``pinocchio.aba``, SymForce's generated Python function and a CasADi Function.
 
 Pinocchio has no batched call, so its "batched" figure is a Python loop over the states
@@ -371,8 +372,10 @@ def measure(cases: dict[str, Case], peers: Peers, sizes: Sizes,
     q1, qd1 = case.q[0].copy(), case.qd[0].copy()
     j1, v1, t1 = case.joints[0].copy(), case.rates[0].copy(), case.tau[0].copy()
     n, rep = sizes.single_number, sizes.single_repeat
+    evaluator = case.mech.evaluator()
     single: list[tuple[str, Callable[[], Any], str]] = [
-        ("mbgen", lambda: case.mech.forward_dynamics(q1, qd1), "mech.forward_dynamics(q, qd)")]
+        ("mbgen", lambda: evaluator.forward_dynamics(q1, qd1),
+         "mech.evaluator().forward_dynamics(q, qd)")]
     if "pendulum" in peers.pinocchio:
         runner = peers.pinocchio["pendulum"]
         single.append(("Pinocchio", lambda: runner.qdd(j1, v1, t1), "pinocchio.aba"))
