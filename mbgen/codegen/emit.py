@@ -91,6 +91,9 @@ def build_meta(kernels: KernelSet) -> dict[str, Any]:
         "parameters": {p.name: p.value for p in mech.parameters},
         "constraint_labels": [c.label for c in model.constraints],
         "sensor_labels": model.sensor_labels,
+        # one entry per output row: the sensor's `noise` (standard deviation) or None
+        "sensor_noise": [s.noise for s in mech.sensors
+                         for _ in range(2 if s.kind in ("position", "velocity") else 1)],
         "actuators": [{"name": a.name, "coordinate": a.coordinate} for a in mech.actuators],
         "independent": mech.independent,
         "dissipative": any(s.damping != 0 for s in mech.springs),

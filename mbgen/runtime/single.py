@@ -44,6 +44,9 @@ class StateEvaluator:
         self._lam = np.empty(max(m, 1))
         self._jacobians = (np.empty((n, n)), np.empty((n, n)), np.empty((n, n)))
         self._phi, self._phi_q = np.empty(max(m, 1)), np.empty((m, n))
+        self._qdd_in = np.zeros(n)
+        self._rate, self._rate_q = np.empty(m), np.empty((m, n))
+        self._acc_q, self._acc_qd, self._acc_v_q = (np.empty((m, n)) for _ in range(3))
         self._h = np.empty(max(sensors, 1))
         self._h_q, self._h_qd = np.empty((sensors, n)), np.empty((sensors, n))
         ptr = self._pointer
@@ -57,9 +60,13 @@ class StateEvaluator:
         self._out_jacobians = (qdd, null, *jacobians)
         self._ptr_constraints = (ptr(self._phi), ptr(self._phi_q))
         self._ptr_sensors = (ptr(self._h), ptr(self._h_q), ptr(self._h_qd))
+        self._ptr_qdd_in = ptr(self._qdd_in)
+        self._ptr_rates = (ptr(self._rate), ptr(self._rate_q), ptr(self._acc_q),
+                           ptr(self._acc_qd), ptr(self._acc_v_q))
         self._sensors = sensors
         self._kernels = (lib.MB_K_PHI, lib.MB_K_PHI_Q, lib.MB_K_SENSORS,
-                         lib.MB_K_SENSORS_Q, lib.MB_K_SENSORS_QD)
+                         lib.MB_K_SENSORS_Q, lib.MB_K_SENSORS_QD, lib.MB_K_PHIQ_V_Q,
+                         lib.MB_K_DPHIQ_QD, lib.MB_K_DPHIQ_QD_Q, lib.MB_K_DPHIQ_QD_QD)
 
     def _pointer(self, array: Array) -> Any:
         return self._ffi.from_buffer("double[]", array)
@@ -113,6 +120,35 @@ class StateEvaluator:
         self._dense(phi, None, self.m, 1, self._ptr_constraints[0])
         self._dense(phi_q, None, self.m, self.n, self._ptr_constraints[1])
         return self._phi[:self.m], self._phi_q
+
+    def velocity_constraints(self, q: Any, qd: Any) -> tuple[Array, Array, Array]:
+        """(Φq q̇ (m), ∂(Φq q̇)/∂q, ∂(Φq q̇)/∂q̇ = Φq (m x n each)) at one state."""
+        self._load(q, qd)
+        m, n = self.m, self.n
+        _, rate_q, *_ = self._ptr_rates
+        self._dense(self._kernels[1], None, m, n, self._ptr_constraints[1])
+        self._dense(self._kernels[5], self._ptr_qd, m, n, rate_q)
+        np.matmul(self._phi_q, self._qd, out=self._rate)
+        return self._rate, self._rate_q, self._phi_q
+
+    def acceleration_constraints(self, q: Any, qd: Any, qdd: Any,
+                                 ) -> tuple[Array, Array, Array, Array]:
+        """(Φ̇q q̇ + Φq q̈ (m) and its derivatives in q, q̇, q̈ (m x n each)) at one state.
+
+        The residual is zero where q̈ satisfies the acceleration constraints."""
+        self._load(q, qd)
+        self._qdd_in[:] = qdd
+        m, n = self.m, self.n
+        rate, _, acc_q, acc_qd, acc_v_q = self._ptr_rates
+        phi_q, dphiq_qd, dphiq_qd_q, dphiq_qd_qd = (self._kernels[1], *self._kernels[6:])
+        self._dense(phi_q, None, m, n, self._ptr_constraints[1])
+        self._dense(dphiq_qd, self._ptr_qd, m, 1, rate)
+        self._dense(dphiq_qd_q, self._ptr_qd, m, n, acc_q)
+        self._dense(dphiq_qd_qd, self._ptr_qd, m, n, acc_qd)
+        self._dense(self._kernels[5], self._ptr_qdd_in, m, n, acc_v_q)
+        self._rate += self._phi_q @ self._qdd_in
+        self._acc_q += self._acc_v_q
+        return self._rate, self._acc_q, self._acc_qd, self._phi_q
 
     def sensors_with_jacobians(self, q: Any, qd: Any) -> tuple[Array, Array, Array]:
         """(h (k), ∂h/∂q, ∂h/∂q̇ (k x n each)) of the file's k sensors at one state."""

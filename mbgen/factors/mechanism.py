@@ -1,0 +1,238 @@
+"""The paper's nonlinear factors for one compiled mechanism, with exact Jacobians.
+
+Each factor is a ``gtsam.CustomFactor`` whose callback makes one call of the mechanism's
+one-state path (``mech.evaluator()``, no allocation, no finite differences) and hands
+GTSAM the residual and its Jacobians. The callbacks share one evaluator: GTSAM
+linearizes the factors of a graph one after another on one thread.
+
+Independent coordinates: the paper's dynamics factor reads the dependent coordinates q
+that go with z from an outside ``Values``. Here the factor is attached to q, q̇ (which
+the independent-coordinate graph has as variables anyway, tied to z, ż by the position
+and velocity factors) and z̈: residual q̈(q, q̇)[z] − z̈, with Jacobians the z rows of
+∂q̈/∂q and ∂q̈/∂q̇. So q is always the graph's own estimate, consistent with z through
+the constraint factors, and the chain rule through those factors gives GTSAM exactly
+∂z̈/∂z along the manifold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gtsam
+import numpy as np
+
+from mbgen.factors.noise import PAPER, NoiseDefaults, isotropic
+from mbgen.runtime.compiled import CompiledMechanism
+
+Array = np.ndarray
+ErrorFunction = Callable[[Any, gtsam.Values, Any], Array]
+
+
+class MechanismFactors:
+    """Makes the factors of one mechanism; keys are ordinary GTSAM keys (``gtsam.symbol``).
+
+    ``z``: the independent coordinates (names or indices) of the independent-coordinate
+    factors; default: the file's ``independent_coordinates`` or the full-pivoting choice
+    at q0.
+    """
+
+    def __init__(self, mechanism: CompiledMechanism, noise: NoiseDefaults = PAPER,
+                 z: Sequence[str | int] | None = None) -> None:
+        self.mechanism = mechanism
+        self.noise = noise
+        self.evaluator = mechanism.evaluator()
+        self.n, self.m = mechanism.n, mechanism.m
+        if z is None:
+            z = mechanism.default_independent or mechanism.independent_coordinates()
+        self.z = np.array([mechanism.coordinate_index(c) if isinstance(c, str) else int(c)
+                           for c in z], dtype=int)
+        if len(self.z) != mechanism.dof:
+            raise ValueError(f"z must name {mechanism.dof} coordinates, got {len(self.z)}")
+        self.d = len(self.z)
+        self._select = np.eye(self.n)[self.z]  # (d, n): q ↦ q[z]
+
+    def _noise(self, dim: int, sigma: float | None, default: float,
+               ) -> gtsam.noiseModel.Base:
+        return isotropic(dim, default if sigma is None else sigma)
+
+    @staticmethod
+    def _custom(noise: gtsam.noiseModel.Base, keys: Sequence[int],
+                function: ErrorFunction) -> gtsam.CustomFactor:
+        return gtsam.CustomFactor(noise, list(keys), function)
+
+    # -- dependent coordinates ------------------------------------------------------------
+    def position_constraints(self, q: int, sigma: float | None = None) -> gtsam.CustomFactor:
+        """Φ(q) (the paper's f_pc^d); Jacobian Φq."""
+        constraints = self.evaluator.constraints
+
+        def error(_: Any, values: gtsam.Values, H: Any) -> Array:
+            phi, phi_q = constraints(values.atVector(q))
+            if H is not None:
+                H[0] = phi_q
+            return phi.copy()
+
+        return self._custom(self._noise(self.m, sigma, self.noise.constraints), [q], error)
+
+    def velocity_constraints(self, q: int, qd: int, sigma: float | None = None,
+                             ) -> gtsam.CustomFactor:
+        """Φq(q) q̇ (f_vc^d); Jacobians (Φq q̇)_q and Φq."""
+        rates = self.evaluator.velocity_constraints
+
+        def error(_: Any, values: gtsam.Values, H: Any) -> Array:
+            rate, rate_q, phi_q = rates(values.atVector(q), values.atVector(qd))
+            if H is not None:
+                H[0] = rate_q
+                H[1] = phi_q
+            return rate.copy()
+
+        return self._custom(self._noise(self.m, sigma, self.noise.constraints), [q, qd],
+                            error)
+
+    def forward_dynamics(self, q: int, qd: int, qdd: int, forces: Array | None = None,
+                         sigma: float | None = None) -> gtsam.CustomFactor:
+        """q̈(q, q̇, Q) − q̈ (f_dyn^d) with the external forces Q known (default none)."""
+        dynamics = self.evaluator.forward_dynamics_jacobians
+        Q = None if forces is None else np.array(forces, dtype=float)
+        minus_eye = -np.eye(self.n)
+
+        def error(_: Any, values: gtsam.Values, H: Any) -> Array:
+            acc, jq, jqd, _jQ = dynamics(values.atVector(q), values.atVector(qd), Q)
+            if H is not None:
+                H[0] = jq
+                H[1] = jqd
+                H[2] = minus_eye
+            return acc - values.atVector(qdd)
+
+        return self._custom(self._noise(self.n, sigma, self.noise.dynamics), [q, qd, qdd],
+                            error)
+
+    def inverse_dynamics(self, q: int, qd: int, qdd: int, forces: int,
+                         sigma: float | None = None) -> gtsam.CustomFactor:
+        """q̈(q, q̇, Q) − q̈ (f_idyn^d) with the generalized forces Q (n) a variable."""
+        dynamics = self.evaluator.forward_dynamics_jacobians
+        minus_eye = -np.eye(self.n)
+
+        def error(_: Any, values: gtsam.Values, H: Any) -> Array:
+            acc, jq, jqd, jQ = dynamics(values.atVector(q), values.atVector(qd),
+                                        values.atVector(forces))
+            if H is not None:
+                H[0] = jq
+                H[1] = jqd
+                H[2] = minus_eye
+                H[3] = jQ
+            return acc - values.atVector(qdd)
+
+        return self._custom(self._noise(self.n, sigma, self.noise.dynamics),
+                            [q, qd, qdd, forces], error)
+
+    # -- independent coordinates ------------------------------------------------------------
+    def independent_position(self, q: int, z: int, sigma: float | None = None,
+                             ) -> gtsam.CustomFactor:
+        """[Φ(q); q[z] − z] (f_pc^i)."""
+        constraints = self.evaluator.constraints
+        select, zi, m = self._select, self.z, self.m
+        minus = np.vstack([np.zeros((m, self.d)), -np.eye(self.d)])
+
+        def error(_: Any, values: gtsam.Values, H: Any) -> Array:
+            qv = values.atVector(q)
+            phi, phi_q = constraints(qv)
+            if H is not None:
+                H[0] = np.vstack([phi_q, select])
+                H[1] = minus
+            return np.concatenate([phi, qv[zi] - values.atVector(z)])
+
+        return self._custom(self._noise(m + self.d, sigma, self.noise.constraints), [q, z],
+                            error)
+
+    def independent_velocity(self, q: int, qd: int, zd: int, sigma: float | None = None,
+                             ) -> gtsam.CustomFactor:
+        """[Φq q̇; q̇[z] − ż] (f_vc^i)."""
+        rates = self.evaluator.velocity_constraints
+        select, zi, m, d = self._select, self.z, self.m, self.d
+        zeros = np.zeros((d, self.n))
+        minus = np.vstack([np.zeros((m, d)), -np.eye(d)])
+
+        def error(_: Any, values: gtsam.Values, H: Any) -> Array:
+            velocity = values.atVector(qd)
+            rate, rate_q, phi_q = rates(values.atVector(q), velocity)
+            if H is not None:
+                H[0] = np.vstack([rate_q, zeros])
+                H[1] = np.vstack([phi_q, select])
+                H[2] = minus
+            return np.concatenate([rate, velocity[zi] - values.atVector(zd)])
+
+        return self._custom(self._noise(m + d, sigma, self.noise.constraints), [q, qd, zd],
+                            error)
+
+    def independent_acceleration(self, q: int, qd: int, qdd: int, zdd: int,
+                                 sigma: float | None = None) -> gtsam.CustomFactor:
+        """[Φ̇q q̇ + Φq q̈; q̈[z] − z̈] (the acceleration problem as a factor)."""
+        accelerations = self.evaluator.acceleration_constraints
+        select, zi, m, d = self._select, self.z, self.m, self.d
+        zeros = np.zeros((d, self.n))
+        minus = np.vstack([np.zeros((m, d)), -np.eye(d)])
+
+        def error(_: Any, values: gtsam.Values, H: Any) -> Array:
+            acc = values.atVector(qdd)
+            res, res_q, res_qd, phi_q = accelerations(values.atVector(q),
+                                                      values.atVector(qd), acc)
+            if H is not None:
+                H[0] = np.vstack([res_q, zeros])
+                H[1] = np.vstack([res_qd, zeros])
+                H[2] = np.vstack([phi_q, select])
+                H[3] = minus
+            return np.concatenate([res, acc[zi] - values.atVector(zdd)])
+
+        return self._custom(self._noise(m + d, sigma, self.noise.constraints),
+                            [q, qd, qdd, zdd], error)
+
+    def independent_dynamics(self, q: int, qd: int, zdd: int, forces: Array | None = None,
+                             sigma: float | None = None) -> gtsam.CustomFactor:
+        """q̈(q, q̇, Q)[z] − z̈ (f_dyn^i, attached to q and q̇: see the module docstring)."""
+        dynamics = self.evaluator.forward_dynamics_jacobians
+        Q = None if forces is None else np.array(forces, dtype=float)
+        zi = self.z
+        minus_eye = -np.eye(self.d)
+
+        def error(_: Any, values: gtsam.Values, H: Any) -> Array:
+            acc, jq, jqd, _jQ = dynamics(values.atVector(q), values.atVector(qd), Q)
+            if H is not None:
+                H[0] = jq[zi]
+                H[1] = jqd[zi]
+                H[2] = minus_eye
+            return acc[zi] - values.atVector(zdd)
+
+        return self._custom(self._noise(self.d, sigma, self.noise.dynamics), [q, qd, zdd],
+                            error)
+
+    # -- sensors ------------------------------------------------------------------------------
+    def sensor_noise(self) -> list[float]:
+        """The standard deviation of each sensor output: the file's ``noise`` or the
+        default."""
+        rows = self.mechanism.meta.get("sensor_noise") or [None] * len(
+            self.mechanism.sensor_labels)
+        return [self.noise.sensor if s is None else float(s) for s in rows]
+
+    def observation(self, q: int, qd: int, sensor: str | int, measured: float,
+                    sigma: float | None = None) -> gtsam.CustomFactor:
+        """h_i(q, q̇) − measured for one sensor output (its label, e.g. ``P1.x``, or row)."""
+        labels = self.mechanism.sensor_labels
+        if isinstance(sensor, str):
+            if sensor not in labels:
+                raise KeyError(f"unknown sensor {sensor!r} (sensors: {', '.join(labels)})")
+            row = labels.index(sensor)
+        else:
+            row = int(sensor)
+        sensors = self.evaluator.sensors_with_jacobians
+        value = float(measured)
+
+        def error(_: Any, values: gtsam.Values, H: Any) -> Array:
+            h, h_q, h_qd = sensors(values.atVector(q), values.atVector(qd))
+            if H is not None:
+                H[0] = h_q[row:row + 1]
+                H[1] = h_qd[row:row + 1]
+            return np.array([h[row] - value])
+
+        noise = self.sensor_noise()[row] if sigma is None else sigma
+        return self._custom(isotropic(1, noise), [q, qd], error)
