@@ -19,7 +19,7 @@ n×n (d×d) Jacobians, so they cannot be better than O(N²).
 
 A second part times (a) on both paths for short chains, N = 2 … 8 (n = 4 … 16), to show
 where the sparse path starts to win: the auto threshold (``MB_SPARSE_FROM_N`` in
-mbgen/csrc/model.c, dense below n = 12 coordinates) should sit there.
+mbgen/csrc/model.c, dense below n = 4 coordinates) should sit there.
 
 Batch sizes are chosen per call by a short calibration so that one timed trial lasts
 about ``Sizes.seconds`` (long chains: a few states per batch, the call repeated); states
@@ -65,7 +65,7 @@ FIT_FROM = 20  # bodies; smallest N in the exponent fit
 DENSE_UP_TO = 50  # bodies; the O(n³) dense baseline is skipped above
 OUTPUT_BYTES = 24 << 20  # output of one batched call; below glibc's largest mmap threshold
 # so repeated calls reuse freed memory instead of page-faulting fresh pages every time
-SPARSE_FROM_N = 12  # coordinates; MB_SPARSE_FROM_N in mbgen/csrc/model.c (reported only)
+SPARSE_FROM_N = 4  # coordinates; MB_SPARSE_FROM_N in mbgen/csrc/model.c (reported only)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ class SolverOptions:
     """Tolerances, iteration limit, Baumgarte terms and linear-algebra path of every call.
 
     ``method``: "auto" (dense null-space method for small mechanisms, sparse KKT
-    factorization from a dozen coordinates on), "dense" or "sparse"; both give the same
+    factorization from 4 coordinates on), "dense" or "sparse"; both give the same
     results to round-off.
     """
 
