@@ -93,7 +93,27 @@ def test_simulate_with_force_and_initial_state(run, tmp_path: Path, out_dir: Pat
     assert energy[-1] - energy[0] == pytest.approx(work, rel=1e-4)
 
 
+def test_simulate_by_factor_graph_matches_the_integrator(run, tmp_path: Path,  # noqa: ANN001
+                                                        out_dir: Path) -> None:
+    """The same CSV from --solver factor-graph, forces included, next to an RK4 run."""
+    paths = {solver: tmp_path / f"{solver}.csv" for solver in ("integrator", "factor-graph")}
+    for solver, path in paths.items():
+        code, output = run("simulate", str(reference("fourbars1-with-rel-angle")),
+                           "--t-end", "0.2", "--dt", "1e-3", "--force", "theta0=10",
+                           "--qd0", "theta0=1.0", "--solver", solver, "--out", str(path),
+                           "--build-dir", str(out_dir))
+        assert code == 0, output
+    assert "window 2, batch smoother" in " ".join(output.split())
+    header, graph = read_csv(paths["factor-graph"])
+    assert header == read_csv(paths["integrator"])[0]
+    q = slice(1, 1 + 5)
+    assert np.abs(graph[:, q] - read_csv(paths["integrator"])[1][:, q]).max() < 1e-5
+    assert np.abs(graph[:, header.index("phi_norm")]).max() < 1e-9
+
+
 @pytest.mark.parametrize(("args", "message"), [
+    (["--solver", "factor-graph", "--window", "0"], "must be a positive number of time"),
+    (["--solver", "factor-graph", "--integrator", "rk4"], "trapezoidal or euler"),
     (["--force", "theta0=__import__('os')"], "unexpected character"),
     (["--force", "nope=1"], "unknown coordinate"),
     (["--q0", "1,2"], "expected 5 values"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -81,12 +82,43 @@ def parse_forces(specs: tuple[str, ...], mech: CompiledMechanism,
     return {name: sp.lambdify(t, expr, "numpy") for name, expr in totals.items()}
 
 
+def run_factor_graph(mech: CompiledMechanism, t_end: float, dt: float, integrator: str,
+                     coords: str, window: int, smoother: str, q0: np.ndarray,
+                     qd0: np.ndarray, forces: dict[str, Callable[[np.ndarray], np.ndarray]],
+                     progress: Callable[[int, int], None]) -> Any:
+    """The factor-graph simulator, with the CLI's forces as one vector function of t."""
+    from mbgen.factors import FactorGraphSimulator
+
+    force = None
+    if forces:
+        columns = {mech.coordinate_index(name): f for name, f in forces.items()}
+
+        def force(t: float) -> np.ndarray:
+            vector = np.zeros(mech.n)
+            for index, function in columns.items():
+                vector[index] = float(function(np.asarray(t)))
+            return vector
+
+    simulator = FactorGraphSimulator(mech, dt, window=window, coords=coords,
+                                     smoother=smoother, integrator=integrator)
+    return simulator.run(t_end, q0, qd0, force, progress)
+
+
 @click.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--t-end", type=float, required=True, help="Simulated time [s].")
 @click.option("--dt", type=float, required=True, help="Fixed time step [s].")
 @click.option("--integrator", type=click.Choice(["rk4", "trapezoidal", "euler"]),
-              default="rk4", show_default=True)
+              default=None, help="Time discretization [default: rk4; trapezoidal with "
+              "--solver factor-graph, which also takes euler].")
+@click.option("--solver", type=click.Choice(["integrator", "factor-graph"]),
+              default="integrator", show_default=True,
+              help="Step by step in C, or as a sliding-window factor graph (GTSAM).")
+@click.option("--window", type=int, default=2, show_default=True,
+              help="Factor graph: time steps kept by the fixed-lag smoother.")
+@click.option("--smoother", type=click.Choice(["batch", "incremental"]), default="batch",
+              show_default=True, help="Factor graph: Levenberg–Marquardt over the window, "
+              "or iSAM2.")
 @click.option("--coords", type=click.Choice(["dependent", "independent"]), default="dependent",
               show_default=True, help="Integrate all q, or only z (q follows).")
 @click.option("--projection", type=click.Choice(["manifold", "energy", "none"]),
@@ -102,9 +134,10 @@ def parse_forces(specs: tuple[str, ...], mech: CompiledMechanism,
 @click.option("--plot", is_flag=True, help="Also write PNG plots next to the CSV.")
 @click.option("--build-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where compiled modules live (default: ./generated).")
-def simulate(file: Path, t_end: float, dt: float, integrator: str, coords: str,
-             projection: str, q0: str | None, qd0: str | None, forces: tuple[str, ...],
-             csv_path: Path, plot: bool, build_dir: Path | None) -> None:
+def simulate(file: Path, t_end: float, dt: float, integrator: str | None, solver: str,
+             window: int, smoother: str, coords: str, projection: str, q0: str | None,
+             qd0: str | None, forces: tuple[str, ...], csv_path: Path, plot: bool,
+             build_dir: Path | None) -> None:
     """Simulate FILE's forward dynamics and write t, q, q̇, q̈, energy and ‖Φ‖ to a CSV."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -115,6 +148,15 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str, coords: str,
     from mbgen.dynamics.output import write_csv
 
     console = Console(stderr=True)
+    factor_graph = solver == "factor-graph"
+    if integrator is None:
+        integrator = "trapezoidal" if factor_graph else "rk4"
+    if factor_graph and integrator == "rk4":
+        raise click.BadParameter("the factor graph integrates with trapezoidal or euler "
+                                 "factors", param_hint="--integrator")
+    if factor_graph and window < 1:
+        raise click.BadParameter(f"must be a positive number of time steps, got {window}",
+                                 param_hint="--window")
     try:
         mech, _ = load_with_status(file, build_dir)
         initial_q, initial_qd = initial_state(mech, q0, qd0)
@@ -123,10 +165,18 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str, coords: str,
         with Progress(TextColumn("[bold]simulating"), BarColumn(), TextColumn("{task.fields[t]}"),
                       TimeElapsedColumn(), console=console, transient=True) as bar:
             task = bar.add_task("sim", total=1.0, t="")
-            result = run(mech, t_end, dt, integrator=integrator, coords=coords, q0=initial_q,
-                         qd0=initial_qd, forces=force_functions, project=projection,
-                         progress=lambda done, total: bar.update(
-                             task, completed=done / total, t=f"t = {done * dt:.3f} s"))
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done / total, t=f"t = {done * dt:.3f} s")
+
+            if factor_graph:
+                result = run_factor_graph(mech, t_end, dt, integrator, coords, window,
+                                          smoother, initial_q, initial_qd, force_functions,
+                                          progress)
+            else:
+                result = run(mech, t_end, dt, integrator=integrator, coords=coords,
+                             q0=initial_q, qd0=initial_qd, forces=force_functions,
+                             project=projection, progress=progress)
         elapsed = time.perf_counter() - start
         write_csv(result, csv_path)
         pictures = write_plots(result, csv_path) if plot else []
@@ -134,8 +184,12 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str, coords: str,
         raise click.ClickException(str(exc)) from None
     energy = result.energy
     drift = abs(energy[-1] - energy[0]) / max(abs(energy[0]), 1e-12)
+    how = f"{integrator}, {coords}"
+    if factor_graph:
+        how += (f", factor graph: window {window}, {smoother} smoother, "
+                f"{result.settings['mean_iterations']:.2f} iterations per step")
     console.print(f"[green]✓[/] {mech.name}: {len(result.t) - 1} steps of {dt:g} s "
-                  f"({integrator}, {coords}) in {elapsed:.3f} s; "
+                  f"({how}) in {elapsed:.3f} s; "
                   f"max ‖Φ‖ = {result.constraint_error.max():.2e}, "
                   f"relative energy change = {drift:.2e}")
     console.print(f"  wrote {csv_path}" + "".join(f"\n  wrote {p}" for p in pictures))
