@@ -92,16 +92,19 @@ class MechanismFactors:
     def forward_dynamics(self, q: int, qd: int, qdd: int, forces: Array | None = None,
                          sigma: float | None = None) -> gtsam.CustomFactor:
         """q̈(q, q̇, Q) − q̈ (f_dyn^d) with the external forces Q known (default none)."""
-        dynamics = self.evaluator.forward_dynamics_jacobians
+        jacobians = self.evaluator.forward_dynamics_jacobians
+        dynamics = self.evaluator.forward_dynamics
         Q = None if forces is None else np.array(forces, dtype=float)
         minus_eye = -np.eye(self.n)
 
         def error(_: Any, values: gtsam.Values, H: Any) -> Array:
-            acc, jq, jqd, _jQ = dynamics(values.atVector(q), values.atVector(qd), Q)
-            if H is not None:
-                H[0] = jq
-                H[1] = jqd
-                H[2] = minus_eye
+            if H is None:  # an error evaluation: no Jacobians needed
+                return dynamics(values.atVector(q), values.atVector(qd), Q) - values.atVector(
+                    qdd)
+            acc, jq, jqd, _jQ = jacobians(values.atVector(q), values.atVector(qd), Q)
+            H[0] = jq
+            H[1] = jqd
+            H[2] = minus_eye
             return acc - values.atVector(qdd)
 
         return self._custom(self._noise(self.n, sigma, self.noise.dynamics), [q, qd, qdd],
@@ -190,17 +193,20 @@ class MechanismFactors:
     def independent_dynamics(self, q: int, qd: int, zdd: int, forces: Array | None = None,
                              sigma: float | None = None) -> gtsam.CustomFactor:
         """q̈(q, q̇, Q)[z] − z̈ (f_dyn^i, attached to q and q̇: see the module docstring)."""
-        dynamics = self.evaluator.forward_dynamics_jacobians
+        jacobians = self.evaluator.forward_dynamics_jacobians
+        dynamics = self.evaluator.forward_dynamics
         Q = None if forces is None else np.array(forces, dtype=float)
         zi = self.z
         minus_eye = -np.eye(self.d)
 
         def error(_: Any, values: gtsam.Values, H: Any) -> Array:
-            acc, jq, jqd, _jQ = dynamics(values.atVector(q), values.atVector(qd), Q)
-            if H is not None:
-                H[0] = jq[zi]
-                H[1] = jqd[zi]
-                H[2] = minus_eye
+            if H is None:
+                acc = dynamics(values.atVector(q), values.atVector(qd), Q)
+                return acc[zi] - values.atVector(zdd)
+            acc, jq, jqd, _jQ = jacobians(values.atVector(q), values.atVector(qd), Q)
+            H[0] = jq[zi]
+            H[1] = jqd[zi]
+            H[2] = minus_eye
             return acc[zi] - values.atVector(zdd)
 
         return self._custom(self._noise(self.d, sigma, self.noise.dynamics), [q, qd, zdd],
