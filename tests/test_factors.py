@@ -73,7 +73,7 @@ def test_mechanism_factor_jacobians_match_finite_differences(compiled: Compiled,
     values = gtsam.Values()
     for key, value in ((X("q", 0), q), (X("v", 0), qd), (X("a", 0), qdd), (X("f", 0), Q),
                        (X("z", 0), rng.standard_normal(d)), (X("w", 0), rng.standard_normal(d)),
-                       (X("b", 0), rng.standard_normal(d))):
+                       (X("b", 0), rng.standard_normal(d)), (X("u", 0), rng.standard_normal(d))):
         values.insert(key, value)
     kq, kv, ka, kf = X("q", 0), X("v", 0), X("a", 0), X("f", 0)
     kz, kw, kb = X("z", 0), X("w", 0), X("b", 0)
@@ -82,6 +82,8 @@ def test_mechanism_factor_jacobians_match_finite_differences(compiled: Compiled,
         "velocity": factors.velocity_constraints(kq, kv),
         "forward dynamics": factors.forward_dynamics(kq, kv, ka, forces=Q),
         "inverse dynamics": factors.inverse_dynamics(kq, kv, ka, kf),
+        "inverse dynamics, actuated": factors.inverse_dynamics(kq, kv, ka, X("u", 0),
+                                                               actuated=factors.z),
         "independent position": factors.independent_position(kq, kz),
         "independent velocity": factors.independent_velocity(kq, kv, kw),
         "independent acceleration": factors.independent_acceleration(kq, kv, ka, kb),

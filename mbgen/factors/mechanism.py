@@ -111,19 +111,28 @@ class MechanismFactors:
                             error)
 
     def inverse_dynamics(self, q: int, qd: int, qdd: int, forces: int,
-                         sigma: float | None = None) -> gtsam.CustomFactor:
-        """q̈(q, q̇, Q) − q̈ (f_idyn^d) with the generalized forces Q (n) a variable."""
+                         actuated: Sequence[int] | None = None, sigma: float | None = None,
+                         ) -> gtsam.CustomFactor:
+        """q̈(q, q̇, Q) − q̈ (f_idyn^d) with the generalized forces a variable: Q (n), or
+        with ``actuated`` coordinates the forces u (one per actuated coordinate), Q = B u
+        (the other components are exactly zero, not pinned by priors)."""
         dynamics = self.evaluator.forward_dynamics_jacobians
         minus_eye = -np.eye(self.n)
+        columns = None if actuated is None else np.array(actuated, dtype=int)
+        generalized = np.zeros(self.n)
 
         def error(_: Any, values: gtsam.Values, H: Any) -> Array:
-            acc, jq, jqd, jQ = dynamics(values.atVector(q), values.atVector(qd),
-                                        values.atVector(forces))
+            applied = values.atVector(forces)
+            if columns is not None:
+                generalized[:] = 0.0
+                generalized[columns] = applied
+                applied = generalized
+            acc, jq, jqd, jQ = dynamics(values.atVector(q), values.atVector(qd), applied)
             if H is not None:
                 H[0] = jq
                 H[1] = jqd
                 H[2] = minus_eye
-                H[3] = jQ
+                H[3] = jQ if columns is None else jQ[:, columns]
             return acc - values.atVector(qdd)
 
         return self._custom(self._noise(self.n, sigma, self.noise.dynamics),
