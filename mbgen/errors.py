@@ -26,3 +26,7 @@ class MechanismError(MbgenError):
 
 class SingularConfigurationError(MbgenError):
     """The dynamics have no unique solution at this configuration (dead point, lost rank)."""
+
+
+class TrajectoryError(MbgenError):
+    """Bad prescribed motion: names the file and line (or the expression) at fault."""

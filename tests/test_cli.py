@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import SHIPPED_DIR, reference
+from conftest import REFERENCE_DATA, SHIPPED_DIR, reference
 
 from mbgen.cli.main import cli
 from mbgen.model.parser import load_mechanism
@@ -133,3 +133,45 @@ def test_bad_mechanism_file_is_one_located_error_line(run, tmp_path: Path) -> No
     code, output = run("compile", str(path), "--out", str(tmp_path / "gen"))
     assert code == 2
     assert f"{path}:3" in output and "unknown name" in output and "Traceback" not in output
+
+
+def test_inverse_writes_forces_and_plots(run, tmp_path: Path, out_dir: Path) -> None:  # noqa: ANN001
+    trajectory = REFERENCE_DATA / "config" / "trajectories" / \
+        "fourbars1-with-rel-angle-trajectory.txt"
+    csv_path = tmp_path / "torque.csv"
+    code, output = run("inverse", str(reference("fourbars1-with-rel-angle")), "--trajectory",
+                       str(trajectory), "--imposed", "theta0", "--out", str(csv_path),
+                       "--plot", "--build-dir", str(out_dir))
+    assert code == 0, output
+    header, data = read_csv(csv_path)
+    assert header == ["t", "theta0", "force_theta0"]
+    assert data.shape == (2000, 3)
+    # θ = 1.2 (1 − cos 2t): at t = 0 the crank holds its weight and accelerates
+    assert data[0, 2] == pytest.approx(66.0, abs=0.05)
+    for suffix in ("forces", "following_error"):
+        assert (tmp_path / f"torque_{suffix}.png").read_bytes()[:4] == b"\x89PNG"
+    motion_csv = tmp_path / "motion.csv"
+    code, output = run("inverse", str(reference("fourbars1-with-rel-angle")), "--motion",
+                       "theta0=1.2*(1-cos(2*t))", "--t-end", "0.5", "--dt", "0.005",
+                       "--method", "factor-graph", "--out", str(motion_csv),
+                       "--build-dir", str(out_dir))
+    assert code == 0, output
+    np.testing.assert_allclose(read_csv(motion_csv)[1][:, 2], data[:101, 2], rtol=2e-3,
+                               atol=0.05)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--imposed", "nope"], "unknown coordinate 'nope'"),
+    (["--imposed", "x1,y1"], "name 1 coordinate"),
+    (["--imposed", "theta0", "--method", "magic"], "Invalid value for '--method'"),
+    ([], "needs --imposed"),
+])
+def test_inverse_rejects_bad_input(run, tmp_path: Path, out_dir: Path, args: list[str],  # noqa: ANN001
+                                   message: str) -> None:
+    trajectory = REFERENCE_DATA / "config" / "trajectories" / \
+        "fourbars1-with-rel-angle-trajectory.txt"
+    code, output = run("inverse", str(reference("fourbars1-with-rel-angle")), "--trajectory",
+                       str(trajectory), "--out", str(tmp_path / "x.csv"), "--build-dir",
+                       str(out_dir), *args)
+    assert code == 2 and message in " ".join(output.split())
+    assert not (tmp_path / "x.csv").exists()

@@ -85,6 +85,8 @@ void mb_dense_accelerations(mb_ws* w, double* qdd);
 void mb_dense_multipliers(mb_ws* w, const double* qdd, double* lam);
 void mb_dense_jacobian_blocks(mb_ws* w, const double* P, int ld);
 void mb_dense_inverse_columns(mb_ws* w, double* Z);
+int mb_lu_factor(double* A, int k, int* piv, double tol);
+void mb_lu_solve(const double* LU, int k, const int* piv, double* B, int cols);
 void mb_dense_apply(mb_ws* w, const double* B, int cols, double* out, int with_G);
 int mb_dense_min_norm(mb_ws* w, const double* b, double* x);
 

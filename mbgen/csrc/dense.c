@@ -355,3 +355,55 @@ int mb_dense_min_norm(mb_ws* w, const double* b, double* x)
     }
     return MB_OK;
 }
+
+/* LU with partial pivoting of A (k x k, in place); piv[c] = row swapped into c. A pivot
+ * under tol · max|A| is a singular matrix (MB_SINGULAR_PHIQ). */
+int mb_lu_factor(double* A, int k, int* piv, double tol)
+{
+    double amax = 0.0;
+    for (int i = 0; i < k * k; ++i) if (fabs(A[i]) > amax) amax = fabs(A[i]);
+    if (!(amax < INFINITY)) return MB_NOT_FINITE;
+    for (int c = 0; c < k; ++c) {
+        int best = c;
+        for (int i = c + 1; i < k; ++i) if (fabs(A[i * k + c]) > fabs(A[best * k + c])) best = i;
+        piv[c] = best;
+        if (!(fabs(A[best * k + c]) > tol * amax)) return MB_SINGULAR_PHIQ;
+        if (best != c)
+            for (int j = 0; j < k; ++j) {
+                const double t = A[c * k + j];
+                A[c * k + j] = A[best * k + j];
+                A[best * k + j] = t;
+            }
+        for (int i = c + 1; i < k; ++i) {
+            const double l = A[i * k + c] / A[c * k + c];
+            A[i * k + c] = l;
+            if (l != 0.0) for (int j = c + 1; j < k; ++j) A[i * k + j] -= l * A[c * k + j];
+        }
+    }
+    return MB_OK;
+}
+
+/* Solves A X = B in place with mb_lu_factor's output; B is k x cols. */
+void mb_lu_solve(const double* LU, int k, const int* piv, double* B, int cols)
+{
+    for (int c = 0; c < k; ++c)
+        if (piv[c] != c)
+            for (int j = 0; j < cols; ++j) {
+                const double t = B[c * cols + j];
+                B[c * cols + j] = B[piv[c] * cols + j];
+                B[piv[c] * cols + j] = t;
+            }
+    for (int i = 1; i < k; ++i)
+        for (int c = 0; c < i; ++c) {
+            const double l = LU[i * k + c];
+            if (l != 0.0) for (int j = 0; j < cols; ++j) B[i * cols + j] -= l * B[c * cols + j];
+        }
+    for (int i = k - 1; i >= 0; --i) {
+        for (int c = i + 1; c < k; ++c) {
+            const double u = LU[i * k + c];
+            if (u != 0.0) for (int j = 0; j < cols; ++j) B[i * cols + j] -= u * B[c * cols + j];
+        }
+        const double inv = 1.0 / LU[i * k + i];
+        for (int j = 0; j < cols; ++j) B[i * cols + j] *= inv;
+    }
+}

@@ -133,6 +133,22 @@ int mb_independent_dynamics(const mb_plan* plan, const mb_options* options, long
     long Q_stride, const double* p, long p_stride, const int* zfix, int nz, double* zdd,
     double* Jz, double* Jzd, double* JzQ, int* status);
 
+/* Inverse dynamics at given (q, q̇, q̈): the forces u (na) on the actuated coordinates
+ * act[] (as many as the degrees of freedom) and λ (m), from B u − Φqᵀ λ = M q̈ − Q;
+ * optionally ∂u/∂q, ∂u/∂q̇, ∂u/∂q̈ (na x n each). Actuated coordinates that cannot serve
+ * as independent coordinates: MB_SINGULAR_PHIQ. */
+int mb_inverse_dynamics(const mb_plan* plan, const mb_options* options, long count,
+    const double* q, long q_stride, const double* qd, long qd_stride, const double* qdd,
+    long qdd_stride, const double* p, long p_stride, const int* act, int na, double* u,
+    double* lam, double* Jq, double* Jqd, double* Jqdd, int* status);
+
+/* Positions along a path: sample s (count x n, in place) gets q[zfix] = zval[s] and the
+ * rest by Newton from the extrapolation of the samples solved before it (sample 0: from
+ * its own values), so the whole path stays on one assembly branch. */
+int mb_solve_position_path(const mb_plan* plan, const mb_options* options, long count,
+    double* q, const double* zval, const double* p, const int* zfix, int nz, double tol,
+    int max_iter, int* status);
+
 /* Fixed-step simulation from (q0, q̇0): nsteps steps of dt, writing nsteps + 1 states.
  * Qtable (optional): external forces at every half step, (2 nsteps + 1) x n. Returns the
  * status of the step that failed (its index in *failed_step), MB_OK otherwise. */

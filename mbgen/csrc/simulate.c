@@ -15,37 +15,8 @@ typedef struct {
     int* ind;           /* independent coordinates of the current step (d) */
     double *q, *qd;     /* full state of the last evaluation (the solvers' guess) */
     double *Jx, *Jv, *G;/* k x k Newton scratch of the trapezoidal rule */
+    int* piv;           /* k pivots of G */
 } mb_sim;
-
-/* Dense LU with partial pivoting: solves A x = b in place (A is k x k). */
-static int dense_solve(double* A, int k, double* b)
-{
-    for (int c = 0; c < k; ++c) {
-        int piv = c;
-        for (int i = c + 1; i < k; ++i) if (fabs(A[i * k + c]) > fabs(A[piv * k + c])) piv = i;
-        if (A[piv * k + c] == 0.0) return MB_SINGULAR_MASS;
-        if (piv != c) {
-            for (int j = 0; j < k; ++j) {
-                const double t = A[c * k + j];
-                A[c * k + j] = A[piv * k + j];
-                A[piv * k + j] = t;
-            }
-            const double t = b[c]; b[c] = b[piv]; b[piv] = t;
-        }
-        for (int i = c + 1; i < k; ++i) {
-            const double l = A[i * k + c] / A[c * k + c];
-            if (l == 0.0) continue;
-            for (int j = c; j < k; ++j) A[i * k + j] -= l * A[c * k + j];
-            b[i] -= l * b[c];
-        }
-    }
-    for (int i = k - 1; i >= 0; --i) {
-        double s = b[i];
-        for (int j = i + 1; j < k; ++j) s -= A[i * k + j] * b[j];
-        b[i] = s / A[i * k + i];
-    }
-    return MB_OK;
-}
 
 /* Accelerations of the integrated variables x (q or z) at (x, ẋ), optionally with their
  * exact Jacobians (k x k) for Newton. */
@@ -94,8 +65,10 @@ static int trapezoidal_step(mb_sim* sim, int k, const double* x0, const double* 
         for (int i = 0; i < k; ++i)
             for (int j = 0; j < k; ++j)
                 G[i * k + j] = (i == j) - 0.5 * dt * (0.5 * dt * Jx[i * k + j] + Jv[i * k + j]);
-        st = dense_solve(G, k, F);
-        if (st) return st;
+        /* G is I + O(dt): a tiny pivot means a broken step, not a choice of tolerance */
+        st = mb_lu_factor(G, k, sim->piv, 1e-14);
+        if (st) return st == MB_SINGULAR_PHIQ ? MB_SINGULAR_MASS : st;
+        mb_lu_solve(G, k, sim->piv, F, 1);
         for (int i = 0; i < k; ++i) v1[i] -= F[i];
     }
     return MB_NO_CONVERGENCE;
@@ -128,7 +101,7 @@ int mb_simulate(const mb_plan* plan, const mb_options* options, const double* q0
     /* Jx, Jv, G (n x n); q, qd, x, v, a, x1, v1, a1, xs, vs, F (n); kx, kv (4 x n) */
     enum { VECTORS = 11 + 2 * 4 };
     double* scratch = (double*)malloc(sizeof(double) * (3 * nn + VECTORS * (size_t)n + 1));
-    int* ind = (int*)malloc(sizeof(int) * ((size_t)n + 1));
+    int* ind = (int*)malloc(sizeof(int) * (2 * (size_t)n + 1));  /* ind, then pivots */
     *failed_step = -1;
     if (!sim.w || !sim.wk || !scratch || !ind) {
         mb_ws_free(sim.w); mb_ws_free(sim.wk); free(scratch); free(ind);
@@ -147,6 +120,7 @@ int mb_simulate(const mb_plan* plan, const mb_options* options, const double* q0
     sim.n = n;
     sim.d = n - r;
     sim.ind = ind;
+    sim.piv = ind + n;
     memcpy(sim.q, q0, sizeof(double) * (size_t)n);
     memcpy(sim.qd, qd0, sizeof(double) * (size_t)n);
     int st = (nz && nz != sim.d) ? MB_BAD_ARGUMENT : MB_OK;

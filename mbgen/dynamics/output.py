@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mbgen.dynamics.inverse import InverseResult
 from mbgen.dynamics.simulation import SimulationResult
 
 
@@ -24,8 +25,10 @@ def atomic_write(path: Path, write: callable) -> None:  # type: ignore[valid-typ
         raise
 
 
-def write_csv(result: SimulationResult, path: str | Path) -> Path:
-    """Columns: t, q (coordinate names), q̇ (<name>_dot), q̈ (<name>_ddot), energy, phi_norm."""
+def write_csv(result: SimulationResult | InverseResult, path: str | Path) -> Path:
+    """The result's columns (``result.columns()``) as CSV with a header line. Simulation:
+    t, q (coordinate names), q̇ (<name>_dot), q̈ (<name>_ddot), energy, phi_norm. Inverse
+    dynamics: t, the imposed coordinates as followed, force_<coordinate> per actuator."""
     path = Path(path)
     header, data = result.columns()
     atomic_write(path, lambda tmp: np.savetxt(tmp, data, delimiter=",", header=",".join(header),
@@ -44,10 +47,7 @@ def plot(result: SimulationResult, csv_path: str | Path) -> list[Path]:
     written: list[Path] = []
 
     def save(fig: object, suffix: str) -> None:
-        target = base.parent / f"{base.name}_{suffix}.png"
-        atomic_write(target, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))  # type: ignore[attr-defined]
-        plt.close(fig)  # type: ignore[arg-type]
-        written.append(target)
+        written.append(_save(fig, base, suffix))
 
     title = f"{result.mechanism.name}: {result.settings.get('integrator')}, " \
             f"dt = {result.settings.get('dt')} s"
@@ -72,3 +72,40 @@ def plot(result: SimulationResult, csv_path: str | Path) -> list[Path]:
     ax.grid(alpha=0.3)
     save(fig, "constraints")
     return written
+
+
+def plot_inverse(result: InverseResult, csv_path: str | Path) -> list[Path]:
+    """forces and following-error PNGs named after the CSV file."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    base = Path(csv_path).with_suffix("")
+    names = result.mechanism.coordinate_names
+    title = f"{result.mechanism.name}: inverse dynamics ({result.settings.get('method')})"
+    written = []
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for k, index in enumerate(result.actuated):
+        ax.plot(result.t, result.forces[:, k], label=f"on {names[index]}")
+    ax.set(xlabel="t [s]", ylabel="actuator force / torque", title=title)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    written.append(_save(fig, base, "forces"))
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for k, index in enumerate(result.imposed):
+        ax.plot(result.t, result.following_error[:, k], label=names[index])
+    ax.set(xlabel="t [s]", ylabel="followed − prescribed", title=f"{title}: following error")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    written.append(_save(fig, base, "following_error"))
+    return written
+
+
+def _save(fig: object, base: Path, suffix: str) -> Path:
+    import matplotlib.pyplot as plt
+
+    target = base.parent / f"{base.name}_{suffix}.png"
+    atomic_write(target, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))  # type: ignore[attr-defined]
+    plt.close(fig)  # type: ignore[arg-type]
+    return target

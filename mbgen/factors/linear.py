@@ -6,7 +6,8 @@ re-linearizes it at any point in C++ (it only shifts the right-hand side), where
 ``CustomFactor`` would call back into Python (~4 µs) on every linearization. GTSAM's
 Python API builds Jacobian factors on at most three variables; a residual on more (the
 trapezoidal integrator has four) is built as the equivalent Hessian factor, summed from
-two-variable blocks.
+two-variable blocks, and turned into a Jacobian factor once (GTSAM factors the Hessian;
+the result has as many rows as the residual).
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ def linear_factor(keys: Sequence[int], blocks: Sequence[Array], rhs: Array,
         for key, block in zip(keys, a, strict=True):
             arguments += [key, block]
         gaussian: gtsam.GaussianFactor = gtsam.JacobianFactor(*arguments, b, unit)
-    else:
-        gaussian = _hessian(list(keys), a, b)
+    else:  # converted once: elimination then never has to factor the Hessian again
+        gaussian = gtsam.JacobianFactor(_hessian(list(keys), a, b))
     zero = gtsam.Values()
     for key, block in zip(keys, blocks, strict=True):
         zero.insert(key, np.zeros(np.shape(block)[1]))

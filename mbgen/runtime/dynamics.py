@@ -315,6 +315,59 @@ class DynamicsMixin(CallHelpers):
         self._finish(status, arrays["q"], "acceleration problem", errors)
         return self._result(batched, (qdd,), status, errors)
 
+    def solve_position_path(self, q_start: Any, z_values: Any, z: Any, tol: float = 1e-12,
+                            max_iter: int = 50, params: Any = None, *,
+                            errors: str = "raise") -> Any:
+        """Positions (N, n) along a path of the independent coordinates ``z`` (N, d).
+
+        Sample 0 starts from ``q_start`` (its assembly branch); every later sample from the
+        extrapolation of the ones solved before it, all in one C loop.
+        """
+        zfix = self._z_indices(z)
+        if len(zfix) == 0:
+            raise ValueError("solve_position_path needs the independent coordinates z")
+        values = np.ascontiguousarray(z_values, dtype=np.float64)
+        if values.ndim != 2 or values.shape[1] != len(zfix):
+            raise ValueError(f"z_values must have shape (N, {len(zfix)}), got {values.shape}")
+        count = values.shape[0]
+        qs = np.empty((count, self.n))
+        qs[:] = np.asarray(q_start, dtype=np.float64).reshape(self.n)
+        p, p_stride = self._params(params, 1)
+        if p_stride:
+            raise ValueError("solve_position_path takes one parameter vector")
+        status = np.empty(count, dtype=np.int32)
+        self._checked(self.lib.mb_solve_position_path(
+            self.plan, self.options.struct, count, self._dbl(qs), self._dbl(values), p,
+            self._int_ptr(zfix), len(zfix), tol, max_iter, self._int_ptr(status)))
+        self._finish(status, qs, "position problem along the path", errors)
+        return (qs, status) if errors == "status" else qs
+
+    def inverse_dynamics(self, q: Any, qd: Any, qdd: Any, actuated: Any, params: Any = None,
+                         *, jacobians: bool = False, errors: str = "raise") -> Any:
+        """Forces u on the ``actuated`` coordinates (as many as the DOF) and λ such that
+        (q, q̇, q̈) is a motion: B u − Φqᵀ λ = M q̈ − Q. With ``jacobians``: also ∂u/∂q,
+        ∂u/∂q̇, ∂u/∂q̈ (d, n) each. u is the generalized force the actuator applies on its
+        coordinate (what ``forward_dynamics(q, qd, Q)`` takes in Q)."""
+        act = self._z_indices(actuated)
+        if len(act) == 0:
+            raise ValueError("inverse_dynamics needs the actuated coordinates")
+        arrays, strides, count, batched = self._batch(q=(q, self.n), qd=(qd, self.n),
+                                                      qdd=(qdd, self.n))
+        p, p_stride = self._params(params, count)
+        d = len(act)
+        u = np.empty((count, d))
+        lam = np.empty((count, max(self.m, 1)))
+        jac = [np.empty((count, d, self.n)) for _ in range(3)] if jacobians else []
+        ptrs = [self._dbl(j) for j in jac] or [self.ffi.NULL] * 3
+        status = np.empty(count, dtype=np.int32)
+        self._checked(self.lib.mb_inverse_dynamics(
+            self.plan, self.options.struct, count, self._dbl(arrays["q"]), strides["q"],
+            self._dbl(arrays["qd"]), strides["qd"], self._dbl(arrays["qdd"]), strides["qdd"],
+            p, p_stride, self._int_ptr(act), d, self._dbl(u), self._dbl(lam), *ptrs,
+            self._int_ptr(status)))
+        self._finish(status, arrays["q"], "inverse dynamics", errors)
+        return self._result(batched, (u, lam[:, :self.m], *jac), status, errors)
+
     # -- fixed-step integration -----------------------------------------------------------------
     def integrate(self, q0: Any, qd0: Any, dt: float, steps: int, integrator: str = "rk4",
                   coords: str = "dependent", project: str = "manifold", z: Any = None,

@@ -1,0 +1,92 @@
+"""Inverse dynamics of a prescribed motion: wall time of the direct method and of the
+staged factor graph, with the accuracy against MSC Adams.
+
+Why these figures: the paper (Blanco-Claraco et al., section 7.2) solves the four-bar's
+crank torque for θ = 1.2 (1 − cos 2t) over 10 s (2000 samples) and the pick-and-place
+robot's two motor torques (1001 samples) with its staged factor graph in C++: 5.3 s and
+15.9 s. mbgen's direct method (kinematics along the path, then the forces, all batched in
+C) and its factor graph are timed on the same inputs (the reference trajectory files),
+whole calls including the spline differentiation; the four-bar's torque is compared with
+the Adams table (RMS error over the peak).
+
+Run: ``.venv/bin/python benchmarks/inverse_dynamics.py [--quick]`` (any cwd). Writes
+``benchmarks/results/inverse_dynamics.json`` (not with ``--quick``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+from _common import REPO, Figure, best_time, print_table, write_results
+
+import mbgen
+from mbgen.dynamics.inverse import inverse_dynamics_direct
+from mbgen.dynamics.trajectory import read_trajectory
+from mbgen.factors.inverse import inverse_dynamics_factor_graph
+
+DATA = REPO / "tests" / "data" / "reference"
+CASES = {  # name: (imposed coordinates, paper's seconds, direct target, graph target)
+    "fourbars1-with-rel-angle": ([4], 5.3, 0.05, 0.5),
+    "pick-and-place-robot": ([20, 21], 15.9, 0.2, 1.6),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="the first 200 samples only (results not written)")
+    args = parser.parse_args(argv)
+    figures: list[Figure] = []
+    start = time.perf_counter()
+    for name, (imposed, paper, direct_target, graph_target) in CASES.items():
+        mech = mbgen.load(str(DATA / "config" / "mechanisms" / f"{name}.yaml"))
+        path = DATA / "config" / "trajectories" / f"{name}-trajectory.txt"
+        trajectory = read_trajectory(Path(path), len(imposed))
+        if args.quick:
+            from mbgen.dynamics.trajectory import Trajectory
+
+            trajectory = Trajectory(trajectory.t[:200], trajectory.values[:200], path.name)
+        samples = len(trajectory.t)
+        direct = best_time(lambda m=mech, tr=trajectory, i=imposed:
+                           inverse_dynamics_direct(m, tr, i), 5)
+        begin = time.perf_counter()
+        graph_result = inverse_dynamics_factor_graph(mech, trajectory, imposed)
+        graph = time.perf_counter() - begin
+        direct_result = inverse_dynamics_direct(mech, trajectory, imposed)
+        peak = np.abs(direct_result.forces).max(axis=0)
+        agreement = float((np.sqrt(np.mean((direct_result.forces - graph_result.forces) ** 2,
+                                           axis=0)) / peak).max() * 100)
+        figures += [
+            Figure(f"{name} ({samples} samples): direct method", direct, "s",
+                   None if args.quick else direct_target,
+                   f"best of 5; paper's factor graph: {paper} s"),
+            Figure(f"{name}: factor graph (staged, GTSAM)", graph, "s",
+                   None if args.quick else graph_target, f"one run; paper: {paper} s"),
+            Figure(f"{name}: paper / direct", paper / direct, "×",
+                   note="speed-up of the direct method over the paper's C++"),
+            Figure(f"{name}: methods' disagreement (RMS / peak)", agreement, "%", 0.1),
+        ]
+        if name.startswith("fourbars"):
+            table = np.loadtxt(DATA / "experiments" / "InverseDynamics_4bars_MSC.tab",
+                               comments="%")
+            adams = -np.interp(direct_result.t, table[:, 0], table[:, 1])
+            for label, result in (("direct", direct_result), ("factor graph", graph_result)):
+                rms = np.sqrt(np.mean((result.forces[:, 0] - adams) ** 2))
+                figures.append(Figure(f"{name}: {label} torque vs MSC Adams (RMS / peak)",
+                                      float(rms / np.abs(adams).max() * 100), "%", 0.05))
+    print_table("inverse dynamics of the reference trajectories", figures)
+    if args.quick:
+        print("--quick: results not written")
+        return 0
+    path = write_results("inverse_dynamics", figures)
+    missed = [f.name for f in figures if f.met is False]
+    print(f"wrote {path} ({time.perf_counter() - start:.1f} s)"
+          + (f"; targets missed: {', '.join(missed)}" if missed else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

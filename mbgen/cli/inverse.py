@@ -1,0 +1,89 @@
+"""`mbgen inverse`: the actuator forces of a prescribed motion, as CSV (and plots)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+
+@click.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--trajectory", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Samples: t, then one column per imposed coordinate ('%' comments).")
+@click.option("--motion", "motions", multiple=True, metavar="COORD=EXPR(t)",
+              help="Instead of --trajectory: an imposed coordinate as a function of t "
+              "(sampled every --dt up to --t-end), e.g. theta0='1.2*(1-cos(2*t))'.")
+@click.option("--t-end", type=float, help="With --motion: duration [s].")
+@click.option("--dt", type=float, help="With --motion: sample spacing [s].")
+@click.option("--imposed", help="With --trajectory: the imposed coordinates, by name or index "
+              "(as many as the DOF), in the file's column order; a point's x,y for an "
+              "end-effector path.")
+@click.option("--actuated", help="Coordinates the actuators act on (default: the imposed "
+              "ones).")
+@click.option("--method", type=click.Choice(["direct", "factor-graph"]), default="direct",
+              show_default=True, help="Kinematics then forces, batched in C; or the paper's "
+              "staged factor graph (GTSAM).")
+@click.option("--out", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
+              required=True, help="CSV to write.")
+@click.option("--plot", is_flag=True, help="Also write force and following-error PNGs.")
+@click.option("--build-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where compiled modules live (default: ./generated).")
+def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
+            t_end: float | None, dt: float | None, imposed: str | None, actuated: str | None,
+            method: str, csv_path: Path, plot: bool, build_dir: Path | None) -> None:
+    """Forces that make FILE's mechanism follow a prescribed motion: writes t, the imposed
+    coordinates as followed and force_<coordinate> per actuator (the generalized force the
+    actuator applies on its coordinate)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from mbgen.cli import load_with_status
+    from mbgen.dynamics.inverse import coordinate_indices, inverse_dynamics_direct
+    from mbgen.dynamics.output import plot_inverse, write_csv
+    from mbgen.dynamics.trajectory import read_trajectory, trajectory_from_expressions
+
+    console = Console(stderr=True)
+    if (trajectory is None) == (not motions):
+        raise click.UsageError("give either --trajectory FILE or --motion COORD=EXPR")
+    if motions and (t_end is None or dt is None):
+        raise click.UsageError("--motion needs --t-end and --dt")
+    if trajectory is not None and not imposed:
+        raise click.UsageError("--trajectory needs --imposed (its columns' coordinates)")
+    mech, _ = load_with_status(file, build_dir)
+    if motions:
+        pairs = []
+        for spec in motions:
+            if "=" not in spec:
+                raise click.BadParameter(f"expected COORD=EXPR, got {spec!r}",
+                                         param_hint="--motion")
+            pairs.append(tuple(part.strip() for part in spec.split("=", 1)))
+        indices = coordinate_indices(mech, [name for name, _ in pairs], "--motion")
+        samples = trajectory_from_expressions(dict(pairs), t_end, dt)  # type: ignore[arg-type]
+    else:
+        indices = coordinate_indices(mech, imposed or "", "--imposed")
+        samples = read_trajectory(trajectory, len(indices))  # type: ignore[arg-type]
+    acting = None if actuated is None else coordinate_indices(mech, actuated, "--actuated")
+    start = time.perf_counter()
+    if method == "direct":
+        result = inverse_dynamics_direct(mech, samples, indices, acting)
+    else:
+        from mbgen.factors.inverse import inverse_dynamics_factor_graph
+
+        with Progress(TextColumn("[bold]factor graph"), BarColumn(), TimeElapsedColumn(),
+                      console=console, transient=True) as bar:
+            task = bar.add_task("inverse", total=len(samples.t))
+            result = inverse_dynamics_factor_graph(
+                mech, samples, indices, acting,
+                progress=lambda done, total: bar.update(task, completed=done))
+    elapsed = time.perf_counter() - start
+    write_csv(result, csv_path)
+    pictures = plot_inverse(result, csv_path) if plot else []
+    names = mech.coordinate_names
+    peaks = ", ".join(f"{names[i]}: {abs(result.forces[:, k]).max():.4g}"
+                      for k, i in enumerate(result.actuated))
+    console.print(f"[green]✓[/] {mech.name}: {len(result.t)} samples ({method}) in "
+                  f"{elapsed:.3f} s; peak |force| {peaks}; max following error "
+                  f"{abs(result.following_error).max():.2e}")
+    console.print(f"  wrote {csv_path}" + "".join(f"\n  wrote {p}" for p in pictures))

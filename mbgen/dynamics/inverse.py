@@ -1,0 +1,117 @@
+"""Inverse dynamics of a prescribed motion, direct method: the kinematic problems along
+the whole trajectory, then the actuator forces, every step batched in C.
+
+The imposed coordinates (the actuated joints, or a point's x and y for an end-effector
+path) act as independent coordinates: the position problem is solved along the path
+(each sample from the extrapolation of the ones before, so one assembly branch), then
+q̇ and q̈ from the spline derivatives of the imposed coordinates, then the forces u on the
+actuated coordinates from B u − Φqᵀ λ = M q̈ − Q. u is the generalized force the actuator
+applies on its coordinate (the reference implementation's convention: the Q that
+``forward_dynamics`` takes; a reaction, as MSC Adams reports it, has the opposite sign).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mbgen.dynamics.trajectory import Trajectory
+from mbgen.errors import SingularConfigurationError, TrajectoryError
+from mbgen.runtime.compiled import CompiledMechanism
+
+Array = np.ndarray
+
+
+@dataclass
+class InverseResult:
+    """The motion (q, q̇, q̈ per sample) and the forces (N, d) on the actuated coordinates."""
+
+    mechanism: CompiledMechanism
+    t: Array
+    q: Array
+    qd: Array
+    qdd: Array
+    forces: Array
+    imposed: list[int]
+    actuated: list[int]
+    prescribed: Array  # (N, d): the imposed coordinates as asked
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def followed(self) -> Array:
+        """The imposed coordinates as the solution follows them (N, d)."""
+        return self.q[:, self.imposed]
+
+    @property
+    def following_error(self) -> Array:
+        return self.followed - self.prescribed
+
+    def columns(self) -> tuple[list[str], Array]:
+        names = self.mechanism.coordinate_names
+        header = (["t"] + [names[i] for i in self.imposed]
+                  + [f"force_{names[i]}" for i in self.actuated])
+        return header, np.column_stack([self.t, self.followed, self.forces])
+
+
+def coordinate_indices(mech: CompiledMechanism, names: list[str] | list[int] | str,
+                       what: str) -> list[int]:
+    """Coordinates by name or index (``"theta0"``, ``[20, 21]``, ``"x5,y5"``)."""
+    if isinstance(names, str):
+        names = [part.strip() for part in names.split(",") if part.strip()]
+    indices = []
+    for item in names:
+        if isinstance(item, int) or (isinstance(item, str) and item.lstrip("-").isdigit()):
+            index = int(item)
+            if not 0 <= index < mech.n:
+                raise TrajectoryError(f"{what}: coordinate index {index} is out of range "
+                                      f"(0..{mech.n - 1})")
+            indices.append(index)
+        else:
+            try:
+                indices.append(mech.coordinate_index(item))
+            except KeyError as exc:
+                raise TrajectoryError(f"{what}: {exc.args[0]}") from None
+    if len(indices) != mech.dof:
+        raise TrajectoryError(f"{what}: name {mech.dof} coordinate{'s' * (mech.dof > 1)} (the "
+                              f"degrees of freedom), got {len(indices)}")
+    if len(set(indices)) != len(indices):
+        raise TrajectoryError(f"{what}: a coordinate is named twice")
+    return indices
+
+
+def prescribed_motion(mech: CompiledMechanism, trajectory: Trajectory, imposed: list[int],
+                      q_start: Array | None = None) -> tuple[Array, Array, Array]:
+    """(q, q̇, q̈), each (N, n), that follow the imposed coordinates exactly."""
+    z, zd, zdd = trajectory.derivatives()
+    start = mech.q0 if q_start is None else q_start
+    q, status = mech.solve_position_path(start, z, imposed, errors="status")
+    failed = np.flatnonzero(status)
+    if failed.size:
+        k = int(failed[0])
+        raise TrajectoryError(
+            f"{trajectory.source}: the mechanism cannot reach the prescribed motion at t = "
+            f"{trajectory.t[k]:.6g} s (sample {k}): {mech.status_text(int(status[k]))}")
+    qd = mech.solve_velocity(q, zd, z=imposed)
+    qdd = mech.solve_acceleration(q, qd, zdd, z=imposed)
+    return q, qd, qdd
+
+
+def inverse_dynamics_direct(mech: CompiledMechanism, trajectory: Trajectory,
+                            imposed: list[int], actuated: list[int] | None = None,
+                            q_start: Array | None = None) -> InverseResult:
+    """Forces on the ``actuated`` coordinates (default: the imposed ones) along the
+    prescribed motion of the ``imposed`` ones."""
+    actuated = imposed if actuated is None else actuated
+    q, qd, qdd = prescribed_motion(mech, trajectory, imposed, q_start)
+    forces, status = mech.inverse_dynamics(q, qd, qdd, actuated, errors="status")[::2]
+    failed = np.flatnonzero(status)
+    if failed.size:
+        k = int(failed[0])
+        raise SingularConfigurationError(
+            f"inverse dynamics failed at t = {trajectory.t[k]:.6g} s: "
+            f"{mech.status_text(int(status[k]))} (can the actuated coordinates move the "
+            f"mechanism there?)")
+    return InverseResult(mech, trajectory.t, q, qd, qdd, forces, list(imposed),
+                         list(actuated), trajectory.values, {"method": "direct"})

@@ -1,0 +1,154 @@
+"""Inverse dynamics: the C kernel (Jacobians, a forward simulation round trip), both
+methods against the MSC Adams table and against each other, prescribed-motion input."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import (
+    ALL_MECHANISMS,
+    REFERENCE_DATA,
+    entrywise_error,
+    mechanism_id,
+    numerical_jacobian,
+    reference,
+)
+
+from mbgen.dynamics.inverse import (
+    coordinate_indices,
+    inverse_dynamics_direct,
+    prescribed_motion,
+)
+from mbgen.dynamics.trajectory import (
+    Trajectory,
+    read_trajectory,
+    trajectory_from_expressions,
+)
+from mbgen.errors import TrajectoryError
+from mbgen.factors.inverse import inverse_dynamics_factor_graph
+from mbgen.runtime.compiled import CompiledMechanism
+
+Compiled = Callable[[Path], CompiledMechanism]
+TRAJECTORIES = REFERENCE_DATA / "config" / "trajectories"
+ADAMS = REFERENCE_DATA / "experiments" / "InverseDynamics_4bars_MSC.tab"
+
+
+@pytest.mark.parametrize("path", ALL_MECHANISMS, ids=mechanism_id)
+def test_inverse_dynamics_jacobians_match_finite_differences(compiled: Compiled,
+                                                             path: Path) -> None:
+    mech = compiled(path)
+    actuated = [mech.coordinate_index(c) for c in mech.independent_coordinates()]
+    rng = np.random.default_rng(1)
+    q = mech.solve_position(mech.q0 + 0.02 * rng.standard_normal(mech.n), minimum_norm=True)
+    state = [q, rng.standard_normal(mech.n), rng.standard_normal(mech.n)]
+    u, lam, *jacobians = mech.inverse_dynamics(*state, actuated, jacobians=True)
+    for k, jacobian in enumerate(jacobians):
+        def forces(x: np.ndarray, k: int = k) -> np.ndarray:
+            moved = list(state)
+            moved[k] = x
+            return mech.inverse_dynamics(*moved, actuated)[0]
+
+        assert entrywise_error(jacobian, numerical_jacobian(forces, state[k], 1e-6)) < 1e-5
+
+
+@pytest.mark.parametrize("name", ["fourbars1-with-rel-angle", "pick-and-place-robot"])
+def test_inverse_dynamics_returns_the_forces_of_a_forward_simulation(compiled: Compiled,
+                                                                     name: str) -> None:
+    """Forces on the actuated coordinates drive a simulation; its states give them back."""
+    mech = compiled(reference(name))
+    actuated = [mech.coordinate_index(c) for c in mech.independent_coordinates()]
+    steps, dt = 200, 1e-3
+    times = np.arange(2 * steps + 1) * dt / 2
+    table = np.zeros((len(times), mech.n))
+    for j, index in enumerate(actuated):
+        table[:, index] = 3.0 * np.sin(4.0 * times + j) + 1.0
+    q, qd, qdd = mech.integrate(mech.q0, np.zeros(mech.n), dt, steps, "rk4", forces=table)
+    u, lam = mech.inverse_dynamics(q, qd, qdd, actuated)
+    np.testing.assert_allclose(u, table[::2][:, actuated], atol=1e-8)
+    np.testing.assert_allclose(lam, mech.lagrange_multipliers(q, qd, table[::2]), atol=1e-8)
+
+
+def adams_torque(t: np.ndarray) -> np.ndarray:
+    """The Adams crank torque at the samples, in mbgen's convention (Adams reports the
+    reaction: opposite sign)."""
+    table = np.loadtxt(ADAMS, comments="%")
+    return -np.interp(t, table[:, 0], table[:, 1])
+
+
+@pytest.fixture(scope="module")
+def fourbar_inverse(compiled: Compiled) -> dict[str, object]:
+    mech = compiled(reference("fourbars1-with-rel-angle"))
+    trajectory = read_trajectory(TRAJECTORIES / "fourbars1-with-rel-angle-trajectory.txt", 1)
+    imposed = coordinate_indices(mech, "theta0", "--imposed")
+    return {"direct": inverse_dynamics_direct(mech, trajectory, imposed),
+            "factor-graph": inverse_dynamics_factor_graph(mech, trajectory, imposed)}
+
+
+@pytest.mark.parametrize("method", ["direct", "factor-graph"])
+def test_fourbar_crank_torque_matches_msc_adams(fourbar_inverse: dict, method: str) -> None:
+    result = fourbar_inverse[method]
+    torque = result.forces[:, 0]
+    expected = adams_torque(result.t)
+    rms = np.sqrt(np.mean((torque - expected) ** 2))
+    assert len(result.t) == 2000
+    assert rms <= 5e-4 * np.abs(expected).max()
+    assert np.degrees(np.abs(result.following_error)).max() < 1e-3
+
+
+def test_pick_and_place_both_methods_agree(compiled: Compiled) -> None:
+    mech = compiled(reference("pick-and-place-robot"))
+    trajectory = read_trajectory(TRAJECTORIES / "pick-and-place-robot-trajectory.txt", 2)
+    direct = inverse_dynamics_direct(mech, trajectory, [20, 21])
+    graph = inverse_dynamics_factor_graph(mech, trajectory, [20, 21])
+    peak = np.abs(direct.forces).max(axis=0)
+    assert np.all(np.sqrt(np.mean((direct.forces - graph.forces) ** 2, axis=0)) <= 1e-3 * peak)
+    # continuous: the torque moves between samples no more than the prescribed
+    # acceleration does (it changes quickly at 2.5 s, where the file's motion switches)
+    _, _, zdd = trajectory.derivatives()
+    jumps = np.abs(np.diff(direct.forces, axis=0))
+    assert np.all(np.isfinite(direct.forces))
+    assert jumps.max() < 0.15 * peak.max()
+    assert abs(int(jumps.max(axis=1).argmax()) - int(np.abs(np.diff(zdd, axis=0)).max(
+        axis=1).argmax())) <= 2
+
+
+def test_spline_derivatives_of_a_known_motion() -> None:
+    """θ = 1.2 (1 − cos 2t) sampled every 5 ms: rates from the quintic spline."""
+    t = np.arange(0.0, 10.0, 0.005)
+    trajectory = Trajectory(t, (1.2 * (1 - np.cos(2 * t)))[:, None], "test")
+    _, rate, acceleration = trajectory.derivatives()
+    assert np.abs(rate[:, 0] - 2.4 * np.sin(2 * t)).max() < 1e-7
+    assert np.abs(acceleration[:, 0] - 4.8 * np.cos(2 * t)).max() < 1e-4
+    from_expression = trajectory_from_expressions({"theta0": "1.2*(1 - cos(2*t))"}, 1.0, 0.005)
+    np.testing.assert_allclose(from_expression.values[:, 0], 1.2 * (1 - np.cos(
+        2 * from_expression.t)), atol=1e-15)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("0 0\n0.1 1 2\n", r"bad\.txt:2: expected 2 columns"),
+    ("% header\n0 0\n0.1 abc\n", r"bad\.txt:3: 'abc' is not a number"),
+    ("0 0\n0.1 1\n0.1 2\n", r"bad\.txt:3: time 0\.1 does not increase"),
+    ("% only a comment\n", r"bad\.txt: no samples"),
+])
+def test_bad_trajectory_files_are_located(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "bad.txt"
+    path.write_text(text)
+    with pytest.raises(TrajectoryError, match=message):
+        read_trajectory(path, 1)
+
+
+def test_unknown_coordinates_and_unreachable_motion(compiled: Compiled) -> None:
+    mech = compiled(reference("fourbars1-with-rel-angle"))
+    with pytest.raises(TrajectoryError, match="unknown coordinate 'nope'"):
+        coordinate_indices(mech, "nope", "--imposed")
+    with pytest.raises(TrajectoryError, match="name 1 coordinate"):
+        coordinate_indices(mech, "x1,y1", "--imposed")
+    # x1 is the crank tip: |x1| <= L = 1, so x1 = 1.5 cannot be reached
+    t = np.linspace(0, 1, 101)
+    motion = Trajectory(t, (1.0 + 0.5 * t)[:, None], "ramp")
+    with pytest.raises(TrajectoryError, match=r"ramp: the mechanism cannot reach the "
+                                              r"prescribed motion at t = "):
+        prescribed_motion(mech, motion, [mech.coordinate_index("x1")])
