@@ -214,6 +214,11 @@ def test_bad_settings_and_a_step_that_does_not_converge(compiled: Compiled) -> N
             FactorGraphSimulator(mech, 1e-3, window=window)
     with pytest.raises(ValueError, match="smoother must be one of"):
         FactorGraphSimulator(mech, 1e-3, smoother="magic")
+    # y2 reaches its lowest point at t ≈ 0.553 s: as z it stops determining x1, y1, x2
+    independent = FactorGraphSimulator(mech, 1e-3, coords="independent", z=["y2"])
+    with pytest.raises(FactorGraphError, match=r"at t = 0\.5\d+ s the independent "
+                                               r"coordinates \['y2'\] stop determining"):
+        independent.run(1.0)
     # a 0.2 s step is far too long for the trapezoidal rule to meet the dynamics
     simulator = FactorGraphSimulator(mech, 0.2, window=2, max_iterations=2, max_error=1e-3)
     with pytest.raises(FactorGraphError, match=r"at t = 0\.2 s did not converge: .*error"):

@@ -35,6 +35,7 @@ Array = np.ndarray
 COORDS = ("dependent", "independent")
 SMOOTHERS = ("batch", "incremental")
 INTEGRATORS = ("trapezoidal", "euler")
+Z_CONDITIONING = 1e-3  # smallest σ_min/σ_max of Φq without the z columns
 ExtraFactors = Callable[[int, "StepKeys"], Iterable[gtsam.NonlinearFactor]]
 
 
@@ -191,6 +192,8 @@ class FactorGraphSimulator:
             estimate = self._update(smoother, graph, values, keys,
                                     self._step_factors(keys, force(t)), step)
             q, qd, qdd = self._state(estimate, keys)
+            if self.independent:
+                self._check_independent(q, t)
             out[0][step], out[1][step], out[2][step] = q, qd, qdd
             if progress is not None and (step % 100 == 0 or step == steps):
                 progress(step, steps)
@@ -265,6 +268,23 @@ class FactorGraphSimulator:
                 f"{self.max_error:g}) after "
                 f"{result.getIterations()} iterations")
         return estimate
+
+    def _check_independent(self, q: Array, t: float) -> None:
+        """Stops where z stops determining q: near such a point (a coordinate at its
+        extreme) the position factor loses rank and the graph follows the soft equality
+        alone, away from the true motion (tens of cm on the four-bar), without any
+        residual showing it."""
+        jacobian = self.mechanism.phi_q(q)[self.mechanism.active_rows]
+        dependent = np.delete(jacobian, self.factors.z, axis=1)
+        singular = np.linalg.svd(dependent, compute_uv=False)
+        if singular[-1] < Z_CONDITIONING * singular[0]:
+            names = [self.mechanism.coordinate_names[i] for i in self.factors.z]
+            raise FactorGraphError(
+                f"at t = {t:.6g} s the independent coordinates {names} stop determining "
+                f"the others (σ_min/σ_max of Φq without them = "
+                f"{singular[-1] / singular[0]:.1e}): a coordinate that reaches an extreme "
+                f"of its motion cannot stay independent; use dependent coordinates, or z "
+                f"that stay valid along the motion")
 
     def _state(self, estimate: gtsam.Values, keys: StepKeys) -> tuple[Array, Array, Array]:
         q, qd = estimate.atVector(keys.q), estimate.atVector(keys.qd)
