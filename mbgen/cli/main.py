@@ -55,11 +55,21 @@ def cli() -> None:
 @click.argument("file", type=MECHANISM_FILE)
 @OUT_DIR
 @click.option("--force", is_flag=True, help="Rebuild even if the cached module is current.")
-def compile_(file: Path, out: Path | None, force: bool) -> None:
+@click.option("--package", "package_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="Also write an importable Python package into this "
+              "directory (`import NAME`; needs no SymPy, C compiler or YAML file).")
+@click.option("--name", default=None, help="Package name (default: from the file name).")
+def compile_(file: Path, out: Path | None, force: bool, package_dir: Path | None,
+             name: str | None) -> None:
     """Compile FILE (a mechanism .yaml) into a C extension module."""
+    from mbgen.codegen.ship import package_name, write_package
+
     start = time.perf_counter()
     mech, fresh = load_with_status(file, out, force)
     elapsed = time.perf_counter() - start
+    if package_dir is not None:
+        written = write_package(mech.directory, package_dir,
+                                package_name(name, Path(file).stem))
     grid = _grid()
     grid.add_row("mechanism", f"[bold]{escape(mech.name)}[/]")
     grid.add_row("coordinates n", str(mech.n))
@@ -69,8 +79,30 @@ def compile_(file: Path, out: Path | None, force: bool) -> None:
     if fresh:
         steps = [f"{k} {v:.2f} s" for k, v in mech.meta.get("timings", {}).items()]
         grid.add_row("timings", ", ".join([*steps, f"total {elapsed:.2f} s"]))
+    if package_dir is not None:
+        grid.add_row("package", escape(f"{written} (import {written.name})"))
     title = "[green]compiled[/]" if fresh else "[cyan]up to date[/] (cached build)"
     console.print(Panel(grid, title=title, title_align="left", expand=False))
+
+
+@cli.command("export")
+@click.argument("file", type=MECHANISM_FILE)
+@click.option("--c", "c_dir", type=click.Path(file_okay=False, path_type=Path),
+              required=True, help="Directory for the standalone C library.")
+@click.option("--name", default=None, help="Prefix of the C API (default: from the file "
+              "name).")
+@OUT_DIR
+def export(file: Path, c_dir: Path, name: str | None, out: Path | None) -> None:
+    """Write FILE's mechanism as a standalone C library: NAME.h, NAME.c, example, Makefile
+    (C99 and libm only)."""
+    from mbgen.codegen.ship import export_c, package_name
+
+    mech, _ = load_with_status(file, out)
+    prefix = package_name(name, Path(file).stem)
+    export_c(mech.directory, c_dir, prefix, [int(r) for r in mech.active_rows])
+    console.print(f"[green]✓[/] {escape(mech.name)}: {escape(str(c_dir))}/{prefix}.h, "
+                  f"{prefix}.c, example.c, Makefile, README.md (`make` builds "
+                  f"lib{prefix}.a and ./example)")
 
 
 @cli.command()

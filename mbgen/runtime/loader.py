@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
-import json
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 from mbgen.codegen.cache import build_dir, content_hash
 from mbgen.errors import MechanismError
 from mbgen.runtime.compiled import CompiledMechanism
+from mbgen.runtime.package import load_build
 
 DEFAULT_OUT = "generated"
 
@@ -42,21 +38,3 @@ def load(path: str | Path, out_dir: str | Path | None = None, force: bool = Fals
     from mbgen.codegen.build import compile_mechanism
 
     return load_build(compile_mechanism(path, out, progress=progress, replace=force))
-
-
-def load_build(directory: Path) -> CompiledMechanism:
-    meta = json.loads((directory / "meta.json").read_text())
-    return CompiledMechanism(_import_module(directory, meta["module"]), meta, directory)
-
-
-def _import_module(directory: Path, name: str) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    spec = importlib.util.spec_from_file_location(name, directory / f"{name}{suffix}")
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import compiled mechanism from {directory}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sys.modules[name] = module
-    return module

@@ -1,0 +1,170 @@
+"""Generated code that ships: an importable package without the compiler, and a standalone
+C library that gives the Python face's numbers, from C and C++, from several threads."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from conftest import SHIPPED_DIR, reference
+
+from mbgen.cli.main import cli
+from mbgen.runtime.compiled import CompiledMechanism
+
+Compiled = Callable[[Path], CompiledMechanism]
+STRICT = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror"]
+
+
+def invoke(*args: str) -> str:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def states(mech: CompiledMechanism, count: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(5)
+    q = mech.solve_position(mech.q0 + 0.02 * rng.standard_normal((count, mech.n)),
+                            minimum_norm=True)
+    return q, mech.project_velocity(q, rng.standard_normal((count, mech.n)))
+
+
+def test_package_imports_without_sympy_and_gives_the_same_numbers(
+        compiled: Compiled, tmp_path: Path, out_dir: Path) -> None:
+    path = SHIPPED_DIR / "fourbar.yaml"
+    mech = compiled(path)
+    invoke("compile", str(path), "--out", str(out_dir), "--package", str(tmp_path),
+           "--name", "my_fourbar")
+    q, qd = states(mech)
+    script = (
+        "import sys, json, numpy as np\n"
+        "sys.modules['sympy'] = None  # any import of SymPy now fails\n"
+        "import my_fourbar\n"
+        "m = my_fourbar.mechanism\n"
+        f"q, qd = np.array({q.tolist()}), np.array({qd.tolist()})\n"
+        "print(json.dumps([a.tolist() for a in m.forward_dynamics_jacobians(q, qd)]))\n"
+        "print(json.dumps(sorted(k for k in sys.modules if k.startswith('mbgen.'))))\n")
+    run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(
+                             Path(__file__).resolve().parents[1])})
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    for got, expected in zip(json.loads(lines[0]), mech.forward_dynamics_jacobians(q, qd),
+                             strict=True):
+        np.testing.assert_array_equal(np.array(got), expected)
+    assert not [m for m in json.loads(lines[1]) if m.startswith(("mbgen.codegen.",
+                                                                 "mbgen.symbolic", "mbgen.model"))]
+    # a package from another mbgen version is refused by name
+    meta_path = tmp_path / "my_fourbar" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["mbgen_version"] = "0.0.1"
+    meta_path.write_text(json.dumps(meta))
+    run = subprocess.run([sys.executable, "-c", "import my_fourbar"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and "built by mbgen 0.0.1" in run.stderr
+
+
+def export(path: Path, target: Path, out_dir: Path, name: str) -> Path:
+    invoke("export", str(path), "--c", str(target), "--name", name, "--out", str(out_dir))
+    subprocess.run(["make", "-s", f"CFLAGS={' '.join(STRICT)}"], cwd=target, check=True,
+                   capture_output=True, timeout=300)
+    return target
+
+
+def read_example(output: str, n: int) -> list[list[np.ndarray]]:
+    """Per state: [q̈, Jq, Jqd, JQ] from the example program's lines."""
+    values = [np.array(line.split()[1:], dtype=float) for line in output.splitlines()]
+    shapes = [(n,), (n, n), (n, n), (n, n)]
+    return [[v.reshape(s) for v, s in zip(values[k:k + 4], shapes, strict=True)]
+            for k in range(0, len(values), 4)]
+
+
+@pytest.mark.skipif(shutil.which("c++") is None or shutil.which("make") is None,
+                    reason="needs make and a C++ compiler")
+@pytest.mark.parametrize(("path", "name"), [(SHIPPED_DIR / "fourbar.yaml", "fourbar"),
+                                            (reference("pick-and-place-robot"), "robot")])
+def test_exported_library_matches_python_from_c_and_cpp(compiled: Compiled, tmp_path: Path,
+                                                        out_dir: Path, path: Path,
+                                                        name: str) -> None:
+    mech = compiled(path)
+    target = export(path, tmp_path / name, out_dir, name)
+    subprocess.run(["c++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-x", "c++",
+                    "example.c", "-x", "none", f"lib{name}.a", "-o", "example_cpp"],
+                   cwd=target, check=True, capture_output=True, timeout=300)
+    q, qd = states(mech)
+    stdin = "\n".join(" ".join(repr(float(v)) for v in np.r_[a, b])
+                      for a, b in zip(q, qd, strict=True))
+    for program in ("./example", "./example_cpp"):
+        run = subprocess.run([program], cwd=target, input=stdin, capture_output=True,
+                             text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        results = read_example(run.stdout, mech.n)
+        assert len(results) == len(q)
+        for k, result in enumerate(results):
+            for got, expected in zip(result, mech.forward_dynamics_jacobians(q[k], qd[k]),
+                                     strict=True):
+                scale = max(1.0, float(np.abs(expected).max()))
+                assert np.abs(got - expected).max() <= 1e-14 * scale
+
+
+THREADS = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include "fourbar.h"
+#include "robot.h"
+
+enum { STATES = 2000, N = FOURBAR_N };
+static fourbar_plan* plan;
+static fourbar_options options;
+static double out[3][STATES * N * N];
+
+static void* work(void* arg) {
+    double* jq = out[*(int*)arg];
+    double q[N], qd[N], qdd[N];
+    int status;
+    for (int s = 0; s < STATES; ++s) {
+        for (int i = 0; i < N; ++i) { q[i] = fourbar_q0[i]; qd[i] = 0.001 * (s + i); }
+        fourbar_forward_dynamics(plan, &options, 1, q, 0, qd, 0, NULL, 0,
+            fourbar_default_parameters, 0, qdd, NULL, jq + s * N * N, NULL, NULL, &status);
+    }
+    return NULL;
+}
+
+int main(void) {
+    int ids[3] = {0, 1, 2};
+    pthread_t threads[2];
+    fourbar_default_options(&options);
+    plan = fourbar_plan_new(fourbar_model_get(), fourbar_active_rows, FOURBAR_ACTIVE_ROWS);
+    work(&ids[0]);  /* alone, then two at once */
+    for (int k = 0; k < 2; ++k) pthread_create(&threads[k], NULL, work, &ids[k + 1]);
+    for (int k = 0; k < 2; ++k) pthread_join(threads[k], NULL);
+    int same = !memcmp(out[0], out[1], sizeof out[0]) && !memcmp(out[0], out[2], sizeof out[0]);
+    /* a second exported mechanism links beside the first: prefixes keep them apart */
+    robot_plan* other = robot_plan_new(robot_model_get(), robot_active_rows, ROBOT_ACTIVE_ROWS);
+    printf("%s %d\n", same ? "same" : "DIFFERENT", robot_plan_factor_size(other) > 0);
+    robot_plan_free(other);
+    fourbar_plan_free(plan);
+    return same ? 0 : 1;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_two_threads_and_two_libraries_in_one_program(tmp_path: Path, out_dir: Path) -> None:
+    fourbar = export(SHIPPED_DIR / "fourbar.yaml", tmp_path / "fourbar", out_dir, "fourbar")
+    robot = export(reference("pick-and-place-robot"), tmp_path / "robot", out_dir, "robot")
+    (tmp_path / "threads.c").write_text(THREADS)
+    subprocess.run(["cc", *STRICT, "-pthread", f"-I{fourbar}", f"-I{robot}", "threads.c",
+                    str(fourbar / "libfourbar.a"), str(robot / "librobot.a"), "-lm", "-o",
+                    "threads"], cwd=tmp_path, check=True, capture_output=True, timeout=300)
+    run = subprocess.run(["./threads"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 0 and run.stdout.split() == ["same", "1"], run.stdout
