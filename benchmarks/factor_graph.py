@@ -20,6 +20,7 @@ Run: ``.venv/bin/python benchmarks/factor_graph.py [--quick]`` (any cwd). Writes
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -155,8 +156,9 @@ def linearize_costs(mech: Any, number: int) -> dict[str, float]:
 def _cells(row: dict[str, Any], iterations: bool) -> str:
     """RMSE | ms/step (| iterations) of one run, or where it failed."""
     if "failed" in row:
-        at = row["failed"].split(" did not")[0].split("at ")[-1]
-        return " | ".join(["failed at " + at, "—"] + (["—"] if iterations else []))
+        at = re.search(r"t = ([^ ]+ s)", row["failed"])
+        cell = f"failed at {at.group(1)}" if at else "failed"
+        return " | ".join([cell, "—"] + (["—"] if iterations else []))
     cells = [f"{row['rmse_mm']:.4f}", f"{row['ms_per_step']:.2f}"]
     if iterations:
         cells.append(f"{row['iterations_per_step']:.2f}")
