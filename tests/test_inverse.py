@@ -152,3 +152,17 @@ def test_unknown_coordinates_and_unreachable_motion(compiled: Compiled) -> None:
     with pytest.raises(TrajectoryError, match=r"ramp: the mechanism cannot reach the "
                                               r"prescribed motion at t = "):
         prescribed_motion(mech, motion, [mech.coordinate_index("x1")])
+
+
+def test_end_effector_path_gives_the_motor_torques(compiled: Compiled) -> None:
+    """The robot's point 5 made to follow the path it takes under the motor trajectory:
+    inverse kinematics on (x5, y5), forces on the motors, the same torques."""
+    mech = compiled(reference("pick-and-place-robot"))
+    trajectory = read_trajectory(TRAJECTORIES / "pick-and-place-robot-trajectory.txt", 2)
+    motors = inverse_dynamics_direct(mech, trajectory, [20, 21])
+    point = coordinate_indices(mech, "x5,y5", "--imposed")
+    path = Trajectory(trajectory.t, motors.q[:, point], "path of point 5")
+    followed = inverse_dynamics_direct(mech, path, point, actuated=[20, 21])
+    np.testing.assert_allclose(followed.q, motors.q, atol=1e-9)
+    peak = np.abs(motors.forces).max()
+    assert np.abs(followed.forces - motors.forces).max() < 1e-5 * peak
