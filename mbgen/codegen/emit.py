@@ -101,6 +101,12 @@ def build_meta(kernels: KernelSet) -> dict[str, Any]:
                     "y": number(p.y)} for p in mech.points],
         "bodies": [{"name": b.name, "points": list(b.points), "mass": number(b.mass),
                     "visual": b.visual} for b in mech.bodies],
+        # what a drawing needs besides points and bodies
+        "sliders": [{"name": s.name, "point": s.point, "line_points": list(s.line_points)}
+                    for s in mech.sliders],
+        "springs": [{"name": s.name, "points": list(s.points)} for s in mech.springs],
+        "sensors": [{"name": s.name, "kind": s.kind, "target": s.target}
+                    for s in mech.sensors],
         "kernels": {k.name: {"inputs": list(k.inputs), "shape": list(k.shape),
                              "indices": [list(index) for index, _ in k.entries]}
                     for k in kernels.kernels},

@@ -19,6 +19,9 @@ def atomic_write(path: Path, write: callable) -> None:  # type: ignore[valid-typ
     os.close(handle)
     try:
         write(Path(tmp))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are the user's files
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

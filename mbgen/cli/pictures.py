@@ -1,0 +1,100 @@
+"""`mbgen draw` and `mbgen animate`: the mechanism as a picture and a result as a movie."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import click
+import numpy as np
+
+BUILD_DIR = click.option("--build-dir", type=click.Path(file_okay=False, path_type=Path),
+                         default=None, help="Where compiled modules live (default: "
+                         "./generated).")
+
+
+@click.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", "png", type=click.Path(dir_okay=False, path_type=Path),
+              required=True, help="PNG to write.")
+@click.option("--q", "q_text", help='State to draw: "v1,v2,..." or "name=value,..." (named '
+              "DOF kept, the rest assembled); default q0.")
+@BUILD_DIR
+def draw(file: Path, png: Path, q_text: str | None, build_dir: Path | None) -> None:
+    """Draw FILE's mechanism: bodies, ground, sliders, springs, sensors, point labels."""
+    from rich.console import Console
+
+    from mbgen.cli import load_with_status
+    from mbgen.cli.simulate import initial_state
+    from mbgen.dynamics.drawing import draw_png
+
+    mech, _ = load_with_status(file, build_dir)
+    q, _ = initial_state(mech, q_text, None)
+    drawing = draw_png(mech, q, png, title=f"{mech.name}" + ("" if q_text else " at q0"))
+    Console(stderr=True).print(f"[green]✓[/] {mech.name}: {len(drawing.bodies)} bodies, "
+                               f"{len(drawing.ground)} fixed points; wrote {png}")
+
+
+def read_states(path: Path, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """t (N,) and q (N, n) from a result CSV that has a column t and every coordinate."""
+    with path.open(newline="") as handle:
+        header = next(csv.reader(handle), None)
+    if not header or "t" not in header:
+        raise click.BadParameter(f"{path}: needs a header with a column t", param_hint="CSV")
+    missing = [name for name in names if name not in header]
+    if missing:
+        raise click.BadParameter(f"{path}: no column for {', '.join(missing)} (an animation "
+                                 f"needs every coordinate)", param_hint="CSV")
+    try:
+        data = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
+    except ValueError as exc:
+        raise click.BadParameter(f"{path}: {exc}", param_hint="CSV") from None
+    columns = [header.index(name) for name in names]
+    return data[:, header.index("t")], data[:, columns]
+
+
+@click.command()
+@click.argument("csv_path", metavar="CSV", type=click.Path(exists=True, dir_okay=False,
+                                                           path_type=Path))
+@click.option("--mechanism", "file", type=click.Path(exists=True, dir_okay=False,
+                                                     path_type=Path), required=True,
+              help="The mechanism file the result belongs to.")
+@click.option("--out", "movie", type=click.Path(dir_okay=False, path_type=Path),
+              required=True, help="Animation to write: .gif (Pillow) or .mp4 (ffmpeg).")
+@click.option("--fps", type=click.IntRange(1, 120), default=30, show_default=True,
+              help="Frames per second of simulated time.")
+@click.option("--trace", help="A point (name or index) whose path is drawn.")
+@BUILD_DIR
+def animate(csv_path: Path, file: Path, movie: Path, fps: int, trace: str | None,
+            build_dir: Path | None) -> None:
+    """Animate a result CSV (simulation, or any file with t and every coordinate)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from mbgen.cli import load_with_status
+    from mbgen.dynamics.drawing import animate as make
+
+    mech, _ = load_with_status(file, build_dir)
+    t, q = read_states(csv_path, mech.coordinate_names)
+    point = None
+    if trace is not None:
+        names = [p["name"] for p in mech.meta["points"]]
+        if trace in names:
+            point = names.index(trace)
+        elif trace.isdigit() and int(trace) < len(names):
+            point = int(trace)
+        else:
+            raise click.BadParameter(f"unknown point {trace!r} (points: {', '.join(names)})",
+                                     param_hint="--trace")
+    console = Console(stderr=True)
+    try:
+        with Progress(TextColumn("[bold]rendering"), BarColumn(),
+                      TextColumn("{task.completed}/{task.total} frames"),
+                      TimeElapsedColumn(), console=console, transient=True) as bar:
+            task = bar.add_task("frames", total=None)
+            frames = make(mech, t, q, movie, fps=fps, trace=point,
+                          progress=lambda done, total: bar.update(task, completed=done,
+                                                                  total=total))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    console.print(f"[green]✓[/] {mech.name}: {frames} frames at {fps} fps; wrote {movie}")

@@ -1,0 +1,247 @@
+"""Pictures of a mechanism: a drawing at one state, and an animation of a result.
+
+Natural coordinates make this direct: a mobile point i is at (q[x<i>], q[y<i>]), a fixed
+one where the file puts it. Everything drawn comes from the compiled module's metadata
+(points, bodies, sliders, springs, sensors), so any result with the coordinates in its
+columns can be shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mbgen.dynamics.output import atomic_write
+from mbgen.runtime.compiled import CompiledMechanism
+
+Array = np.ndarray
+BODY_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
+               "#17becf")
+
+
+@dataclass
+class Drawing:
+    """The artists of one drawing, by kind, so an animation can move them."""
+
+    bodies: list[Any] = field(default_factory=list)
+    ground: list[Any] = field(default_factory=list)
+    sliders: list[Any] = field(default_factory=list)
+    springs: list[Any] = field(default_factory=list)
+    sensors: list[Any] = field(default_factory=list)
+    labels: list[Any] = field(default_factory=list)
+    trace: Any = None
+    outlines: dict[int, Array] = field(default_factory=dict)  # plate → its points in order
+
+
+class Geometry:
+    """Point positions of a mechanism at a state q (n,) → (points, 2)."""
+
+    def __init__(self, mechanism: CompiledMechanism) -> None:
+        meta = mechanism.meta
+        self.meta = meta
+        names = mechanism.coordinate_names
+        self.count = len(meta["points"])
+        self.fixed = np.array([[p["x"], p["y"]] for p in meta["points"]])
+        self.columns = {p["index"]: (names.index(f"x{p['index']}"),
+                                     names.index(f"y{p['index']}"))
+                        for p in meta["points"] if not p["fixed"]}
+
+    def positions(self, q: Array) -> Array:
+        xy = self.fixed.copy()
+        for index, (ix, iy) in self.columns.items():
+            xy[index] = q[ix], q[iy]
+        return xy
+
+    def limits(self, states: Array) -> tuple[tuple[float, float], tuple[float, float]]:
+        """Axis limits that hold every point of every state, with a margin."""
+        every = np.concatenate([self.positions(q) for q in states])
+        low, high = every.min(axis=0), every.max(axis=0)
+        pad = 0.1 * max(float((high - low).max()), 1e-3)
+        return (low[0] - pad, high[0] + pad), (low[1] - pad, high[1] + pad)
+
+
+def _spring_path(a: Array, b: Array, turns: int = 6) -> Array:
+    """A zigzag from a to b: (2 turns + 4, 2)."""
+    axis = b - a
+    length = float(np.hypot(*axis)) or 1e-9
+    normal = np.array([-axis[1], axis[0]]) / length
+    t = np.linspace(0.15, 0.85, 2 * turns + 1)
+    side = 0.06 * length * np.where(np.arange(t.size) % 2 == 0, 0.0, 1.0) * np.where(
+        np.arange(t.size) % 4 == 1, 1.0, -1.0)
+    middle = a + np.outer(t, axis) + np.outer(side, normal)
+    return np.vstack([a, a + 0.15 * axis, middle, b - 0.15 * axis, b])
+
+
+def draw(ax: Any, geometry: Geometry, q: Array, labels: bool = True,
+         drawing: Drawing | None = None) -> Drawing:
+    """Draws the mechanism at q into a Matplotlib Axes, or moves an existing ``drawing``."""
+    meta = geometry.meta
+    xy = geometry.positions(q)
+    if drawing is not None:
+        _update(drawing, geometry, xy)
+        return drawing
+    result = Drawing()
+    span = float(np.ptp(geometry.fixed, axis=0).max()) if geometry.count > 1 else 1.0
+    for k, body in enumerate(meta["bodies"]):
+        pts = xy[body["points"]]
+        color = BODY_COLORS[k % len(BODY_COLORS)]
+        if len(pts) > 2:  # a plate: its outline (points by angle, a rigid order), filled
+            from matplotlib.patches import Polygon
+
+            centre = pts.mean(axis=0)
+            order = np.argsort(np.arctan2(pts[:, 1] - centre[1], pts[:, 0] - centre[0]))
+            result.outlines[k] = order
+            patch = Polygon(pts[order], closed=True, facecolor=color, alpha=0.25, edgecolor=color,
+                            linewidth=2.0, zorder=2)
+            ax.add_patch(patch)
+            result.bodies.append(patch)
+        else:
+            (line,) = ax.plot(pts[:, 0], pts[:, 1], "-o", color=color, linewidth=5,
+                              markersize=7, markerfacecolor="white", zorder=3,
+                              solid_capstyle="round")
+            result.bodies.append(line)
+    for point in meta["points"]:
+        if point["fixed"]:
+            x, y = xy[point["index"]]
+            (ground,) = ax.plot([x], [y], marker="^", markersize=14, color="0.3", zorder=1)
+            ax.plot([x - 0.04 * span, x + 0.04 * span], [y - 0.025 * span] * 2, color="0.3",
+                    linewidth=2, zorder=1)
+            result.ground.append(ground)
+    for slider in meta.get("sliders", []):
+        a, b = xy[slider["line_points"]]
+        direction = (b - a) / (np.hypot(*(b - a)) or 1.0)
+        guide = np.array([a - 0.3 * span * direction, b + 0.3 * span * direction])
+        (line,) = ax.plot(guide[:, 0], guide[:, 1], "--", color="0.5", linewidth=1.2,
+                          zorder=1)
+        (block,) = ax.plot(*xy[slider["point"]], marker="s", markersize=13, color="0.2",
+                           markerfacecolor="none", markeredgewidth=2, zorder=4)
+        result.sliders.append((line, block, slider))
+    for spring in meta.get("springs", []):
+        path = _spring_path(*xy[spring["points"]])
+        (line,) = ax.plot(path[:, 0], path[:, 1], color="#7f7f7f", linewidth=1.3, zorder=2)
+        result.springs.append((line, spring))
+    for sensor in meta.get("sensors", []):
+        where = _sensor_point(meta, sensor, xy)
+        if where is None:
+            continue
+        (mark,) = ax.plot(*where, marker="*", markersize=12, color="#bcbd22", zorder=5)
+        result.sensors.append((mark, sensor))
+    if labels:
+        for point in meta["points"]:
+            x, y = xy[point["index"]]
+            result.labels.append(ax.annotate(point["name"], (x, y), textcoords="offset points",
+                                             xytext=(6, 6), fontsize=8, color="0.25"))
+    ax.set_aspect("equal")
+    ax.set_xlabel("x [m]")
+    ax.set_ylabel("y [m]")
+    ax.grid(alpha=0.25)
+    return result
+
+
+def _sensor_point(meta: dict, sensor: dict, xy: Array) -> Array | None:
+    if sensor["kind"] in ("position", "velocity"):
+        return xy[int(sensor["target"])]
+    if sensor["kind"] == "gyroscope":
+        return xy[meta["bodies"][int(sensor["target"])]["points"]].mean(axis=0)
+    return None  # an encoder measures a coordinate, not a place
+
+
+def _update(drawing: Drawing, geometry: Geometry, xy: Array) -> None:
+    for k, (body, artist) in enumerate(zip(geometry.meta["bodies"], drawing.bodies,
+                                           strict=True)):
+        pts = xy[body["points"]]
+        if hasattr(artist, "set_xy"):
+            artist.set_xy(pts[drawing.outlines[k]])
+        else:
+            artist.set_data(pts[:, 0], pts[:, 1])
+    for _line, block, slider in drawing.sliders:
+        block.set_data(*([v] for v in xy[slider["point"]]))
+    for line, spring in drawing.springs:
+        path = _spring_path(*xy[spring["points"]])
+        line.set_data(path[:, 0], path[:, 1])
+    for mark, sensor in drawing.sensors:
+        where = _sensor_point(geometry.meta, sensor, xy)
+        mark.set_data([where[0]], [where[1]])
+    if drawing.labels:
+        for label, point in zip(drawing.labels, geometry.meta["points"], strict=True):
+            label.xy = tuple(xy[point["index"]])
+
+
+def draw_png(mechanism: CompiledMechanism, q: Array, path: Path,
+             title: str | None = None) -> Drawing:
+    """One drawing as a PNG (written atomically)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    geometry = Geometry(mechanism)
+    fig, ax = plt.subplots(figsize=(7, 6))
+    result = draw(ax, geometry, q)
+    (xmin, xmax), (ymin, ymax) = geometry.limits(q[None])
+    ax.set_xlim(xmin, xmax)
+    ax.set_ylim(ymin, ymax)
+    ax.set_title(title or f"{mechanism.name} at q0")
+    atomic_write(Path(path), lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    plt.close(fig)
+    return result
+
+
+def animate(mechanism: CompiledMechanism, t: Array, q: Array, path: Path, fps: int = 30,
+            trace: int | None = None, progress: Callable[[int, int], None] | None = None,
+            ) -> int:
+    """An animation of the states q (N, n) at times t as GIF (Pillow) or MP4 (ffmpeg);
+    frames are sampled at ``fps`` in simulated time. Returns the number of frames."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.animation import FFMpegWriter, FuncAnimation, PillowWriter
+
+    path = Path(path)
+    if path.suffix.lower() not in (".gif", ".mp4"):
+        raise ValueError(f"{path}: the animation must be a .gif or an .mp4")
+    if path.suffix.lower() == ".mp4" and not FFMpegWriter.isAvailable():
+        raise ValueError("MP4 needs ffmpeg on the PATH; write a .gif instead")
+    duration = float(t[-1] - t[0])
+    frames = max(1, int(round(duration * fps)) + 1)
+    rows = np.searchsorted(t, t[0] + np.arange(frames) / fps).clip(0, len(t) - 1)
+    geometry = Geometry(mechanism)
+    fig, ax = plt.subplots(figsize=(7, 6))
+    drawing = draw(ax, geometry, q[rows[0]], labels=False)
+    (xmin, xmax), (ymin, ymax) = geometry.limits(q[rows])
+    ax.set_xlim(xmin, xmax)
+    ax.set_ylim(ymin, ymax)
+    clock = ax.set_title("")
+    traced = np.array([geometry.positions(q[r])[trace] for r in rows]) if trace is not None \
+        else None
+    if traced is not None:
+        (drawing.trace,) = ax.plot([], [], color="0.4", linewidth=1, zorder=0)
+
+    def frame(k: int) -> list[Any]:
+        draw(ax, geometry, q[rows[k]], drawing=drawing)
+        clock.set_text(f"{mechanism.name}: t = {t[rows[k]]:.3f} s")
+        if traced is not None:
+            drawing.trace.set_data(traced[:k + 1, 0], traced[:k + 1, 1])
+        return []
+
+    movie = FuncAnimation(fig, frame, frames=frames, blit=False)
+    writer = PillowWriter(fps=fps) if path.suffix.lower() == ".gif" else FFMpegWriter(fps=fps)
+    suffix = path.suffix
+
+    def save(tmp: Path) -> None:
+        target = tmp.with_suffix(suffix)  # the writers pick the format by the suffix
+        try:
+            movie.save(str(target), writer=writer, progress_callback=(
+                None if progress is None else lambda i, n: progress(i + 1, n)))
+            target.replace(tmp)
+        finally:
+            target.unlink(missing_ok=True)
+
+    atomic_write(path, save)
+    plt.close(fig)
+    return frames
