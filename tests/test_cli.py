@@ -32,7 +32,7 @@ def read_csv(path: Path) -> tuple[list[str], np.ndarray]:
 
 
 def test_info_reports_the_redundant_constraint(run, out_dir: Path) -> None:  # noqa: ANN001
-    code, output = run("info", str(reference("pick-and-place-robot")), "--out", str(out_dir))
+    code, output = run("info", str(reference("pick-and-place-robot")), "--build-dir", str(out_dir))
     assert code == 0
     assert "redundant" in output and "18" in output
     assert "DOF" in output and "theta1" in output
@@ -40,9 +40,9 @@ def test_info_reports_the_redundant_constraint(run, out_dir: Path) -> None:  # n
 
 def test_compile_then_cached(run, tmp_path: Path) -> None:  # noqa: ANN001
     target = tmp_path / "gen"
-    code, first = run("compile", str(SHIPPED_DIR / "fourbar.yaml"), "--out", str(target))
+    code, first = run("compile", str(SHIPPED_DIR / "fourbar.yaml"), "--build-dir", str(target))
     assert code == 0 and (target / "fourbar").is_dir()
-    code, second = run("compile", str(SHIPPED_DIR / "fourbar.yaml"), "--out", str(target))
+    code, second = run("compile", str(SHIPPED_DIR / "fourbar.yaml"), "--build-dir", str(target))
     assert code == 0 and "cached" in second
 
 
@@ -130,7 +130,7 @@ def test_simulate_rejects_bad_options(run, tmp_path: Path, out_dir: Path, args: 
 def test_bad_mechanism_file_is_one_located_error_line(run, tmp_path: Path) -> None:  # noqa: ANN001
     path = tmp_path / "bad.yaml"
     path.write_text("points:\n  - {x: 0, y: 0, fixed: true}\n  - {x: 1, y: oops}\n")
-    code, output = run("compile", str(path), "--out", str(tmp_path / "gen"))
+    code, output = run("compile", str(path), "--build-dir", str(tmp_path / "gen"))
     assert code == 2
     assert f"{path}:3" in output and "unknown name" in output and "Traceback" not in output
 
@@ -175,3 +175,48 @@ def test_inverse_rejects_bad_input(run, tmp_path: Path, out_dir: Path, args: lis
                        str(out_dir), *args)
     assert code == 2 and message in " ".join(output.split())
     assert not (tmp_path / "x.csv").exists()
+
+
+@pytest.mark.parametrize("path", [*sorted(SHIPPED_DIR.glob("*.yaml")),
+                                  reference("fourbars1-with-rel-angle"),
+                                  reference("pick-and-place-robot")], ids=lambda p: p.stem)
+def test_check_accepts_the_shipped_and_reference_files(path: Path) -> None:
+    result = CliRunner().invoke(cli, ["check", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "DOF" in result.output and "max |Φ(q0)|" in result.output
+
+
+def test_check_reports_what_compile_would_reject(tmp_path: Path) -> None:
+    text = (SHIPPED_DIR / "fourbar.yaml").read_text()
+    runner = CliRunner()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace("mass: 1.0", "mass: 1.0 +* 2", 1))
+    compiled = runner.invoke(cli, ["compile", str(bad), "--build-dir", str(tmp_path / "gen")])
+    checked = runner.invoke(cli, ["check", str(bad)])
+    assert checked.exit_code == compiled.exit_code == 2
+    assert checked.output.strip() == compiled.output.strip()
+    two = tmp_path / "two.yaml"
+    two.write_text(text + "independent_coordinates: [x1, y1]\n")
+    checked = runner.invoke(cli, ["check", str(two)])
+    assert checked.exit_code == 2
+    assert "independent_coordinates names 2 coordinate(s) but the mechanism has 1" in \
+        " ".join(checked.output.split())
+    off = tmp_path / "off.yaml"
+    off.write_text(text.replace("- { x: L, y: 0 }", "- { x: 1.3, y: 0.2 }", 1))
+    checked = runner.invoke(cli, ["check", str(off)])
+    assert checked.exit_code == 0 and "q0 is off the constraints" in checked.output
+
+
+def test_cache_list_and_clean(tmp_path: Path) -> None:
+    runner = CliRunner()
+    build = tmp_path / "gen"
+    assert runner.invoke(cli, ["compile", str(SHIPPED_DIR / "fourbar.yaml"), "--build-dir",
+                               str(build)]).exit_code == 0
+    (build / "fourbar" / ".tmp-interrupted").mkdir()
+    listed = runner.invoke(cli, ["cache", "list", "--build-dir", str(build)])
+    assert listed.exit_code == 0 and "fourbar" in listed.output and "1 builds" in listed.output
+    kept = runner.invoke(cli, ["cache", "clean", "--build-dir", str(build)])
+    assert "removed 1 build(s)" in kept.output  # only the interrupted one
+    assert list(build.glob("fourbar/*/meta.json"))
+    gone = runner.invoke(cli, ["cache", "clean", "--all", "--build-dir", str(build)])
+    assert gone.exit_code == 0 and not list(build.glob("*/*/meta.json"))

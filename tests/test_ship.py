@@ -40,7 +40,7 @@ def test_package_imports_without_sympy_and_gives_the_same_numbers(
         compiled: Compiled, tmp_path: Path, out_dir: Path) -> None:
     path = SHIPPED_DIR / "fourbar.yaml"
     mech = compiled(path)
-    invoke("compile", str(path), "--out", str(out_dir), "--package", str(tmp_path),
+    invoke("compile", str(path), "--build-dir", str(out_dir), "--package", str(tmp_path),
            "--name", "my_fourbar")
     q, qd = states(mech)
     script = (
@@ -72,7 +72,7 @@ def test_package_imports_without_sympy_and_gives_the_same_numbers(
 
 
 def export(path: Path, target: Path, out_dir: Path, name: str) -> Path:
-    invoke("export", str(path), "--c", str(target), "--name", name, "--out", str(out_dir))
+    invoke("export", str(path), "--c", str(target), "--name", name, "--build-dir", str(out_dir))
     subprocess.run(["make", "-s", f"CFLAGS={' '.join(STRICT)}"], cwd=target, check=True,
                    capture_output=True, timeout=300)
     return target

@@ -23,8 +23,11 @@ from mbgen.cli import console, err_console, load_with_status
 from mbgen.errors import MbgenError
 
 MECHANISM_FILE = click.Path(dir_okay=False, path_type=Path)
-OUT_DIR = click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
-                       default=None, help="Build directory (default: $MBGEN_OUT or ./generated).")
+# One meaning per option name across commands: --build-dir is where compiled modules
+# live, --out is always the result file a command writes.
+OUT_DIR = click.option("--build-dir", "out", type=click.Path(file_okay=False, path_type=Path),
+                       default=None, help="Where compiled modules live (default: $MBGEN_OUT "
+                       "or ./generated).")
 
 
 class MbgenGroup(click.Group):
@@ -165,6 +168,77 @@ def _table(title: str, *columns: str) -> Table:
 
 
 @cli.group()
+def cache() -> None:
+    """The build cache: compiled modules under --build-dir."""
+
+
+def _builds(root: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """(directory, meta) of every finished build under root."""
+    import json
+
+    found = []
+    for meta_path in sorted(root.glob("*/*/meta.json")):
+        try:
+            found.append((meta_path.parent, json.loads(meta_path.read_text())))
+        except (OSError, ValueError):
+            found.append((meta_path.parent, {}))
+    return found
+
+
+def _size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+@cache.command("list")
+@OUT_DIR
+def cache_list(out: Path | None) -> None:
+    """Every compiled module: mechanism, content hash, mbgen version, size, age."""
+    from mbgen.runtime.loader import default_out_dir
+
+    root = out or default_out_dir()
+    table = Table(title=f"builds in {escape(str(root))}", title_justify="left")
+    for column in ("mechanism", "hash", "mbgen", "size", "built"):
+        table.add_column(column)
+    total = 0
+    for directory, meta in _builds(root):
+        size = _size(directory)
+        total += size
+        age = time.time() - directory.stat().st_mtime
+        table.add_row(escape(meta.get("name", directory.parent.name)), directory.name,
+                      str(meta.get("mbgen_version", "?")), f"{size / 1e6:.1f} MB",
+                      f"{age / 3600:.1f} h ago")
+    console.print(table)
+    console.print(f"{len(table.rows)} builds, {total / 1e6:.1f} MB")
+
+
+@cache.command("clean")
+@OUT_DIR
+@click.option("--all", "everything", is_flag=True, help="Remove every build, not only "
+              "stale ones.")
+def cache_clean(out: Path | None, everything: bool) -> None:
+    """Remove builds of other mbgen versions and interrupted compiles (or, with --all,
+    everything)."""
+    import shutil
+
+    from mbgen.runtime.loader import default_out_dir
+
+    root = out or default_out_dir()
+    removed = []
+    for directory, meta in _builds(root):
+        if everything or meta.get("mbgen_version") != __version__:
+            removed.append(directory)
+    removed += [p for p in root.glob("*/.tmp-*") if p.is_dir()]
+    if everything:
+        removed += [p for p in root.glob("_core") if p.is_dir()]
+    freed = 0
+    for directory in removed:
+        freed += _size(directory)
+        shutil.rmtree(directory, ignore_errors=True)
+    console.print(f"removed {len(removed)} build(s), {freed / 1e6:.1f} MB from "
+                  f"{escape(str(root))}")
+
+
+@cli.group()
 def generate() -> None:
     """Write mechanism files for tests and benchmarks."""
 
@@ -204,6 +278,7 @@ def _write_atomic(target: Path, text: str) -> None:
 
 # -- commands defined in their own modules ---------------------------------------------------
 # Each is a plain ``@click.command()``; shared helpers come from ``mbgen.cli``.
+from mbgen.cli.check import check  # noqa: E402
 from mbgen.cli.inverse import inverse  # noqa: E402
 from mbgen.cli.pictures import animate, draw  # noqa: E402
 from mbgen.cli.simulate import simulate  # noqa: E402
@@ -212,3 +287,4 @@ cli.add_command(simulate)
 cli.add_command(inverse)
 cli.add_command(draw)
 cli.add_command(animate)
+cli.add_command(check)
