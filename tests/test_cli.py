@@ -220,3 +220,23 @@ def test_cache_list_and_clean(tmp_path: Path) -> None:
     assert list(build.glob("fourbar/*/meta.json"))
     gone = runner.invoke(cli, ["cache", "clean", "--all", "--build-dir", str(build)])
     assert gone.exit_code == 0 and not list(build.glob("*/*/meta.json"))
+
+
+def test_simulate_adds_sensors_and_multipliers_and_decimates(run, tmp_path: Path,  # noqa: ANN001
+                                                             out_dir: Path) -> None:
+    import mbgen
+
+    path = SHIPPED_DIR / "fourbar.yaml"
+    csv_path = tmp_path / "w.csv"
+    code, output = run("simulate", str(path), "--t-end", "1", "--dt", "1e-3", "--with",
+                       "sensors", "--with", "lambda", "--every", "100", "--out",
+                       str(csv_path), "--build-dir", str(out_dir))
+    assert code == 0, output
+    header, data = read_csv(csv_path)
+    assert header[-4:] == ["coupler_gyro", "lambda_0", "lambda_1", "lambda_2"]
+    np.testing.assert_allclose(data[:, 0], np.arange(11) * 0.1, atol=1e-12)
+    mech = mbgen.load(str(path), out_dir=str(out_dir))
+    q, qd = data[:, 1:5], data[:, 5:9]
+    np.testing.assert_allclose(data[:, -4], mech.sensors(q, qd)[:, 0], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(data[:, -3:], mech.lagrange_multipliers(q, qd), rtol=1e-8,
+                               atol=1e-8)

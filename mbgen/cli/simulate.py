@@ -132,12 +132,16 @@ def run_factor_graph(mech: CompiledMechanism, t_end: float, dt: float, integrato
 @click.option("--out", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
               required=True, help="CSV to write.")
 @click.option("--plot", is_flag=True, help="Also write PNG plots next to the CSV.")
+@click.option("--with", "extras", type=click.Choice(["sensors", "lambda"]), multiple=True,
+              help="Add columns: the sensor outputs (by label), the multipliers λ.")
+@click.option("--every", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Write every K-th step (the last one always).")
 @click.option("--build-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where compiled modules live (default: ./generated).")
 def simulate(file: Path, t_end: float, dt: float, integrator: str | None, solver: str,
              window: int, smoother: str, coords: str, projection: str, q0: str | None,
              qd0: str | None, forces: tuple[str, ...], csv_path: Path, plot: bool,
-             build_dir: Path | None) -> None:
+             extras: tuple[str, ...], every: int, build_dir: Path | None) -> None:
     """Simulate FILE's forward dynamics and write t, q, q̇, q̈, energy and ‖Φ‖ to a CSV."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -178,7 +182,7 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None, solver
                              q0=initial_q, qd0=initial_qd, forces=force_functions,
                              project=projection, progress=progress)
         elapsed = time.perf_counter() - start
-        write_csv(result, csv_path)
+        write_csv(result, csv_path, extras=extras, every=every)
         pictures = write_plots(result, csv_path) if plot else []
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None

@@ -28,12 +28,14 @@ def atomic_write(path: Path, write: callable) -> None:  # type: ignore[valid-typ
         raise
 
 
-def write_csv(result: SimulationResult | InverseResult, path: str | Path) -> Path:
-    """The result's columns (``result.columns()``) as CSV with a header line. Simulation:
-    t, q (coordinate names), q̇ (<name>_dot), q̈ (<name>_ddot), energy, phi_norm. Inverse
-    dynamics: t, the imposed coordinates as followed, force_<coordinate> per actuator."""
+def write_csv(result: SimulationResult | InverseResult, path: str | Path,
+              **columns: object) -> Path:
+    """The result's columns (``result.columns(**columns)``) as CSV with a header line.
+    Simulation: t, q (coordinate names), q̇ (<name>_dot), q̈ (<name>_ddot), energy,
+    phi_norm (and extras). Inverse dynamics: t, the imposed coordinates as followed,
+    force_<coordinate> per actuator."""
     path = Path(path)
-    header, data = result.columns()
+    header, data = result.columns(**columns)  # type: ignore[arg-type]
     atomic_write(path, lambda tmp: np.savetxt(tmp, data, delimiter=",", header=",".join(header),
                                               comments="", fmt="%.12g"))
     return path

@@ -41,13 +41,26 @@ class SimulationResult:
         """‖Φ(q)‖₂ along the run."""
         return np.linalg.norm(self.mechanism.phi(self.q).reshape(len(self.t), -1), axis=1)
 
-    def columns(self) -> tuple[list[str], Array]:
+    def columns(self, extras: tuple[str, ...] = (), every: int = 1,
+                ) -> tuple[list[str], Array]:
+        """CSV columns: t, q, q̇, q̈, energy, ‖Φ‖, then per ``extras`` the sensor outputs
+        ("sensors": one column per label) and the multipliers ("lambda": lambda_<row>);
+        every ``every``-th row (the last one always included)."""
         names = self.coordinate_names
         header = (["t"] + names + [f"{c}_dot" for c in names] + [f"{c}_ddot" for c in names]
                   + ["energy", "phi_norm"])
-        data = np.column_stack([self.t, self.q, self.qd, self.qdd, self.energy,
-                                self.constraint_error])
-        return header, data
+        blocks = [self.t, self.q, self.qd, self.qdd, self.energy, self.constraint_error]
+        for extra in extras:
+            if extra == "sensors":
+                header += self.mechanism.sensor_labels
+                blocks.append(self.mechanism.sensors(self.q, self.qd).reshape(len(self.t), -1))
+            elif extra == "lambda":
+                header += [f"lambda_{i}" for i in range(self.mechanism.m)]
+                blocks.append(self.mechanism.lagrange_multipliers(self.q, self.qd))
+            else:
+                raise ValueError(f"unknown extra column set {extra!r} (sensors, lambda)")
+        rows = np.unique(np.r_[np.arange(0, len(self.t), every), len(self.t) - 1])
+        return header, np.column_stack(blocks)[rows]
 
 
 def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: str = "rk4",
