@@ -210,3 +210,37 @@ def test_bad_edit_keeps_previous_build_and_adds_nothing(tmp_path: Path) -> None:
     assert "'heavy'" in str(info.value)
     assert _tree(out) == before
     assert (good.directory / "meta.json").is_file()
+
+
+@pytest.mark.parametrize(("value", "fragment"), [
+    (".inf", "inf is not a finite number"),
+    (".nan", "nan is not a finite number"),
+    ("1e999999999", "'1e999999999' is not a finite number"),
+    ("9e18", "larger than 1e+15 in magnitude"),
+    ("9^9^9^9", "exponent 3.8742e+08 is larger than 100"),
+    ("2^1000000000", "exponent 1e+09 is larger than 100"),
+    ("(L - 1)^1000000", "exponent 1e+06 is larger than 100"),
+    ("10^16", "a power larger than 1e+15"),
+    ("(" * 300 + "1" + ")" * 300, "nested deeper than 50 levels"),
+    ("-" * 1000 + "1", "nested deeper than 50 levels"),
+    ("(" * 5000 + "1" + ")" * 5000, "longer than 2000 characters"),
+])
+def test_runaway_numbers_and_nesting_are_located_errors(tmp_path: Path, value: str,
+                                                       fragment: str) -> None:
+    """Each would otherwise hang SymPy, overflow, or raise RecursionError or TypeError."""
+    import time
+
+    text = (VALID.replace("- {x: L, y: 0}", f"- {{x: L, y: {value}}}") if "L" in value
+            else VALID.replace("  L: 1.0", f"  L: {value}"))
+    start = time.perf_counter()
+    with pytest.raises(MechanismError, match=r"bad\.yaml:\d+") as error:
+        load_mechanism(write(tmp_path, text))
+    assert fragment in str(error.value)
+    assert time.perf_counter() - start < 2.0
+
+
+def test_division_by_zero_is_a_located_error(tmp_path: Path) -> None:
+    text = VALID.replace("  L: 1.0", "  L: 1/0")
+    with pytest.raises(MechanismError, match=r"bad\.yaml:4 \[parameters\.L\]: '1/0' is not "
+                                             r"finite"):
+        load_mechanism(write(tmp_path, text))

@@ -15,6 +15,7 @@ Grammar::
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -72,12 +73,37 @@ def _tokenize(text: str) -> list[_Token]:
     return tokens
 
 
+# Limits that no real mechanism reaches, checked before SymPy sees anything (so bad input
+# is an error in bounded time, never a hang, a RecursionError or a wrong C literal).
+MAX_LENGTH = 2000  # characters of one expression
+MAX_DEPTH = 50  # nesting of parentheses, signs, powers and calls
+MAX_MAGNITUDE = 1e15  # absolute value of any number written in the file
+MAX_EXPONENT = 100  # absolute value of a numeric exponent
+
+
+def check_number(value: float, what: str) -> None:
+    """Rejects non-finite and absurdly large numbers, by name."""
+    if not math.isfinite(value):
+        raise ExpressionError(f"{what} is not a finite number")
+    if abs(value) > MAX_MAGNITUDE:
+        raise ExpressionError(f"{what} is larger than {MAX_MAGNITUDE:g} in magnitude")
+
+
 class _Parser:
     def __init__(self, text: str, scope: Mapping[str, sp.Expr]) -> None:
+        if len(text) > MAX_LENGTH:
+            raise ExpressionError(f"expression longer than {MAX_LENGTH} characters")
         self.text = text
         self.scope = scope
         self.tokens = _tokenize(text)
         self.i = 0
+        self.depth = 0
+
+    def deeper(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ExpressionError(f"expression nested deeper than {MAX_DEPTH} levels in "
+                                  f"{self.text[:60]!r}…")
 
     def peek(self) -> _Token:
         return self.tokens[self.i]
@@ -101,6 +127,8 @@ class _Parser:
         value = self.expr()
         if self.peek().kind != "end":
             self.fail(self.peek(), "expected an operator")
+        if value.has(sp.zoo, sp.oo, -sp.oo, sp.nan):
+            raise ExpressionError(f"{self.text!r} is not finite (a division by zero?)")
         return value
 
     def expr(self) -> sp.Expr:
@@ -120,27 +148,42 @@ class _Parser:
         return value
 
     def unary(self) -> sp.Expr:
-        if self.peek().text in ("+", "-"):
-            op = self.take().text
-            value = self.unary()
-            return -value if op == "-" else value
-        return self.power()
+        self.deeper()
+        try:
+            if self.peek().text in ("+", "-"):
+                op = self.take().text
+                value = self.unary()
+                return -value if op == "-" else value
+            return self.power()
+        finally:
+            self.depth -= 1
 
     def power(self) -> sp.Expr:
         base = self.atom()
         if self.peek().text in ("^", "**"):
-            self.take()
-            return base ** self.unary()
+            token = self.take()
+            exponent = self.unary()
+            if exponent.is_number:
+                size = abs(float(exponent))
+                if size > MAX_EXPONENT:
+                    self.fail(token, f"exponent {size:g} is larger than {MAX_EXPONENT}")
+                if base.is_number and float(abs(base)) > 0 and size * math.log10(
+                        float(abs(base))) > math.log10(MAX_MAGNITUDE):
+                    self.fail(token, f"a power larger than {MAX_MAGNITUDE:g}")
+            return base ** exponent
         return base
 
     def atom(self) -> sp.Expr:
         token = self.take()
         if token.kind == "number":
+            check_number(float(token.text), f"{token.text[:30]!r}")
             return sp.Rational(token.text) if any(c in token.text for c in ".eE") \
                 else sp.Integer(token.text)
         if token.text == "(":
+            self.deeper()
             value = self.expr()
             self.expect(")")
+            self.depth -= 1
             return value
         if token.kind == "name":
             if self.peek().text == "(":
@@ -175,8 +218,10 @@ def parse_expression(text: str | int | float, scope: Mapping[str, sp.Expr]) -> s
     if isinstance(text, bool):
         raise ExpressionError(f"expected a number or an expression, got {text!r}")
     if isinstance(text, int):
+        check_number(float(text) if abs(text) < 10**300 else math.inf, f"{text}")
         return sp.Integer(text)
     if isinstance(text, float):
+        check_number(text, f"{text!r}")
         return sp.Rational(repr(text))
     if not isinstance(text, str) or not text.strip():
         raise ExpressionError(f"expected a number or an expression, got {text!r}")

@@ -406,7 +406,7 @@ class DynamicsMixin(CallHelpers):
             raise MemoryError("mbgen C core: out of memory while integrating")
         if status != 0:
             step = int(failed[0])
-            last = out[0][max(step - 1, 0)]
+            last = out[0][step - 1] if step > 0 else q0
             state = ", ".join(f"{c}={v:.6g}" for c, v in zip(self.coordinate_names, last,
                                                              strict=True))
             raise IntegrationError(f"step {step}: {self.status_text(status)}; last state "
