@@ -240,3 +240,28 @@ def test_simulate_adds_sensors_and_multipliers_and_decimates(run, tmp_path: Path
     np.testing.assert_allclose(data[:, -4], mech.sensors(q, qd)[:, 0], rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(data[:, -3:], mech.lagrange_multipliers(q, qd), rtol=1e-8,
                                atol=1e-8)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--t-end", "inf", "--dt", "1e-3"], "must be positive and finite"),
+    (["--t-end", "0.001", "--dt", "1"], "not a whole number of steps"),
+    (["--t-end", "1", "--dt", "0.4"], "(2.5 steps)"),
+    (["--t-end", "1", "--dt", "0.1", "--q0", "x1=nan"], "values must be finite"),
+    (["--t-end", "1", "--dt", "0.1", "--solver", "factor-graph", "--dt", "0.3"],
+     "not a whole number of steps"),
+])
+def test_simulate_refuses_times_it_cannot_honour(run, tmp_path: Path, out_dir: Path,  # noqa: ANN001
+                                                 args: list[str], message: str) -> None:
+    code, output = run("simulate", str(SHIPPED_DIR / "fourbar.yaml"), *args, "--out",
+                       str(tmp_path / "x.csv"), "--build-dir", str(out_dir))
+    assert code in (1, 2) and message in " ".join(output.split())
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_a_binary_file_is_a_located_error(tmp_path: Path) -> None:
+    path = tmp_path / "latin.yaml"
+    path.write_bytes(b"parameters:\n  L: 1.0 # caf\xe9\n")
+    result = CliRunner().invoke(cli, ["check", str(path)])
+    assert result.exit_code == 2
+    assert "latin.yaml:2: not a UTF-8 text file (byte 0xe9 at offset 26)" in \
+        " ".join(result.output.split())

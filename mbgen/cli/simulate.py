@@ -30,10 +30,14 @@ def parse_state(text: str | None, mech: CompiledMechanism, base: np.ndarray,
                 name, value = (part.strip() for part in item.split("=", 1))
                 values[mech.coordinate_index(name)] = float(value)
                 names.append(name)
+            if not np.all(np.isfinite(values)):
+                raise click.BadParameter("values must be finite", param_hint=option)
             return values, names
         numbers = [float(item) for item in items]
     except (KeyError, ValueError) as exc:
         raise click.BadParameter(str(exc), param_hint=option) from None
+    if not all(np.isfinite(numbers)):
+        raise click.BadParameter("values must be finite", param_hint=option)
     if len(numbers) != mech.n:
         raise click.BadParameter(f"expected {mech.n} values ({', '.join(mech.coordinate_names)})"
                                  f", got {len(numbers)}", param_hint=option)

@@ -3,6 +3,7 @@ the run into chunks (for the progress bar) and post-processes whole trajectories
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -89,7 +90,7 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
     if project == "energy" and (forces or mechanism.meta.get("dissipative")):
         raise ValueError("energy projection needs a conservative model: no external forces "
                          "and no dampers")
-    nsteps = int(round(t_end / dt))
+    nsteps = step_count(t_end, dt)
     n = mechanism.n
     q = mechanism.solve_position(mechanism.q0 if q0 is None else q0, minimum_norm=True)
     qd = mechanism.project_velocity(q, np.zeros(n) if qd0 is None else qd0)
@@ -123,6 +124,17 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
     settings = {"integrator": integrator, "coords": coords, "dt": dt, "t_end": t_end,
                 "project": project, "baumgarte": baumgarte}
     return SimulationResult(mechanism, t, out_q, out_qd, out_qdd, settings)
+
+
+def step_count(t_end: float, dt: float) -> int:
+    """Steps of dt that make t_end; refuses what a fixed-step run could not honour."""
+    if not (math.isfinite(t_end) and math.isfinite(dt) and t_end > 0 and dt > 0):
+        raise ValueError(f"t_end and dt must be positive and finite, got {t_end} and {dt}")
+    steps = int(round(t_end / dt))
+    if steps < 1 or abs(steps * dt - t_end) > 1e-9 * max(t_end, dt):
+        raise ValueError(f"t_end = {t_end:g} s is not a whole number of steps of dt = {dt:g} s "
+                         f"({t_end / dt:.6g} steps): the run would not end at t_end")
+    return steps
 
 
 def _force_table(mechanism: CompiledMechanism, forces: Mapping[str, ForceFunction] | None,

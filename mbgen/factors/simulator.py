@@ -19,7 +19,7 @@ from typing import Any
 import gtsam
 import numpy as np
 
-from mbgen.dynamics.simulation import SimulationResult
+from mbgen.dynamics.simulation import SimulationResult, step_count
 from mbgen.errors import MbgenError
 from mbgen.factors.linear import (
     equality_factor,
@@ -161,9 +161,7 @@ class FactorGraphSimulator:
         ``forces(t)``: external generalized forces (n) at time t, or None.
         """
         mech = self.mechanism
-        if not t_end > 0:
-            raise ValueError(f"t_end must be positive, got {t_end}")
-        steps = int(round(t_end / self.dt))
+        steps = step_count(t_end, self.dt)
         q = mech.solve_position(mech.q0 if q0 is None else q0, minimum_norm=True)
         qd = mech.project_velocity(q, np.zeros(mech.n) if qd0 is None else qd0)
         force = (lambda t: None) if forces is None else forces

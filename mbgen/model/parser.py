@@ -41,9 +41,13 @@ def load_mechanism(path: str | Path) -> Mechanism:
     """Read and validate a mechanism file."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise MechanismError(f"cannot read file: {exc.strerror}", str(path)) from exc
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[:exc.start].count(b"\n") + 1
+        raise MechanismError(f"not a UTF-8 text file (byte 0x{exc.object[exc.start]:02x} at "
+                             f"offset {exc.start})", str(path), line) from None
     return parse_mechanism(text, str(path), default_name=path.stem)
 
 
