@@ -265,3 +265,30 @@ def test_a_binary_file_is_a_located_error(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "latin.yaml:2: not a UTF-8 text file (byte 0xe9 at offset 26)" in \
         " ".join(result.output.split())
+
+
+def test_compile_checks_the_named_independent_coordinates(tmp_path: Path) -> None:
+    path = tmp_path / "two.yaml"
+    path.write_text((SHIPPED_DIR / "fourbar.yaml").read_text()
+                    + "independent_coordinates: [x1, y1]\n")
+    result = CliRunner().invoke(cli, ["compile", str(path), "--build-dir",
+                                      str(tmp_path / "gen")])
+    assert result.exit_code == 2
+    assert "two.yaml [independent_coordinates]: independent_coordinates names 2" in \
+        " ".join(result.output.split())
+
+
+def test_compile_removes_staging_left_by_killed_compiles(tmp_path: Path) -> None:
+    import os
+
+    build = tmp_path / "gen"
+    stale = build / "fourbar" / ".tmp-0123456789abcdef-killed"
+    fresh = build / "fourbar" / ".tmp-0123456789abcdef-running"
+    for directory in (stale, fresh):
+        directory.mkdir(parents=True)
+        (directory / "mechanism.c").write_text("/* half */")
+    os.utime(stale, (1e9, 1e9))  # 2001: long dead
+    result = CliRunner().invoke(cli, ["compile", str(SHIPPED_DIR / "fourbar.yaml"),
+                                      "--build-dir", str(build)])
+    assert result.exit_code == 0, result.output
+    assert not stale.exists() and fresh.exists()

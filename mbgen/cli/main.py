@@ -7,6 +7,8 @@ command in its own module, register it in the section at the bottom of this file
 from __future__ import annotations
 
 import os
+import signal
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,6 +36,9 @@ class MbgenGroup(click.Group):
     """Reports errors as one red line instead of a traceback, for every subcommand."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        # SIGTERM ends the command like Ctrl-C would: cleanup code runs, so a file being
+        # written leaves no temporary behind
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
         try:
             return super().invoke(ctx)
         except MbgenError as exc:  # bad input: the message already names file:line [key]

@@ -56,6 +56,21 @@ class CompileError(MbgenError):
     """The C compiler rejected the generated code (a bug in mbgen: please report)."""
 
 
+STALE_STAGING = 3600.0  # seconds: a staging directory this old is a killed compile's
+
+
+def _remove_stale_staging(parent: Path) -> None:
+    """Staging directories left by compiles that were killed (SIGKILL leaves no chance to
+    clean up); a live compile's is younger than any build takes."""
+    now = time.time()
+    for stale in parent.glob(".tmp-*"):
+        try:
+            if stale.is_dir() and now - stale.stat().st_mtime > STALE_STAGING:
+                shutil.rmtree(stale, ignore_errors=True)
+        except OSError:
+            continue  # removed meanwhile by a concurrent compile
+
+
 def compile_mechanism(path: str | Path, out_dir: str | Path,
                       progress: Callable[[str], None] | None = None,
                       replace: bool = False) -> Path:
@@ -84,6 +99,7 @@ def compile_mechanism(path: str | Path, out_dir: str | Path,
     timings["codegen"] = time.perf_counter() - start
 
     target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_staging(target.parent)
     staging = Path(tempfile.mkdtemp(prefix=f".tmp-{digest}-", dir=target.parent))
     try:
         start = time.perf_counter()

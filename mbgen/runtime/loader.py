@@ -32,9 +32,21 @@ def load(path: str | Path, out_dir: str | Path | None = None, force: bool = Fals
     directory = None if force else cached_build(path, out)
     if directory is not None:
         try:
-            return load_build(directory)
+            return _checked(load_build(directory), path)
         except (ImportError, OSError, ValueError, KeyError):
             force = True  # damaged cache entry: rebuild and replace it
     from mbgen.codegen.build import compile_mechanism
 
-    return load_build(compile_mechanism(path, out, progress=progress, replace=force))
+    return _checked(load_build(compile_mechanism(path, out, progress=progress,
+                                                 replace=force)), path)
+
+
+def _checked(mech: CompiledMechanism, path: Path) -> CompiledMechanism:
+    """The file's independent_coordinates must be as many as the degrees of freedom (at
+    q0): said here, with the file and key, not at the first dynamics call."""
+    named = mech.meta.get("independent")
+    if named and len(named) != mech.dof:
+        raise MechanismError(f"independent_coordinates names {len(named)} coordinate(s) but "
+                             f"the mechanism has {mech.dof} degree(s) of freedom at q0",
+                             str(path), key="independent_coordinates")
+    return mech
