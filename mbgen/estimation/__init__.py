@@ -1,0 +1,1 @@
+"""State estimation of mechanisms from their sensors."""
