@@ -292,3 +292,51 @@ def test_compile_removes_staging_left_by_killed_compiles(tmp_path: Path) -> None
                                       "--build-dir", str(build)])
     assert result.exit_code == 0, result.output
     assert not stale.exists() and fresh.exists()
+
+
+def test_estimate_from_simulated_readings(run, tmp_path: Path, out_dir: Path) -> None:  # noqa: ANN001
+    """simulate --sensors-out writes readings that estimate takes; the estimate converges
+    to the truth's crank angle and branch."""
+    path = tmp_path / "gyro.yaml"
+    path.write_text(reference("fourbars1").read_text()
+                    + "sensors:\n  - {type: gyroscope, body: 2, name: rocker_gyro}\n")
+    truth, readings, estimate = (tmp_path / f"{n}.csv" for n in ("truth", "readings", "est"))
+    code, output = run("simulate", str(path), "--t-end", "1", "--dt", "1e-3", "--out",
+                       str(truth), "--sensors-out", str(readings), "--sensor-noise", "0.005",
+                       "--build-dir", str(out_dir))
+    assert code == 0, output
+    header, data = read_csv(readings)
+    assert header == ["t", "rocker_gyro"] and data.shape == (1001, 2)
+    code, output = run("estimate", str(path), "--sensors", str(readings), "--particles",
+                       "300", "--sigma-s", "0.0175", "--z-range", "0.1", "--speed", "0.1",
+                       "--out", str(estimate), "--plot", "--build-dir", str(out_dir))
+    assert code == 0, output
+    header, est = read_csv(estimate)
+    assert header[:4] == ["t", "x1", "x1_lo", "x1_hi"] and header[-3:] == [
+        "ess", "p_branch0", "p_branch1"]
+    true_q = read_csv(truth)[1]
+    crank = np.arctan2(est[:, header.index("y1")], est[:, header.index("x1")])
+    true_crank = np.arctan2(true_q[:, 2], true_q[:, 1])
+    error = np.degrees(np.abs(np.angle(np.exp(1j * (crank - true_crank)))))
+    assert error[est[:, 0] >= 0.5].max() < 2.0
+    assert max(est[-1, -2:]) >= 0.99
+    for suffix in ("estimate", "branches"):
+        assert (tmp_path / f"est_{suffix}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("t,nope\n0,1\n", "unknown sensor column(s) nope"),
+    ("t,rocker_gyro\n0,1\n0,2\n", "time 0 does not increase"),
+    ("t,rocker_gyro\n0,1\n0.1,abc\n", "readings.csv:3: column rocker_gyro: 'abc' is not"),
+    ("x,rocker_gyro\n0,1\n", "no column 't'"),
+])
+def test_estimate_rejects_bad_readings(run, tmp_path: Path, out_dir: Path, text: str,  # noqa: ANN001
+                                       message: str) -> None:
+    path = tmp_path / "gyro.yaml"
+    path.write_text(reference("fourbars1").read_text()
+                    + "sensors:\n  - {type: gyroscope, body: 2, name: rocker_gyro}\n")
+    (tmp_path / "readings.csv").write_text(text)
+    code, output = run("estimate", str(path), "--sensors", str(tmp_path / "readings.csv"),
+                       "--out", str(tmp_path / "e.csv"), "--build-dir", str(out_dir))
+    assert code == 2 and message in " ".join(output.split())
+    assert not (tmp_path / "e.csv").exists()

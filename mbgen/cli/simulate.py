@@ -108,6 +108,28 @@ def run_factor_graph(mech: CompiledMechanism, t_end: float, dt: float, integrato
     return simulator.run(t_end, q0, qd0, force, progress)
 
 
+def write_readings(result: Any, path: Path, noise: float, period: float, seed: int) -> None:
+    """Sensor outputs of a run every ``period`` with Gaussian noise, as readings CSV."""
+    from mbgen.dynamics.output import atomic_write
+
+    mech = result.mechanism
+    if not mech.sensor_labels:
+        raise click.BadParameter(f"{mech.name} has no sensors: declare them under "
+                                 "`sensors:`", param_hint="--sensors-out")
+    dt = result.settings["dt"]
+    every = int(round(period / dt))
+    if every < 1 or abs(every * dt - period) > 1e-9 * period:
+        raise click.BadParameter(f"{period:g} s is not a multiple of --dt {dt:g} s",
+                                 param_hint="--sensor-period")
+    rows = np.arange(0, len(result.t), every)
+    values = mech.sensors(result.q[rows], result.qd[rows]).reshape(len(rows), -1)
+    values = values + noise * np.random.default_rng(seed).standard_normal(values.shape)
+    data = np.column_stack([result.t[rows], values])
+    header = ",".join(["t", *mech.sensor_labels])
+    atomic_write(path, lambda tmp: np.savetxt(tmp, data, delimiter=",", header=header,
+                                              comments="", fmt="%.12g"))
+
+
 @click.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--t-end", type=float, required=True, help="Simulated time [s].")
@@ -140,12 +162,23 @@ def run_factor_graph(mech: CompiledMechanism, t_end: float, dt: float, integrato
               help="Add columns: the sensor outputs (by label), the multipliers λ.")
 @click.option("--every", type=click.IntRange(min=1), default=1, show_default=True,
               help="Write every K-th step (the last one always).")
+@click.option("--sensors-out", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Also write synthetic sensor readings (t, one column per "
+              "sensor label), the input of `mbgen estimate`.")
+@click.option("--sensor-noise", type=click.FloatRange(min=0), default=0.0,
+              show_default=True, help="Standard deviation added to the readings.")
+@click.option("--sensor-period", type=float, default=None,
+              help="Time between readings (default: --dt; a multiple of it).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the reading noise.")
 @click.option("--build-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where compiled modules live (default: ./generated).")
 def simulate(file: Path, t_end: float, dt: float, integrator: str | None, solver: str,
              window: int, smoother: str, coords: str, projection: str, q0: str | None,
              qd0: str | None, forces: tuple[str, ...], csv_path: Path, plot: bool,
-             extras: tuple[str, ...], every: int, build_dir: Path | None) -> None:
+             extras: tuple[str, ...], every: int, sensors_out: Path | None,
+             sensor_noise: float, sensor_period: float | None, seed: int,
+             build_dir: Path | None) -> None:
     """Simulate FILE's forward dynamics and write t, q, q̇, q̈, energy and ‖Φ‖ to a CSV."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -187,6 +220,8 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None, solver
                              project=projection, progress=progress)
         elapsed = time.perf_counter() - start
         write_csv(result, csv_path, extras=extras, every=every)
+        if sensors_out is not None:
+            write_readings(result, sensors_out, sensor_noise, sensor_period or dt, seed)
         pictures = write_plots(result, csv_path) if plot else []
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
