@@ -18,10 +18,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import click
 from rich.console import Console
 
 if TYPE_CHECKING:
     from mbgen.runtime.compiled import CompiledMechanism
+
+#: One meaning per option name across commands: --build-dir is where compiled modules live
+#: (the parameter ``build_dir``), --out is always the result file a command writes.
+BUILD_DIR = click.option("--build-dir", "build_dir",
+                         type=click.Path(file_okay=False, path_type=Path), default=None,
+                         help="Where compiled modules live (default: $MBGEN_OUT or "
+                         "./generated).")
 
 #: Results go to stdout; status lines and errors to stderr, so output can be piped.
 console = Console(highlight=False)

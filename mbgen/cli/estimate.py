@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 import numpy as np
 
+from mbgen.cli import BUILD_DIR
+
 
 @click.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
@@ -29,8 +31,7 @@ import numpy as np
 @click.option("--out", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
               required=True, help="Estimate CSV to write.")
 @click.option("--plot", is_flag=True, help="Also write the estimate and branch PNGs.")
-@click.option("--build-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where compiled modules live (default: ./generated).")
+@BUILD_DIR
 def estimate(file: Path, readings_path: Path, particles: int, sigma_a: float,
              sigma_s: float | None, dt: float | None, seed: int, z_range: float | None,
              speed: float, csv_path: Path,

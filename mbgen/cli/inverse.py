@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from mbgen.cli import BUILD_DIR
+
 
 @click.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
@@ -28,8 +30,7 @@ import click
 @click.option("--out", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
               required=True, help="CSV to write.")
 @click.option("--plot", is_flag=True, help="Also write force and following-error PNGs.")
-@click.option("--build-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where compiled modules live (default: ./generated).")
+@BUILD_DIR
 def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
             t_end: float | None, dt: float | None, imposed: str | None, actuated: str | None,
             method: str, csv_path: Path, plot: bool, build_dir: Path | None) -> None:

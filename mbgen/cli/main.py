@@ -21,15 +21,10 @@ from rich.table import Table
 from rich.text import Text
 
 from mbgen import __version__
-from mbgen.cli import console, err_console, load_with_status
+from mbgen.cli import BUILD_DIR, console, err_console, load_with_status
 from mbgen.errors import MbgenError
 
 MECHANISM_FILE = click.Path(dir_okay=False, path_type=Path)
-# One meaning per option name across commands: --build-dir is where compiled modules
-# live, --out is always the result file a command writes.
-OUT_DIR = click.option("--build-dir", "out", type=click.Path(file_okay=False, path_type=Path),
-                       default=None, help="Where compiled modules live (default: $MBGEN_OUT "
-                       "or ./generated).")
 
 
 class MbgenGroup(click.Group):
@@ -61,19 +56,19 @@ def cli() -> None:
 
 @cli.command("compile")
 @click.argument("file", type=MECHANISM_FILE)
-@OUT_DIR
+@BUILD_DIR
 @click.option("--force", is_flag=True, help="Rebuild even if the cached module is current.")
 @click.option("--package", "package_dir", type=click.Path(file_okay=False, path_type=Path),
               default=None, help="Also write an importable Python package into this "
               "directory (`import NAME`; needs no SymPy, C compiler or YAML file).")
 @click.option("--name", default=None, help="Package name (default: from the file name).")
-def compile_(file: Path, out: Path | None, force: bool, package_dir: Path | None,
+def compile_(file: Path, build_dir: Path | None, force: bool, package_dir: Path | None,
              name: str | None) -> None:
     """Compile FILE (a mechanism .yaml) into a C extension module."""
     from mbgen.codegen.ship import package_name, write_package
 
     start = time.perf_counter()
-    mech, fresh = load_with_status(file, out, force)
+    mech, fresh = load_with_status(file, build_dir, force)
     elapsed = time.perf_counter() - start
     if package_dir is not None:
         written = write_package(mech.directory, package_dir,
@@ -99,13 +94,13 @@ def compile_(file: Path, out: Path | None, force: bool, package_dir: Path | None
               required=True, help="Directory for the standalone C library.")
 @click.option("--name", default=None, help="Prefix of the C API (default: from the file "
               "name).")
-@OUT_DIR
-def export(file: Path, c_dir: Path, name: str | None, out: Path | None) -> None:
+@BUILD_DIR
+def export(file: Path, c_dir: Path, name: str | None, build_dir: Path | None) -> None:
     """Write FILE's mechanism as a standalone C library: NAME.h, NAME.c, example, Makefile
     (C99 and libm only)."""
     from mbgen.codegen.ship import export_c, package_name
 
-    mech, _ = load_with_status(file, out)
+    mech, _ = load_with_status(file, build_dir)
     prefix = package_name(name, Path(file).stem)
     export_c(mech.directory, c_dir, prefix, [int(r) for r in mech.active_rows])
     console.print(f"[green]✓[/] {escape(mech.name)}: {escape(str(c_dir))}/{prefix}.h, "
@@ -115,10 +110,10 @@ def export(file: Path, c_dir: Path, name: str | None, out: Path | None) -> None:
 
 @cli.command()
 @click.argument("file", type=MECHANISM_FILE)
-@OUT_DIR
-def info(file: Path, out: Path | None) -> None:
+@BUILD_DIR
+def info(file: Path, build_dir: Path | None) -> None:
     """Describe FILE: coordinates, constraints, rank and DOF, parameters, I/O."""
-    mech, _ = load_with_status(file, out)
+    mech, _ = load_with_status(file, build_dir)
     kept, redundant = mech.independent_constraints()
     labels = mech.constraint_labels
 
@@ -195,12 +190,12 @@ def _size(path: Path) -> int:
 
 
 @cache.command("list")
-@OUT_DIR
-def cache_list(out: Path | None) -> None:
+@BUILD_DIR
+def cache_list(build_dir: Path | None) -> None:
     """Every compiled module: mechanism, content hash, mbgen version, size, age."""
     from mbgen.runtime.loader import default_out_dir
 
-    root = out or default_out_dir()
+    root = build_dir or default_out_dir()
     table = Table(title=f"builds in {escape(str(root))}", title_justify="left")
     for column in ("mechanism", "hash", "mbgen", "size", "built"):
         table.add_column(column)
@@ -217,17 +212,17 @@ def cache_list(out: Path | None) -> None:
 
 
 @cache.command("clean")
-@OUT_DIR
+@BUILD_DIR
 @click.option("--all", "everything", is_flag=True, help="Remove every build, not only "
               "stale ones.")
-def cache_clean(out: Path | None, everything: bool) -> None:
+def cache_clean(build_dir: Path | None, everything: bool) -> None:
     """Remove builds of other mbgen versions and interrupted compiles (or, with --all,
     everything)."""
     import shutil
 
     from mbgen.runtime.loader import default_out_dir
 
-    root = out or default_out_dir()
+    root = build_dir or default_out_dir()
     removed = []
     for directory, meta in _builds(root):
         if everything or meta.get("mbgen_version") != __version__:

@@ -8,9 +8,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-BUILD_DIR = click.option("--build-dir", type=click.Path(file_okay=False, path_type=Path),
-                         default=None, help="Where compiled modules live (default: "
-                         "./generated).")
+from mbgen.cli import BUILD_DIR
 
 
 @click.command()

@@ -10,6 +10,7 @@ from typing import Any
 import click
 import numpy as np
 
+from mbgen.cli import BUILD_DIR
 from mbgen.runtime.compiled import CompiledMechanism
 
 
@@ -171,8 +172,7 @@ def write_readings(result: Any, path: Path, noise: float, period: float, seed: i
               help="Time between readings (default: --dt; a multiple of it).")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the reading noise.")
-@click.option("--build-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where compiled modules live (default: ./generated).")
+@BUILD_DIR
 def simulate(file: Path, t_end: float, dt: float, integrator: str | None, solver: str,
              window: int, smoother: str, coords: str, projection: str, q0: str | None,
              qd0: str | None, forces: tuple[str, ...], csv_path: Path, plot: bool,
