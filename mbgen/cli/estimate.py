@@ -42,7 +42,7 @@ def estimate(file: Path, readings_path: Path, particles: int, sigma_a: float,
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from mbgen.cli import load_with_status
-    from mbgen.dynamics.output import atomic_write
+    from mbgen.dynamics.output import write_table
     from mbgen.estimation.particle_filter import ParticleFilter
     from mbgen.estimation.readings import read_readings
 
@@ -84,9 +84,7 @@ def estimate(file: Path, readings_path: Path, particles: int, sigma_a: float,
     header = ["t"] + [f"{n}{s}" for n in names for s in ("", "_lo", "_hi")] + ["ess"] + [
         f"p_branch{b}" for b in range(len(observer.branches))]
     data = np.array(rows)
-    atomic_write(csv_path, lambda tmp: np.savetxt(tmp, data, delimiter=",",
-                                                  header=",".join(header), comments="",
-                                                  fmt="%.12g"))
+    write_table(csv_path, header, data)
     pictures = _plot(data, names, len(observer.branches), csv_path, mech.name) if plot \
         else []
     final = data[-1, -len(observer.branches):]
@@ -104,7 +102,7 @@ def _plot(data: np.ndarray, names: list[str], branches: int, csv_path: Path,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mbgen.dynamics.output import atomic_write
+    from mbgen.dynamics.output import save_figure
 
     base = csv_path.with_suffix("")
     written = []
@@ -118,18 +116,12 @@ def _plot(data: np.ndarray, names: list[str], branches: int, csv_path: Path,
         ax.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("t [s]")
     axes[0, 0].set_title(f"{title}: particle-filter estimate")
-    target = base.parent / f"{base.name}_estimate.png"
-    atomic_write(target, lambda tmp: fig.savefig(tmp, dpi=100, format="png"))
-    plt.close(fig)
-    written.append(target)
+    written.append(save_figure(fig, base.parent / f"{base.name}_estimate.png", dpi=100))
     fig, ax = plt.subplots(figsize=(9, 3.5))
     for b in range(branches):
         ax.plot(data[:, 0], data[:, -branches + b], label=f"branch {b}")
     ax.set(xlabel="t [s]", ylabel="probability", title=f"{title}: assembly branch")
     ax.legend()
     ax.grid(alpha=0.3)
-    target = base.parent / f"{base.name}_branches.png"
-    atomic_write(target, lambda tmp: fig.savefig(tmp, dpi=100, format="png"))
-    plt.close(fig)
-    written.append(target)
+    written.append(save_figure(fig, base.parent / f"{base.name}_branches.png", dpi=100))
     return written

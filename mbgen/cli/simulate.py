@@ -111,7 +111,7 @@ def run_factor_graph(mech: CompiledMechanism, t_end: float, dt: float, integrato
 
 def write_readings(result: Any, path: Path, noise: float, period: float, seed: int) -> None:
     """Sensor outputs of a run every ``period`` with Gaussian noise, as readings CSV."""
-    from mbgen.dynamics.output import atomic_write
+    from mbgen.dynamics.output import write_table
 
     mech = result.mechanism
     if not mech.sensor_labels:
@@ -125,10 +125,7 @@ def write_readings(result: Any, path: Path, noise: float, period: float, seed: i
     rows = np.arange(0, len(result.t), every)
     values = mech.sensors(result.q[rows], result.qd[rows]).reshape(len(rows), -1)
     values = values + noise * np.random.default_rng(seed).standard_normal(values.shape)
-    data = np.column_stack([result.t[rows], values])
-    header = ",".join(["t", *mech.sensor_labels])
-    atomic_write(path, lambda tmp: np.savetxt(tmp, data, delimiter=",", header=header,
-                                              comments="", fmt="%.12g"))
+    write_table(path, ["t", *mech.sensor_labels], np.column_stack([result.t[rows], values]))
 
 
 @click.command()

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from mbgen.dynamics.output import atomic_write
+from mbgen.dynamics.output import atomic_write, save_figure
 from mbgen.runtime.compiled import CompiledMechanism
 
 Array = np.ndarray
@@ -186,8 +186,7 @@ def draw_png(mechanism: CompiledMechanism, q: Array, path: Path,
     ax.set_xlim(xmin, xmax)
     ax.set_ylim(ymin, ymax)
     ax.set_title(title or f"{mechanism.name} at q0")
-    atomic_write(Path(path), lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    plt.close(fig)
+    save_figure(fig, Path(path))
     return result
 
 

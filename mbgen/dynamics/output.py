@@ -34,11 +34,25 @@ def write_csv(result: SimulationResult | InverseResult, path: str | Path,
     Simulation: t, q (coordinate names), q̇ (<name>_dot), q̈ (<name>_ddot), energy,
     phi_norm (and extras). Inverse dynamics: t, the imposed coordinates as followed,
     force_<coordinate> per actuator."""
-    path = Path(path)
     header, data = result.columns(**columns)  # type: ignore[arg-type]
+    return write_table(path, header, data)
+
+
+def write_table(path: str | Path, header: list[str], data: np.ndarray) -> Path:
+    """A CSV with one header line and full-precision rows, written atomically."""
+    path = Path(path)
     atomic_write(path, lambda tmp: np.savetxt(tmp, data, delimiter=",", header=",".join(header),
                                               comments="", fmt="%.12g"))
     return path
+
+
+def save_figure(fig: object, target: Path, dpi: int = 110) -> Path:
+    """A Matplotlib figure as PNG (atomically), then closed."""
+    import matplotlib.pyplot as plt
+
+    atomic_write(target, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png"))  # type: ignore[attr-defined]
+    plt.close(fig)  # type: ignore[arg-type]
+    return target
 
 
 def plot(result: SimulationResult, csv_path: str | Path) -> list[Path]:
@@ -108,9 +122,4 @@ def plot_inverse(result: InverseResult, csv_path: str | Path) -> list[Path]:
 
 
 def _save(fig: object, base: Path, suffix: str) -> Path:
-    import matplotlib.pyplot as plt
-
-    target = base.parent / f"{base.name}_{suffix}.png"
-    atomic_write(target, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))  # type: ignore[attr-defined]
-    plt.close(fig)  # type: ignore[arg-type]
-    return target
+    return save_figure(fig, base.parent / f"{base.name}_{suffix}.png")
