@@ -81,18 +81,26 @@ def coordinate_indices(mech: CompiledMechanism, names: list[str] | list[int] | s
     return indices
 
 
-def prescribed_motion(mech: CompiledMechanism, trajectory: Trajectory, imposed: list[int],
-                      q_start: Array | None = None) -> tuple[Array, Array, Array]:
-    """(q, q̇, q̈), each (N, n), that follow the imposed coordinates exactly."""
-    z, zd, zdd = trajectory.derivatives()
+def path_positions(mech: CompiledMechanism, trajectory: Trajectory, imposed: list[int],
+                   q_start: Array | None = None) -> Array:
+    """q (N, n) with q[imposed] = the samples, one assembly branch along the whole path;
+    the first sample the mechanism cannot reach is an error naming its time."""
     start = mech.q0 if q_start is None else q_start
-    q, status = mech.solve_position_path(start, z, imposed, errors="status")
+    q, status = mech.solve_position_path(start, trajectory.values, imposed, errors="status")
     failed = np.flatnonzero(status)
     if failed.size:
         k = int(failed[0])
         raise TrajectoryError(
             f"{trajectory.source}: the mechanism cannot reach the prescribed motion at t = "
             f"{trajectory.t[k]:.6g} s (sample {k}): {mech.status_text(int(status[k]))}")
+    return q
+
+
+def prescribed_motion(mech: CompiledMechanism, trajectory: Trajectory, imposed: list[int],
+                      q_start: Array | None = None) -> tuple[Array, Array, Array]:
+    """(q, q̇, q̈), each (N, n), that follow the imposed coordinates exactly."""
+    _, zd, zdd = trajectory.derivatives()
+    q = path_positions(mech, trajectory, imposed, q_start)
     qd = mech.solve_velocity(q, zd, z=imposed)
     qdd = mech.solve_acceleration(q, qd, zdd, z=imposed)
     return q, qd, qdd

@@ -31,7 +31,7 @@ from collections.abc import Callable
 import gtsam
 import numpy as np
 
-from mbgen.dynamics.inverse import InverseResult
+from mbgen.dynamics.inverse import InverseResult, path_positions
 from mbgen.dynamics.trajectory import Trajectory
 from mbgen.errors import TrajectoryError
 from mbgen.factors.linear import (
@@ -60,13 +60,7 @@ def inverse_dynamics_factor_graph(mech: CompiledMechanism, trajectory: Trajector
     actuated = imposed if actuated is None else actuated
     t, prescribed = trajectory.t, trajectory.values
     count, n = len(t), mech.n
-    start = mech.q0 if q_start is None else q_start
-    guess, status = mech.solve_position_path(start, prescribed, imposed, errors="status")
-    if status.any():
-        k = int(np.flatnonzero(status)[0])
-        raise TrajectoryError(f"{trajectory.source}: the mechanism cannot reach the "
-                              f"prescribed motion at t = {t[k]:.6g} s (sample {k}): "
-                              f"{mech.status_text(int(status[k]))}")
+    guess = path_positions(mech, trajectory, imposed, q_start)
     solver = _StagedGraph(mech, trajectory, imposed, actuated, noise)
     q, qd, qdd = np.empty((count, n)), np.empty((count, n)), np.empty((count, n))
     forces = np.empty((count, len(actuated)))
