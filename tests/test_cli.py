@@ -342,3 +342,29 @@ def test_estimate_rejects_bad_readings(run, tmp_path: Path, out_dir: Path, text:
                        "--out", str(tmp_path / "e.csv"), "--build-dir", str(out_dir))
     assert code == 2 and message in " ".join(output.split())
     assert not (tmp_path / "e.csv").exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["export", "MECH", "--c", "OUT", "--name", "1bad"], "--name '1bad': use letters"),
+    (["compile", "MECH", "--package", "OUT", "--name", "mb_core"], "--name 'mb_core'"),
+    (["simulate", "DOUBLE", "--t-end", "0.01", "--dt", "1e-3", "--out", "OUT/r.csv",
+      "--sensors-out", "OUT/s.csv"], "has no sensors"),
+    (["simulate", "MECH", "--t-end", "0.01", "--dt", "1e-3", "--out", "OUT/r.csv",
+      "--sensors-out", "OUT/s.csv", "--sensor-period", "0.0015"], "not a multiple of --dt"),
+    (["draw", "MECH", "--out", "OUT/d.png", "--q", "y2=abc"], "could not convert"),
+    (["draw", "MECH", "--out", "OUT/d.png", "--q", "nope=1"], "unknown coordinate 'nope'"),
+    (["estimate", "DOUBLE", "--sensors", "READINGS", "--out", "OUT/e.csv"],
+     "has no sensors"),
+])
+def test_new_commands_reject_bad_options(tmp_path: Path, out_dir: Path, args: list[str],
+                                         message: str) -> None:
+    readings = tmp_path / "readings.csv"
+    readings.write_text("t,x\n0,1\n")
+    target = tmp_path / "result"
+    names = {"MECH": str(SHIPPED_DIR / "fourbar.yaml"), "OUT": str(target),
+             "DOUBLE": str(SHIPPED_DIR / "double-pendulum.yaml"), "READINGS": str(readings)}
+    argv = [names.get(a, a.replace("OUT", str(target))) for a in args]
+    result = CliRunner().invoke(cli, [*argv, "--build-dir", str(out_dir)])
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+    assert not target.exists() or not any(target.iterdir())  # nothing half-written

@@ -109,19 +109,24 @@ def run_factor_graph(mech: CompiledMechanism, t_end: float, dt: float, integrato
     return simulator.run(t_end, q0, qd0, force, progress)
 
 
-def write_readings(result: Any, path: Path, noise: float, period: float, seed: int) -> None:
-    """Sensor outputs of a run every ``period`` with Gaussian noise, as readings CSV."""
-    from mbgen.dynamics.output import write_table
-
-    mech = result.mechanism
+def reading_stride(mech: CompiledMechanism, dt: float, period: float) -> int:
+    """Steps between readings; checked before the run, so a refused option writes
+    nothing."""
     if not mech.sensor_labels:
         raise click.BadParameter(f"{mech.name} has no sensors: declare them under "
                                  "`sensors:`", param_hint="--sensors-out")
-    dt = result.settings["dt"]
     every = int(round(period / dt))
     if every < 1 or abs(every * dt - period) > 1e-9 * period:
         raise click.BadParameter(f"{period:g} s is not a multiple of --dt {dt:g} s",
                                  param_hint="--sensor-period")
+    return every
+
+
+def write_readings(result: Any, path: Path, noise: float, every: int, seed: int) -> None:
+    """Sensor outputs of a run every ``every`` steps with Gaussian noise, as readings CSV."""
+    from mbgen.dynamics.output import write_table
+
+    mech = result.mechanism
     rows = np.arange(0, len(result.t), every)
     values = mech.sensors(result.q[rows], result.qd[rows]).reshape(len(rows), -1)
     values = values + noise * np.random.default_rng(seed).standard_normal(values.shape)
@@ -198,6 +203,8 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None, solver
     try:
         mech, _ = load_with_status(file, build_dir)
         initial_q, initial_qd = initial_state(mech, q0, qd0)
+        stride = None if sensors_out is None else reading_stride(mech, dt,
+                                                                  sensor_period or dt)
         force_functions = parse_forces(forces, mech)
         start = time.perf_counter()
         with Progress(TextColumn("[bold]simulating"), BarColumn(), TextColumn("{task.fields[t]}"),
@@ -218,7 +225,7 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None, solver
         elapsed = time.perf_counter() - start
         write_csv(result, csv_path, extras=extras, every=every)
         if sensors_out is not None:
-            write_readings(result, sensors_out, sensor_noise, sensor_period or dt, seed)
+            write_readings(result, sensors_out, sensor_noise, stride, seed)
         pictures = write_plots(result, csv_path) if plot else []
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
