@@ -12,6 +12,7 @@ import numpy as np
 
 from mbgen.cli import BUILD_DIR
 from mbgen.runtime.compiled import CompiledMechanism
+from mbgen.runtime.integration import INTEGRATORS
 
 
 def parse_state(text: str | None, mech: CompiledMechanism, base: np.ndarray,
@@ -137,9 +138,11 @@ def write_readings(result: Any, path: Path, noise: float, every: int, seed: int)
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--t-end", type=float, required=True, help="Simulated time [s].")
 @click.option("--dt", type=float, required=True, help="Fixed time step [s].")
-@click.option("--integrator", type=click.Choice(["rk4", "trapezoidal", "euler"]),
-              default=None, help="Time discretization [default: rk4; trapezoidal with "
-              "--solver factor-graph, which also takes euler].")
+@click.option("--integrator", type=click.Choice(list(INTEGRATORS)), default=None,
+              help="Time discretization [default: rk4; trapezoidal with --solver "
+              "factor-graph, which also takes euler]. variational: conserves energy and "
+              "momentum over long runs (quasi-Newton; variational-newton: exact Newton; "
+              "variational-4: fourth order), never projected.")
 @click.option("--solver", type=click.Choice(["integrator", "factor-graph"]),
               default="integrator", show_default=True,
               help="Step by step in C, or as a sliding-window factor graph (GTSAM).")
@@ -194,7 +197,7 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None, solver
     factor_graph = solver == "factor-graph"
     if integrator is None:
         integrator = "trapezoidal" if factor_graph else "rk4"
-    if factor_graph and integrator == "rk4":
+    if factor_graph and integrator not in ("trapezoidal", "euler"):
         raise click.BadParameter("the factor graph integrates with trapezoidal or euler "
                                  "factors", param_hint="--integrator")
     if factor_graph and window < 1:

@@ -75,6 +75,11 @@ int mb_sparse_factor(mb_ws* w, const double* q, const double* p, const double* h
 void mb_sparse_rhs(const mb_ws* w, const double* f, const double* c, double* b);
 void mb_sparse_solve(mb_ws* w, const double* b, double* x);
 void mb_sparse_inverse(mb_ws* w);
+int mb_sparse_slot(const mb_sparse* sp, int node_i, int node_j);
+void mb_sparse_ldu(const mb_sparse* sp, const double* Ku, const double* Kl, double* Lx,
+                   double* Ux, double* D, double* y, double* x);
+void mb_sparse_ldu_solve(const mb_sparse* sp, const double* Lx, const double* Ux,
+                         const double* D, double* y);
 
 /* dense.c */
 void mb_dense_build_A(mb_ws* w);

@@ -48,8 +48,9 @@ enum {
 /* Linear-algebra path of the dynamics and kinematics. */
 enum { MB_METHOD_AUTO = 0, MB_METHOD_DENSE = 1, MB_METHOD_SPARSE = 2 };
 
-/* Integrators and projections of mb_simulate. */
-enum { MB_EULER = 0, MB_RK4 = 1, MB_TRAPEZOIDAL = 2 };
+/* Integrators and projections of mb_simulate (semi-implicit Euler: q̇ first, then q with
+ * the new q̇). */
+enum { MB_EULER = 0, MB_RK4 = 1, MB_TRAPEZOIDAL = 2, MB_SEMI_IMPLICIT_EULER = 3 };
 enum { MB_PROJECT_NONE = 0, MB_PROJECT_MANIFOLD = 1, MB_PROJECT_ENERGY = 2 };
 
 typedef struct {
@@ -156,6 +157,28 @@ int mb_simulate(const mb_plan* plan, const mb_options* options, const double* q0
     const double* qd0, const double* p, const int* zfix, int nz, int method,
     int independent, int project, double dt, long nsteps, const double* Qtable,
     double* out_q, double* out_qd, double* out_qdd, long* failed_step);
+
+/* Variational integrator (trapezoidal discrete Lagrangian, constraints by multipliers at
+ * every step, RATTLE-type; see variational.c) from a consistent (q0, q̇0): nsteps steps of
+ * dt (negative: backwards). Root finding by Newton with the exact Jacobian (newton = 1)
+ * or by the quasi-Newton update with the step's KKT matrix (newton = 0); options->method
+ * picks the sparse O(n) or the dense path, options->newton_tol bounds the last position
+ * correction and options->max_iter the iterations. order 2: one step per dt; order 4:
+ * Yoshida's symmetric composition of three (still variational, 3x the work). Qtable as
+ * for mb_simulate (interpolated by cubics between its half steps for order 4). out_qdd
+ * (accelerations of the dynamics at each state) and iterations (per step, all stages)
+ * may be NULL. Returns the status of the step that failed (its index in *failed_step). */
+int mb_simulate_variational(const mb_plan* plan, const mb_options* options, const double* q0,
+    const double* qd0, const double* p, int newton, int order, double dt, long nsteps,
+    const double* Qtable, double* out_q, double* out_qd, double* out_qdd, int* iterations,
+    long* failed_step);
+
+/* Residual (n + r) of one variational step at the unknowns (v, Λ): the mean velocity
+ * v = (q1 - q0)/h and the constraint impulses Λ on the plan's rows; optionally its
+ * Jacobian ((n + r) x (n + r)), the matrix of the Newton iteration. */
+int mb_variational_residual(const mb_plan* plan, const mb_options* options, const double* q0,
+    const double* qd0, const double* Qext, const double* p, double h, const double* v,
+    const double* impulse, double* residual, double* jacobian);
 /* cdef:end */
 
 #ifdef __cplusplus

@@ -1,4 +1,4 @@
-/* Fixed-step integrators (explicit Euler, RK4, implicit trapezoidal) in dependent or
+/* Fixed-step integrators (explicit and semi-implicit Euler, RK4, implicit trapezoidal) in dependent or
  * independent coordinates, with optional projection onto the constraint manifold. */
 #include <math.h>
 #include <stdlib.h>
@@ -150,6 +150,8 @@ int mb_simulate(const mb_plan* plan, const mb_options* options, const double* q0
         const double* Qend = Qtable ? Qk + 2 * n : NULL;
         if (method == MB_EULER) {
             for (int i = 0; i < k; ++i) { x1[i] = x[i] + dt * v[i]; v1[i] = v[i] + dt * a[i]; }
+        } else if (method == MB_SEMI_IMPLICIT_EULER) {
+            for (int i = 0; i < k; ++i) { v1[i] = v[i] + dt * a[i]; x1[i] = x[i] + dt * v1[i]; }
         } else if (method == MB_RK4) {
             const double h[3] = {0.5 * dt, 0.5 * dt, dt};
             memcpy(kx, v, sizeof(double) * (size_t)k);

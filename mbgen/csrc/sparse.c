@@ -44,6 +44,11 @@ static int slot(const mb_sparse* sp, int node_i, int node_j)
     return -1;
 }
 
+int mb_sparse_slot(const mb_sparse* sp, int node_i, int node_j)
+{
+    return slot(sp, node_i, node_j);
+}
+
 static void elimination_order(const mb_plan* plan, mb_sparse* sp)
 {
     const mb_model* model = plan->model;
@@ -81,6 +86,7 @@ int mb_sparse_analyze(mb_plan* plan)
     const mb_model* model = plan->model;
     const mb_kernel* a = &model->kernel[MB_K_PHI_Q];
     const mb_kernel* mass = &model->kernel[MB_K_MASS];
+    const mb_kernel* damping = &model->kernel[MB_K_FORCES_QD];  /* the variational Newton */
     const int n = model->n, r = plan->r, N = n + r;
     memset(sp, 0, sizeof(*sp));
     sp->size = N;
@@ -118,13 +124,15 @@ int mb_sparse_analyze(mb_plan* plan)
     elimination_order(plan, sp);
 
     /* pattern of the permuted upper triangle */
-    const int max_entries = N + mass->nnz + pairs + a->nnz;
+    const int max_entries = N + mass->nnz + damping->nnz + pairs + a->nnz;
     entry* list = (entry*)malloc(sizeof(entry) * (size_t)(max_entries + 1));
     if (!list) goto fail;
     int count = 0;
     for (int i = 0; i < N; ++i) count = add_entry(sp, list, count, i, i);
     for (int e = 0; e < mass->nnz; ++e)
         count = add_entry(sp, list, count, mass->row[e], mass->col[e]);
+    for (int e = 0; e < damping->nnz; ++e)
+        count = add_entry(sp, list, count, damping->row[e], damping->col[e]);
     for (int k = 0; k < r; ++k)
         for (int s = row_start[k]; s < row_start[k + 1]; ++s) {
             for (int t = s; t < row_start[k + 1]; ++t)
@@ -411,5 +419,57 @@ void mb_sparse_inverse(mb_ws* w)
         for (int p = Lp[i]; p < Lp[i + 1]; ++p) diag -= Lx[p] * zi[Li[p]];
         zi[i] = diag;
         for (int j = i + 1; j < N; ++j) Z[(size_t)j * N + i] = zi[j];
+    }
+}
+
+/* Unsymmetric K = L D U on the same static pattern (no pivoting), for matrices whose
+ * pattern is that of the symmetric K: Ku[s] holds K(a, b) and Kl[s] holds K(b, a) for the
+ * slot s of the upper-triangle entry (a < b, permuted positions); diagonals are in Ku.
+ * Row k of L and column k of U are the same reach as row k of the LDLᵀ factor, so this is
+ * the up-looking algorithm above run on both triangles: twice the arithmetic, same
+ * structure. y, x: N zeros on entry and on return. */
+void mb_sparse_ldu(const mb_sparse* sp, const double* Ku, const double* Kl, double* Lx,
+                   double* Ux, double* D, double* y, double* x)
+{
+    const int* Kp = sp->Kp; const int* Ki = sp->Ki; const int* Lp = sp->Lp;
+    const int* Li = sp->Li;
+    for (int k = 0; k < sp->size; ++k) {
+        for (int pp = Kp[k]; pp < Kp[k + 1]; ++pp) {
+            y[Ki[pp]] = Ku[pp];
+            x[Ki[pp]] = Kl[pp];
+        }
+        double d = y[k];
+        y[k] = x[k] = 0.0;
+        for (int t = sp->rowp[k]; t < sp->rowp[k + 1]; ++t) {
+            const int i = sp->row_node[t], end = sp->row_slot[t];
+            const double yi = y[i], xi = x[i];
+            y[i] = x[i] = 0.0;
+            for (int pp = Lp[i]; pp < end; ++pp) {
+                y[Li[pp]] -= Lx[pp] * yi;
+                x[Li[pp]] -= Ux[pp] * xi;
+            }
+            Lx[end] = xi / D[i];
+            Ux[end] = yi / D[i];
+            d -= Lx[end] * yi;
+        }
+        D[k] = d;
+    }
+}
+
+/* y (permuted) <- K⁻¹ y with mb_sparse_ldu's factors. */
+void mb_sparse_ldu_solve(const mb_sparse* sp, const double* Lx, const double* Ux,
+                         const double* D, double* y)
+{
+    const int N = sp->size;
+    const int* Lp = sp->Lp; const int* Li = sp->Li;
+    for (int j = 0; j < N; ++j) {
+        const double yj = y[j];
+        if (yj != 0.0) for (int p = Lp[j]; p < Lp[j + 1]; ++p) y[Li[p]] -= Lx[p] * yj;
+    }
+    for (int j = 0; j < N; ++j) y[j] /= D[j];
+    for (int j = N - 1; j >= 0; --j) {
+        double s = y[j];
+        for (int p = Lp[j]; p < Lp[j + 1]; ++p) s -= Ux[p] * y[Li[p]];
+        y[j] = s;
     }
 }

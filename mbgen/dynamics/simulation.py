@@ -13,7 +13,13 @@ import numpy as np
 
 from mbgen.errors import SingularConfigurationError
 from mbgen.runtime.compiled import CompiledMechanism
-from mbgen.runtime.dynamics import FORMULATIONS, INTEGRATORS, PROJECTIONS, IntegrationError
+from mbgen.runtime.integration import (
+    FORMULATIONS,
+    INTEGRATORS,
+    PROJECTIONS,
+    VARIATIONAL,
+    IntegrationError,
+)
 
 Array = np.ndarray
 ForceFunction = Callable[[Array], Array]  # vectorized over time
@@ -75,7 +81,8 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
     ``forces`` maps a coordinate name to F(t) (vectorized), added as a generalized force.
     ``project``: "none"; "manifold" (dependent coordinates are pulled back onto Φ = 0 and
     Φq q̇ = 0 after every step, minimum-norm); or "energy" (also rescales q̇ so that T + V
-    keeps its initial value; only for conservative models, no inputs or dampers).
+    keeps its initial value; only for conservative models, no inputs or dampers). The
+    variational integrators keep the constraints themselves and are never projected.
     ``progress(done_steps, total_steps)`` is called between chunks.
     """
     if integrator not in INTEGRATORS:
@@ -87,6 +94,10 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
         raise ValueError("t_end and dt must be positive")
     if project not in PROJECTIONS:
         raise ValueError(f"project must be one of {', '.join(PROJECTIONS)}, got {project!r}")
+    if integrator in VARIATIONAL:
+        if coords != "dependent":
+            raise ValueError("the variational integrator works in dependent coordinates")
+        project = "none"  # it keeps Φ = 0 and Φq q̇ = 0 itself; projecting would break that
     if project == "energy" and (forces or mechanism.meta.get("dissipative")):
         raise ValueError("energy projection needs a conservative model: no external forces "
                          "and no dampers")

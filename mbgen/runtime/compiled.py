@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from mbgen.runtime.calls import ParameterBuffer, output_array
-from mbgen.runtime.dynamics import DynamicsMixin
+from mbgen.runtime.integration import IntegrationMixin
 from mbgen.runtime.options import SolverOptions
 from mbgen.runtime.single import StateEvaluator
 
@@ -30,7 +30,7 @@ class KernelInfo:
         return len(self.indices[0]) if self.indices else 0
 
 
-class CompiledMechanism(DynamicsMixin):
+class CompiledMechanism(IntegrationMixin):
     """A mechanism's generated C kernels, callable on states of shape (n,) or (N, n)."""
 
     def __init__(self, module: ModuleType, meta: dict[str, Any], directory: Path) -> None:

@@ -1,0 +1,164 @@
+"""Fixed-step integration of a compiled mechanism in C: the explicit and semi-implicit
+Euler, RK4 and trapezoidal steppers, and the variational integrator.
+
+The variational integrator (``variational``: quasi-Newton, ``variational-newton``: exact
+Newton, ``variational-4``: fourth order by composition) solves the discrete Euler–Lagrange
+equations of the trapezoidal discrete Lagrangian with the constraints enforced by
+multipliers at every step, so it needs no
+projection: positions satisfy Φ = 0 to the Newton tolerance and velocities Φq q̇ = 0 to
+round-off, and energy and momenta stay bounded over long runs (see docs/dynamics.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mbgen.errors import SingularConfigurationError
+from mbgen.runtime.dynamics import DynamicsMixin
+
+Array = np.ndarray
+
+STEPPERS = {"euler": 0, "rk4": 1, "trapezoidal": 2, "semi-implicit-euler": 3}
+# name: (exact Newton, order)
+VARIATIONAL = {"variational": (False, 2), "variational-newton": (True, 2),
+               "variational-4": (False, 4)}
+INTEGRATORS = (*STEPPERS, *VARIATIONAL)
+FORMULATIONS = ("dependent", "independent")
+PROJECTIONS = {"none": 0, "manifold": 1, "energy": 2}
+
+
+class IntegrationError(SingularConfigurationError):
+    """A step of ``integrate`` failed; ``step`` is its index, ``states`` (q, q̇, q̈) so far."""
+
+    def __init__(self, message: str, step: int, states: list[Array]) -> None:
+        super().__init__(message)
+        self.step = step
+        self.states = states
+
+
+@dataclass(frozen=True)
+class VariationalRun:
+    """States of a variational run, each (steps + 1, n); ``qdd`` None when not asked for;
+    ``iterations`` (steps,): root-finding iterations of each step."""
+
+    q: Array
+    qd: Array
+    qdd: Array | None
+    iterations: Array
+
+
+class IntegrationMixin(DynamicsMixin):
+    """Time stepping on top of the dynamics calls."""
+
+    def integrate(self, q0: Any, qd0: Any, dt: float, steps: int, integrator: str = "rk4",
+                  coords: str = "dependent", project: str = "manifold", z: Any = None,
+                  forces: Array | None = None) -> tuple[Array, Array, Array]:
+        """``steps`` fixed steps in C from (q0, q̇0): (q, q̇, q̈), each (steps + 1, n).
+
+        ``forces``: external generalized forces at every half step, (2 steps + 1, n).
+        The variational integrators work in dependent coordinates and keep the
+        constraints themselves (``project`` does not apply to them).
+        A failed step raises :class:`IntegrationError` with the step and the states so far.
+        """
+        if integrator not in INTEGRATORS:
+            raise ValueError(f"unknown integrator {integrator!r} (choose from "
+                             f"{', '.join(INTEGRATORS)})")
+        if coords not in FORMULATIONS:
+            raise ValueError(f"coords must be one of {FORMULATIONS}, got {coords!r}")
+        if project not in PROJECTIONS:
+            raise ValueError(f"project must be one of {', '.join(PROJECTIONS)}, got "
+                             f"{project!r}")
+        if integrator in VARIATIONAL:
+            if coords != "dependent":
+                raise ValueError("the variational integrator works in dependent coordinates "
+                                 "(--coords dependent)")
+            newton, order = VARIATIONAL[integrator]
+            run = self.integrate_variational(q0, qd0, dt, steps, newton=newton, order=order,
+                                             forces=forces)
+            assert run.qdd is not None
+            return run.q, run.qd, run.qdd
+        q0, qd0, table = self._initial(q0, qd0, steps, forces)
+        zfix = self._z_indices(z) if coords == "independent" else np.zeros(0, np.int32)
+        out = [np.empty((steps + 1, self.n)) for _ in range(3)]
+        failed = self.ffi.new("long *")
+        status = self.lib.mb_simulate(
+            self.plan, self.options.struct, self._dbl(q0), self._dbl(qd0),
+            self.parameter_buffer.pointer, self._int_ptr(zfix), len(zfix),
+            STEPPERS[integrator], int(coords == "independent"), PROJECTIONS[project], dt,
+            steps, self._dbl(table), *(self._dbl(o) for o in out), failed)
+        self._raise_failed(status, int(failed[0]), out, q0)
+        return out[0], out[1], out[2]
+
+    def integrate_variational(self, q0: Any, qd0: Any, dt: float, steps: int, *,
+                              newton: bool = False, order: int = 2,
+                              forces: Array | None = None,
+                              accelerations: bool = True) -> VariationalRun:
+        """The variational integrator from a consistent (q0, q̇0) (n each).
+
+        ``newton``: exact Newton instead of the quasi-Newton update; the linear algebra is
+        sparse or dense as ``options.method`` says. ``order`` 4: Yoshida's composition of
+        three steps (energy error ~dt⁴ instead of ~dt², three times the work).
+        ``accelerations``: also evaluate q̈ of the dynamics at every state (one more
+        factorization per state). A negative dt runs backwards in time.
+        """
+        if order not in (2, 4):
+            raise ValueError(f"order must be 2 or 4, got {order!r}")
+        q0, qd0, table = self._initial(q0, qd0, steps, forces)
+        if not (dt != 0 and np.isfinite(dt)):  # negative: backwards in time
+            raise ValueError(f"dt must be finite and non-zero, got {dt}")
+        out = [np.empty((steps + 1, self.n)) for _ in range(3 if accelerations else 2)]
+        iterations = np.zeros(steps, dtype=np.int32)
+        failed = self.ffi.new("long *")
+        status = self.lib.mb_simulate_variational(
+            self.plan, self.options.struct, self._dbl(q0), self._dbl(qd0),
+            self.parameter_buffer.pointer, int(newton), order, dt, steps, self._dbl(table),
+            self._dbl(out[0]), self._dbl(out[1]),
+            self._dbl(out[2]) if accelerations else self.ffi.NULL,
+            self._int_ptr(iterations), failed)
+        self._raise_failed(status, int(failed[0]), out, q0)
+        return VariationalRun(out[0], out[1], out[2] if accelerations else None, iterations)
+
+    def variational_residual(self, q0: Any, qd0: Any, dt: float, v: Any, impulse: Any,
+                             Q: Any = None) -> tuple[Array, Array]:
+        """Residual (n + r) of one variational step at the mean velocity v (n) and the
+        constraint impulses (r, on ``active_rows``), and its Jacobian ((n + r)²): what
+        Newton solves, exposed to check it against finite differences."""
+        n, r = self.n, len(self.active_rows)
+        args = [np.ascontiguousarray(a, dtype=np.float64).reshape(size)
+                for a, size in ((q0, n), (qd0, n), (v, n), (impulse, r))]
+        forces = None if Q is None else np.ascontiguousarray(Q, dtype=np.float64).reshape(n)
+        residual = np.empty(n + r)
+        jacobian = np.empty((n + r, n + r))
+        self._checked(self.lib.mb_variational_residual(
+            self.plan, self.options.struct, self._dbl(args[0]), self._dbl(args[1]),
+            self._dbl(forces), self.parameter_buffer.pointer, dt, self._dbl(args[2]),
+            self._dbl(args[3]), self._dbl(residual), self._dbl(jacobian)))
+        return residual, jacobian
+
+    def _initial(self, q0: Any, qd0: Any, steps: int,
+                 forces: Array | None) -> tuple[Array, Array, Array | None]:
+        n = self.n
+        q0 = np.ascontiguousarray(q0, dtype=np.float64).reshape(n)
+        qd0 = np.ascontiguousarray(qd0, dtype=np.float64).reshape(n)
+        if int(steps) != steps or steps < 0:
+            raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
+        if forces is None:
+            return q0, qd0, None
+        table = np.ascontiguousarray(forces, dtype=np.float64)
+        if table.shape != (2 * steps + 1, n):
+            raise ValueError(f"forces must have shape {(2 * steps + 1, n)}, got {table.shape}")
+        return q0, qd0, table
+
+    def _raise_failed(self, status: int, step: int, out: list[Array], q0: Array) -> None:
+        if status == self.lib.MB_NO_MEMORY:
+            raise MemoryError("mbgen C core: out of memory while integrating")
+        if status == 0:
+            return
+        last = out[0][step - 1] if step > 0 else q0
+        state = ", ".join(f"{c}={v:.6g}" for c, v in zip(self.coordinate_names, last,
+                                                         strict=True))
+        raise IntegrationError(f"step {step}: {self.status_text(status)}; last state "
+                               f"[{state}]", step, [o[:step] for o in out])
