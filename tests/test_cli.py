@@ -76,13 +76,16 @@ def test_simulate_writes_csv_and_plots(run, tmp_path: Path, out_dir: Path) -> No
     assert not list(csv_path.parent.glob(".*"))  # no temporary files left behind
 
 
-def test_simulate_with_force_and_initial_state(run, tmp_path: Path, out_dir: Path) -> None:  # noqa: ANN001
-    """A constant force on the crank angle adds its work to the energy."""
+@pytest.mark.parametrize("integrator", ["trapezoidal", "variational"])
+def test_simulate_with_force_and_initial_state(run, tmp_path: Path, out_dir: Path,  # noqa: ANN001
+                                               integrator: str) -> None:
+    """A constant force on the crank angle adds its work to the energy (the variational
+    integrator's input enters through the relative angle, a massless coordinate)."""
     csv_path = tmp_path / "forced.csv"
     code, output = run("simulate", str(reference("fourbars1-with-rel-angle")),
                        "--t-end", "0.2", "--dt", "1e-4", "--force", "theta0=10",
                        "--force", "theta0=2*5", "--qd0", "theta0=1.0",
-                       "--integrator", "trapezoidal", "--out", str(csv_path),
+                       "--integrator", integrator, "--out", str(csv_path),
                        "--build-dir", str(out_dir))
     assert code == 0, output
     header, data = read_csv(csv_path)
