@@ -142,7 +142,13 @@ def write_readings(result: Any, path: Path, noise: float, every: int, seed: int)
               help="Time discretization [default: rk4; trapezoidal with --solver "
               "factor-graph, which also takes euler]. variational: conserves energy and "
               "momentum over long runs (quasi-Newton; variational-newton: exact Newton; "
-              "variational-4: fourth order), never projected.")
+              "variational-4: fourth order), never projected. spook: the regularized "
+              "stepper of the identification paper (--compliance, --damping).")
+@click.option("--compliance", type=click.FloatRange(min=0), default=None,
+              help="spook: compliance ε of every constraint (springs of stiffness 1/ε) "
+              "[default: 0, stiff].")
+@click.option("--damping", type=click.FloatRange(min=0), default=None,
+              help="spook: damping time τ of every constraint [s] [default: 2 dt].")
 @click.option("--solver", type=click.Choice(["integrator", "factor-graph"]),
               default="integrator", show_default=True,
               help="Step by step in C, or as a sliding-window factor graph (GTSAM).")
@@ -178,7 +184,8 @@ def write_readings(result: Any, path: Path, noise: float, every: int, seed: int)
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the reading noise.")
 @BUILD_DIR
-def simulate(file: Path, t_end: float, dt: float, integrator: str | None, solver: str,
+def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
+             compliance: float | None, damping: float | None, solver: str,
              window: int, smoother: str, coords: str, projection: str, q0: str | None,
              qd0: str | None, forces: tuple[str, ...], csv_path: Path, plot: bool,
              extras: tuple[str, ...], every: int, sensors_out: Path | None,
@@ -200,6 +207,11 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None, solver
     if factor_graph and integrator not in ("trapezoidal", "euler"):
         raise click.BadParameter("the factor graph integrates with trapezoidal or euler "
                                  "factors", param_hint="--integrator")
+    spook = {key: value for key, value in (("compliance", compliance), ("damping", damping))
+             if value is not None}
+    if spook and integrator != "spook":
+        raise click.BadParameter("--compliance and --damping set the spook integrator "
+                                 "(add --integrator spook)", param_hint="--compliance")
     if factor_graph and window < 1:
         raise click.BadParameter(f"must be a positive number of time steps, got {window}",
                                  param_hint="--window")
@@ -224,7 +236,7 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None, solver
             else:
                 result = run(mech, t_end, dt, integrator=integrator, coords=coords,
                              q0=initial_q, qd0=initial_qd, forces=force_functions,
-                             project=projection, progress=progress)
+                             project=projection, progress=progress, spook=spook)
         elapsed = time.perf_counter() - start
         write_csv(result, csv_path, extras=extras, every=every)
         if sensors_out is not None:

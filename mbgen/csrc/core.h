@@ -71,7 +71,7 @@ int mb_all_finite(const double* v, long len);
 int mb_sparse_analyze(mb_plan* plan);
 void mb_sparse_release(mb_sparse* sp);
 int mb_sparse_factor(mb_ws* w, const double* q, const double* p, const double* hdiag,
-                     const int* zfix, int nz);
+                     const int* zfix, int nz, const double* sigma);
 void mb_sparse_rhs(const mb_ws* w, const double* f, const double* c, double* b);
 void mb_sparse_solve(mb_ws* w, const double* b, double* x);
 void mb_sparse_inverse(mb_ws* w);

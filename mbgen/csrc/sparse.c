@@ -273,9 +273,12 @@ void mb_sparse_rhs(const mb_ws* w, const double* f, const double* c, double* b)
 }
 
 /* Assemble and factor K at (q, p), Φq values already in w->kv. `hdiag` NULL: W = M; otherwise W = I (kinematics) and
- * the coordinates zfix are held: their columns of A are dropped and only W's 1 remains. */
+ * the coordinates zfix are held: their columns of A are dropped and only W's 1 remains.
+ * `sigma` (r, or NULL for 0): a compliance block, K = [W Aᵀ; A -Σ] (SPOOK). Augmenting
+ * keeps it symmetric in the scaled unknown ỹ = (1 - γσ) y: the row block becomes
+ * -σ / (1 - γσ) with γσ ≤ ½, and the caller divides the solution's rows by (1 - γσ). */
 int mb_sparse_factor(mb_ws* w, const double* q, const double* p, const double* hdiag,
-                     const int* zfix, int nz)
+                     const int* zfix, int nz, const double* sigma)
 {
     const mb_plan* plan = w->plan;
     const mb_sparse* sp = &plan->sp;
@@ -318,8 +321,14 @@ int mb_sparse_factor(mb_ws* w, const double* q, const double* p, const double* h
     }
     if (!(amax2 > 0.0) && w->r > 0) return MB_SINGULAR_PHIQ;
     const double scale = hmax > 0.0 ? hmax : 1.0;
-    const double gamma = w->r > 0 ? scale / amax2 : 0.0;
+    double gamma = w->r > 0 ? scale / amax2 : 0.0;
+    if (sigma)
+        for (int k = 0; k < w->r; ++k)
+            if (sigma[k] > 0.0 && gamma * sigma[k] > 0.5) gamma = 0.5 / sigma[k];
     w->gamma = gamma;
+    if (sigma)
+        for (int k = 0; k < w->r; ++k)
+            Kx[sp->diag[n + k]] = -sigma[k] / (1.0 - gamma * sigma[k]);
     for (int t = 0; t < sp->ata_count; ++t)
         Kx[sp->ata_map[t]] += gamma * a[sp->ata_k1[t]] * a[sp->ata_k2[t]];
     for (int e = 0; e < ka->nnz; ++e)

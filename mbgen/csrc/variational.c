@@ -1,4 +1,7 @@
-/* Variational integrator: the discrete Euler–Lagrange equations of the trapezoidal discrete
+/* Discrete-time steppers that solve a KKT system per step: the variational integrator
+ * and SPOOK (at the end of the file).
+ *
+ * Variational integrator: the discrete Euler–Lagrange equations of the trapezoidal discrete
  * Lagrangian with the holonomic constraints enforced by multipliers at every step
  * (RATTLE-type), forces by the discrete Lagrange–d'Alembert principle.
  *
@@ -39,7 +42,7 @@ typedef struct {
     const mb_options* opt;
     mb_ws* w;            /* the symmetric factorization of (B) and its kernel values */
     int n, r, N, sparse;
-    double gamma;
+    const double* sigma;  /* the compliance block of the last factor_kkt (NULL: none) */
     double *mass, *B, *A, *damp, *Q;  /* M, Φq(q0), Φq(q1), ∂Q/∂q̇, Q */
     double *q1, *phi, *res, *dx, *rhs;
     /* sparse Newton: L D U of J */
@@ -275,13 +278,16 @@ static int sparse_newton_solve(vi* s, const double* q0, const double* v, const d
     return MB_OK;
 }
 
-/* Factor K(q) = [M Φq(q)ᵀ; Φq(q) 0] with Φq values `a` (both (B) and the quasi-Newton). */
-static int factor_kkt(vi* s, const double* q, const double* a, const double* p)
+/* Factor K(q) = [M Φq(q)ᵀ; Φq(q) -Σ] with Φq values `a` ((B), the quasi-Newton, and
+ * SPOOK's velocity update; sigma (r) NULL: Σ = 0). */
+static int factor_kkt(vi* s, const double* q, const double* a, const double* p,
+                      const double* sigma)
 {
+    s->sigma = sigma;
     if (s->sparse) {
         memcpy(s->w->kv[MB_K_PHI_Q], a,
                sizeof(double) * (size_t)s->model->kernel[MB_K_PHI_Q].nnz);
-        return mb_sparse_factor(s->w, q, p, NULL, NULL, 0);
+        return mb_sparse_factor(s->w, q, p, NULL, NULL, 0, sigma);
     }
     const mb_kernel* km = &s->model->kernel[MB_K_MASS];
     const mb_kernel* ka = &s->model->kernel[MB_K_PHI_Q];
@@ -295,6 +301,7 @@ static int factor_kkt(vi* s, const double* q, const double* a, const double* p)
         K[ka->col[e] * N + n + k] += a[e];
         K[(n + k) * N + ka->col[e]] += a[e];
     }
+    for (int k = 0; sigma && k < s->r; ++k) K[(n + k) * N + n + k] = -sigma[k];
     return mb_lu_factor(K, N, s->pivK, 1e-13);
 }
 
@@ -307,6 +314,8 @@ static void solve_kkt(vi* s, const double* f, const double* c, double* x)
         if (!c) memset(zero, 0, sizeof(double) * (size_t)s->r);
         mb_sparse_rhs(s->w, f, c ? c : zero, s->rhs);
         mb_sparse_solve(s->w, s->rhs, x);
+        for (int k = 0; s->sigma && k < s->r; ++k)  /* ỹ = (1 - γσ) y, see mb_sparse_factor */
+            x[n + k] /= 1.0 - s->w->gamma * s->sigma[k];
         return;
     }
     memcpy(x, f, sizeof(double) * (size_t)n);
@@ -351,7 +360,7 @@ static int vi_step(vi* s, const double* q0, const double* qd0, const double* Qex
     /* (B): the new velocities, and K(q1) for the next step */
     for (int i = 0; i < n; ++i) q1[i] = q0[i] + h * v[i];
     mb_eval_one(s->model, MB_K_PHI_Q, q1, NULL, p, s->B);
-    if ((st = factor_kkt(s, q1, s->B, p))) return st;
+    if ((st = factor_kkt(s, q1, s->B, p, NULL))) return st;
     mb_eval_one(s->model, MB_K_FORCES, q1, v, p, s->Q);
     mass_times(s, v, s->res);
     for (int i = 0; i < n; ++i) s->res[i] += 0.5 * h * (s->Q[i] + (Qext1 ? Qext1[i] : 0.0));
@@ -365,7 +374,7 @@ static int vi_start(vi* s, const double* q0, const double* p)
 {
     mb_eval_one(s->model, MB_K_MASS, q0, NULL, p, s->mass);
     mb_eval_one(s->model, MB_K_PHI_Q, q0, NULL, p, s->B);
-    return factor_kkt(s, q0, s->B, p);
+    return factor_kkt(s, q0, s->B, p, NULL);
 }
 
 /* Generalized forces at u half steps into the run (rows 0..rows-1 of the table): cubic
@@ -457,6 +466,89 @@ int mb_simulate_variational(const mb_plan* plan, const mb_options* options, cons
     vi_free(&s);
     mb_ws_free(wd);
     free(v);
+    return st;
+}
+
+/* SPOOK (Lacoursière 2007): the regularized, semi-implicit stepper of the identification
+ * paper. Per active row a compliance ε and a damping time τ give Υ = 1 / (1 + 4τ/h) and
+ * Σ = 4 ε Υ / h²; the velocity update is
+ *     [M  Φqᵀ; Φq  -Σ] [v₁; μ] = [M v + h (Q(q, v) + Qext); -(4/h) Υ Φ(q) + Υ Φq v]
+ * at (q, v) (μ = -λ_SPOOK: mbgen's sign, an impulse), then q₁ = q + h v₁. Σ makes the
+ * constraints springs of stiffness 1/ε (critically damped over τ); ε = 0 keeps them
+ * stiff, stabilized like Baumgarte's method. */
+static int spook_step(vi* s, const double* q, const double* v, const double* Qext,
+                      const double* p, double h, const double* sigma, const double* upsilon,
+                      double* q1, double* v1, double* force)
+{
+    const int n = s->n;
+    const mb_kernel* ka = &s->model->kernel[MB_K_PHI_Q];
+    mb_eval_one(s->model, MB_K_PHI_Q, q, NULL, p, s->B);
+    int st = factor_kkt(s, q, s->B, p, sigma);
+    if (st) return st;
+    mb_eval_one(s->model, MB_K_FORCES, q, v, p, s->Q);
+    mass_times(s, v, s->res);
+    for (int i = 0; i < n; ++i) s->res[i] += h * (s->Q[i] + (Qext ? Qext[i] : 0.0));
+    mb_eval_one(s->model, MB_K_PHI, q, NULL, p, s->phi);
+    double* c = s->res + n;
+    for (int k = 0; k < s->r; ++k) c[k] = -4.0 / h * upsilon[k] * s->phi[s->plan->rows[k]];
+    for (int e = 0; e < ka->nnz; ++e) {
+        const int k = s->plan->rowpos[ka->row[e]];
+        if (k >= 0) c[k] += upsilon[k] * s->B[e] * v[ka->col[e]];
+    }
+    solve_kkt(s, s->res, c, s->dx);
+    for (int i = 0; i < n; ++i) {
+        v1[i] = s->dx[i];
+        q1[i] = q[i] + h * v1[i];
+    }
+    for (int k = 0; force && k < s->r; ++k) force[k] = s->dx[n + k] / h;
+    return mb_all_finite(s->dx, s->N) ? MB_OK : MB_NOT_FINITE;
+}
+
+int mb_simulate_spook(const mb_plan* plan, const mb_options* options, const double* q0,
+    const double* qd0, const double* p, const double* compliance, const double* damping,
+    double dt, long nsteps, const double* Qtable, double* out_q, double* out_qd,
+    double* out_qdd, double* out_lam, long* failed_step)
+{
+    const int n = plan->model->n, r = plan->r;
+    *failed_step = -1;
+    if (!(dt > 0.0 && dt < INFINITY) || nsteps < 0) return MB_BAD_ARGUMENT;
+    for (int k = 0; k < r; ++k)
+        if (!(compliance[k] >= 0.0 && compliance[k] < INFINITY && damping[k] >= 0.0
+              && damping[k] < INFINITY))
+            return MB_BAD_ARGUMENT;
+    vi s;
+    int st = vi_init(&s, plan, options);
+    if (st) return st;
+    mb_ws* wd = out_qdd ? mb_ws_new(plan, options, 0) : NULL;
+    double* sigma = (double*)malloc(sizeof(double) * (2 * (size_t)r + 1));
+    if ((out_qdd && !wd) || !sigma) {
+        vi_free(&s); mb_ws_free(wd); free(sigma);
+        return MB_NO_MEMORY;
+    }
+    double* upsilon = sigma + r;
+    for (int k = 0; k < r; ++k) {
+        upsilon[k] = 1.0 / (1.0 + 4.0 * damping[k] / dt);
+        sigma[k] = 4.0 * compliance[k] * upsilon[k] / (dt * dt);
+    }
+    memcpy(out_q, q0, sizeof(double) * (size_t)n);
+    memcpy(out_qd, qd0, sizeof(double) * (size_t)n);
+    mb_eval_one(s.model, MB_K_MASS, q0, NULL, p, s.mass);
+    long k = 0;
+    for (k = 0; k < nsteps && !st; ++k)
+        st = spook_step(&s, out_q + k * n, out_qd + k * n, Qtable ? Qtable + 2 * k * n : NULL,
+                        p, dt, sigma, upsilon, out_q + (k + 1) * n, out_qd + (k + 1) * n,
+                        out_lam ? out_lam + k * r : NULL);
+    if (st) *failed_step = k > 0 ? k - 1 : 0;
+    if (out_lam) memset(out_lam + nsteps * r, 0, sizeof(double) * (size_t)r);
+    for (long j = 0; out_qdd && j <= (st ? k - 1 : nsteps); ++j) {
+        const int sj = mb_dynamics_one(wd, out_q + j * n, out_qd + j * n,
+                                       Qtable ? Qtable + 2 * j * n : NULL, p,
+                                       out_qdd + j * n, NULL, 0);
+        if (sj && !st) { st = sj; *failed_step = j; }
+    }
+    vi_free(&s);
+    mb_ws_free(wd);
+    free(sigma);
     return st;
 }
 

@@ -75,7 +75,7 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
              forces: Mapping[str, ForceFunction] | None = None, project: str = "manifold",
              baumgarte: tuple[float, float] | None = None, z: list[str] | None = None,
              progress: Callable[[int, int], None] | None = None,
-             chunks: int = 50) -> SimulationResult:
+             chunks: int = 50, spook: Mapping[str, Any] | None = None) -> SimulationResult:
     """Integrate from (q0, q̇0) (default: the file's initial state, at rest) to ``t_end``.
 
     ``forces`` maps a coordinate name to F(t) (vectorized), added as a generalized force.
@@ -83,7 +83,8 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
     Φq q̇ = 0 after every step, minimum-norm); or "energy" (also rescales q̇ so that T + V
     keeps its initial value; only for conservative models, no inputs or dampers). The
     variational integrators keep the constraints themselves and are never projected.
-    ``progress(done_steps, total_steps)`` is called between chunks.
+    ``progress(done_steps, total_steps)`` is called between chunks. ``spook``: the
+    ``compliance`` and ``damping`` of the SPOOK stepper.
     """
     if integrator not in INTEGRATORS:
         raise ValueError(f"unknown integrator {integrator!r} (choose from "
@@ -94,10 +95,12 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
         raise ValueError("t_end and dt must be positive")
     if project not in PROJECTIONS:
         raise ValueError(f"project must be one of {', '.join(PROJECTIONS)}, got {project!r}")
-    if integrator in VARIATIONAL:
+    if integrator in VARIATIONAL or integrator == "spook":
         if coords != "dependent":
-            raise ValueError("the variational integrator works in dependent coordinates")
-        project = "none"  # it keeps Φ = 0 and Φq q̇ = 0 itself; projecting would break that
+            raise ValueError(f"the {integrator} integrator works in dependent coordinates")
+        project = "none"  # they keep the constraints themselves; projecting would undo that
+    if spook and integrator != "spook":
+        raise ValueError("compliance and damping are options of the spook integrator")
     if project == "energy" and (forces or mechanism.meta.get("dissipative")):
         raise ValueError("energy projection needs a conservative model: no external forces "
                          "and no dampers")
@@ -117,7 +120,8 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
             segment = None if table is None else table[2 * start: 2 * stop + 1]
             try:
                 seg_q, seg_qd, seg_qdd = mechanism.integrate(
-                    q, qd, dt, steps, integrator, coords, project, z, segment)
+                    q, qd, dt, steps, integrator, coords, project, z, segment,
+                    dict(spook) if spook else None)
             except IntegrationError as error:
                 step = start + error.step
                 raise SingularConfigurationError(
@@ -133,7 +137,7 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
         mechanism.baumgarte = saved
     t = np.arange(nsteps + 1) * dt
     settings = {"integrator": integrator, "coords": coords, "dt": dt, "t_end": t_end,
-                "project": project, "baumgarte": baumgarte}
+                "project": project, "baumgarte": baumgarte, **dict(spook or {})}
     return SimulationResult(mechanism, t, out_q, out_qd, out_qdd, settings)
 
 

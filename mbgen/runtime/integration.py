@@ -6,7 +6,11 @@ Newton, ``variational-4``: fourth order by composition) solves the discrete Eule
 equations of the trapezoidal discrete Lagrangian with the constraints enforced by
 multipliers at every step, so it needs no
 projection: positions satisfy Φ = 0 to the Newton tolerance and velocities Φq q̇ = 0 to
-round-off, and energy and momenta stay bounded over long runs (see docs/dynamics.md).
+round-off, and energy and momenta stay bounded over long runs (see docs/variational.md).
+
+``spook`` is the regularized stepper of Lacoursière used for identification: one linear
+KKT solve per step, constraints with a compliance ε (springs of stiffness 1/ε) and a
+damping time τ (see docs/dynamics.md).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ STEPPERS = {"euler": 0, "rk4": 1, "trapezoidal": 2, "semi-implicit-euler": 3}
 # name: (exact Newton, order)
 VARIATIONAL = {"variational": (False, 2), "variational-newton": (True, 2),
                "variational-4": (False, 4)}
-INTEGRATORS = (*STEPPERS, *VARIATIONAL)
+INTEGRATORS = (*STEPPERS, *VARIATIONAL, "spook")
 FORMULATIONS = ("dependent", "independent")
 PROJECTIONS = {"none": 0, "manifold": 1, "energy": 2}
 
@@ -37,6 +41,18 @@ class IntegrationError(SingularConfigurationError):
         super().__init__(message)
         self.step = step
         self.states = states
+
+
+@dataclass(frozen=True)
+class SpookRun:
+    """States of a SPOOK run, each (steps + 1, n), ``qdd`` None when not asked for;
+    ``lam`` (steps + 1, r): the constraint forces on ``active_rows`` of each step (mbgen's
+    sign, M q̈ + Φqᵀ λ = Q; the last row is 0)."""
+
+    q: Array
+    qd: Array
+    qdd: Array | None
+    lam: Array
 
 
 @dataclass(frozen=True)
@@ -55,10 +71,12 @@ class IntegrationMixin(DynamicsMixin):
 
     def integrate(self, q0: Any, qd0: Any, dt: float, steps: int, integrator: str = "rk4",
                   coords: str = "dependent", project: str = "manifold", z: Any = None,
-                  forces: Array | None = None) -> tuple[Array, Array, Array]:
+                  forces: Array | None = None,
+                  spook_options: dict[str, Any] | None = None) -> tuple[Array, Array, Array]:
         """``steps`` fixed steps in C from (q0, q̇0): (q, q̇, q̈), each (steps + 1, n).
 
         ``forces``: external generalized forces at every half step, (2 steps + 1, n).
+        ``spook_options``: ``compliance`` and ``damping`` of :meth:`integrate_spook`.
         The variational integrators work in dependent coordinates and keep the
         constraints themselves (``project`` does not apply to them).
         A failed step raises :class:`IntegrationError` with the step and the states so far.
@@ -71,6 +89,12 @@ class IntegrationMixin(DynamicsMixin):
         if project not in PROJECTIONS:
             raise ValueError(f"project must be one of {', '.join(PROJECTIONS)}, got "
                              f"{project!r}")
+        if integrator == "spook":
+            if coords != "dependent":
+                raise ValueError("SPOOK works in dependent coordinates")
+            spook = self.integrate_spook(q0, qd0, dt, steps, forces=forces, **(spook_options or {}))
+            assert spook.qdd is not None
+            return spook.q, spook.qd, spook.qdd
         if integrator in VARIATIONAL:
             if coords != "dependent":
                 raise ValueError("the variational integrator works in dependent coordinates "
@@ -120,6 +144,33 @@ class IntegrationMixin(DynamicsMixin):
             self._int_ptr(iterations), failed)
         self._raise_failed(status, int(failed[0]), out, q0)
         return VariationalRun(out[0], out[1], out[2] if accelerations else None, iterations)
+
+    def integrate_spook(self, q0: Any, qd0: Any, dt: float, steps: int, *,
+                        compliance: Any = 0.0, damping: Any = None,
+                        forces: Array | None = None, accelerations: bool = True) -> SpookRun:
+        """SPOOK from (q0, q̇0) (n each): ``compliance`` ε [per unit of the constraint's
+        force] and ``damping`` τ [s], scalars or one per active row (default τ = 2 dt)."""
+        q0, qd0, table = self._initial(q0, qd0, steps, forces)
+        if not (dt > 0 and np.isfinite(dt)):
+            raise ValueError(f"dt must be positive and finite, got {dt}")
+        r = len(self.active_rows)
+        rows = []
+        for name, value in (("compliance", compliance),
+                            ("damping", 2 * dt if damping is None else damping)):
+            row = np.ascontiguousarray(np.broadcast_to(np.asarray(value, dtype=np.float64), r))
+            if not (np.all(np.isfinite(row)) and np.all(row >= 0)):
+                raise ValueError(f"{name} must be finite and non-negative, got {value!r}")
+            rows.append(row)
+        out = [np.empty((steps + 1, self.n)) for _ in range(3 if accelerations else 2)]
+        lam = np.empty((steps + 1, r))
+        failed = self.ffi.new("long *")
+        status = self.lib.mb_simulate_spook(
+            self.plan, self.options.struct, self._dbl(q0), self._dbl(qd0),
+            self.parameter_buffer.pointer, self._dbl(rows[0]), self._dbl(rows[1]), dt, steps,
+            self._dbl(table), self._dbl(out[0]), self._dbl(out[1]),
+            self._dbl(out[2]) if accelerations else self.ffi.NULL, self._dbl(lam), failed)
+        self._raise_failed(status, int(failed[0]), out, q0)
+        return SpookRun(out[0], out[1], out[2] if accelerations else None, lam)
 
     def variational_residual(self, q0: Any, qd0: Any, dt: float, v: Any, impulse: Any,
                              Q: Any = None) -> tuple[Array, Array]:
