@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import shutil
@@ -65,6 +66,19 @@ def best_time(function: Callable[[], Any], repeat: int, number: int = 1) -> floa
             function()
         best = min(best, time.perf_counter() - start)
     return best / number
+
+
+def loglog_slope(sizes: Sequence[float], seconds: Sequence[float], smallest: float) -> float:
+    """Least-squares slope p of time ∝ size^p over the sizes ≥ ``smallest`` (the shortest
+    ones measure per-call overhead, not growth); NaN with fewer than two points."""
+    import numpy as np
+
+    points = [(math.log(n), math.log(s)) for n, s in zip(sizes, seconds, strict=True)
+              if n >= smallest]
+    if len(points) < 2:
+        return float("nan")
+    x, y = np.array(points).T
+    return float(np.polyfit(x, y, 1)[0])
 
 
 POSITION_NOISE = 0.02  # rad / m; small enough that Newton stays on the assembly branch

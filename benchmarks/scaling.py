@@ -50,6 +50,7 @@ from _common import (
     RESULTS,
     Figure,
     best_time,
+    loglog_slope,
     manifold_states,
     mbgen_executable,
     print_table,
@@ -221,12 +222,7 @@ def small_timings(mech: Any, sizes: Sizes) -> tuple[dict[str, Timing], bool]:
 
 def exponent(bodies: list[int], seconds: list[float]) -> float:
     """Least-squares slope of log(time) vs log(N) over N ≥ FIT_FROM."""
-    points = [(math.log(b), math.log(s)) for b, s in zip(bodies, seconds, strict=True)
-              if b >= FIT_FROM]
-    if len(points) < 2:
-        return float("nan")
-    x, y = np.array(points).T
-    return float(np.polyfit(x, y, 1)[0])
+    return loglog_slope(bodies, seconds, FIT_FROM)
 
 
 def crossover(small: dict[int, dict[str, Timing]], key: str) -> int | None:

@@ -25,7 +25,6 @@ Run: ``.venv/bin/python benchmarks/variational.py [--quick]``. Writes
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import subprocess
 import sys
@@ -35,7 +34,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import REPO, RESULTS, Figure, best_time, mbgen_executable, print_table, write_results
+from _common import (
+    REPO,
+    RESULTS,
+    Figure,
+    best_time,
+    loglog_slope,
+    mbgen_executable,
+    print_table,
+    write_results,
+)
 from rich.console import Console
 
 import mbgen
@@ -124,15 +132,6 @@ def step_times(mech: Any, quick: bool) -> dict[str, tuple[float, float]]:
     return out
 
 
-def exponent(bodies: list[int], seconds: list[float]) -> float:
-    points = [(math.log(b), math.log(s)) for b, s in zip(bodies, seconds, strict=True)
-              if b >= FIT_FROM]
-    if len(points) < 2:
-        return float("nan")
-    x, y = np.array(points).T
-    return float(np.polyfit(x, y, 1)[0])
-
-
 def plot_scaling(times: dict[int, dict[str, tuple[float, float]]], slopes: dict[str, float],
                  path: Path) -> None:
     import matplotlib
@@ -188,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"chain{bodies}: timing …")
         times[bodies] = step_times(chain(bodies, out_dir), args.quick)
     bodies = sorted(times)
-    slopes = {label: exponent(bodies, [times[b][label][0] for b in bodies]) for label in METHODS}
+    slopes = {label: loglog_slope(bodies, [times[b][label][0] for b in bodies], FIT_FROM)
+              for label in METHODS}
     plot_scaling(times, slopes, folder / "variational_scaling.png")
     for b in bodies:
         for label in METHODS:

@@ -19,6 +19,7 @@ from conftest import (
     mechanism_id,
     numerical_jacobian,
     random_configurations,
+    reference,
 )
 
 from mbgen.errors import MbgenError
@@ -141,6 +142,27 @@ def check_forces_p(mech: CompiledMechanism, s: dict[str, Array]) -> None:
     check(mech.generalized_forces_p(s["q"], s["qd"]), expected, "forces_p")
 
 
+def check_kkt_terms_p(mech: CompiledMechanism, s: dict[str, Array]) -> None:
+    """The KKT system's parameter derivatives that ∂q̈/∂p is built from."""
+    q, qd, v, lam = s["q"], s["qd"], s["v"], s["lam"]
+    cases = {
+        "mass_v_p": (lambda p: mech.mass_matrix(q, params=p) @ v, {"q": q, "v": v}),
+        "phiqT_lam_p": (lambda p: mech.phi_q(q, params=p).T @ lam, {"q": q, "lam": lam}),
+        "phiq_v_p": (lambda p: mech.phi_q(q, params=p) @ v, {"q": q, "v": v}),
+        "dphiq_qd_p": (lambda p: mech.dphiq_qd(q, qd, params=p), {"q": q, "qd": qd}),
+    }
+    for kernel, (function, inputs) in cases.items():
+        check(mech.dense(kernel, **inputs), parameter_jacobian(mech, function), kernel)
+
+
+def check_qdd_p(mech: CompiledMechanism, s: dict[str, Array]) -> None:
+    q, qd = s["q"], s["qd"]  # any state where the KKT matrix is regular
+    # a larger step: q̈ goes through a factorization, whose round-off H would amplify
+    expected = numerical_jacobian(lambda p: mech.forward_dynamics(q, qd, params=p),
+                                  mech.parameter_vector, 1e-5)
+    check(mech.forward_dynamics_parameter_jacobian(q, qd), expected, "qdd_p")
+
+
 CHECKS: dict[str, Callable[[CompiledMechanism, dict[str, Array]], None]] = {
     "phi_q": check_phi_q,
     "phiq_v_q": check_phiq_v_q,
@@ -156,6 +178,8 @@ CHECKS: dict[str, Callable[[CompiledMechanism, dict[str, Array]], None]] = {
     "phi_p": check_phi_p,
     "mass_p": check_mass_p,
     "forces_p": check_forces_p,
+    "kkt_terms_p": check_kkt_terms_p,
+    "qdd_p": check_qdd_p,
 }
 
 
@@ -208,6 +232,9 @@ def test_sensor_derivatives(path: Path, compiled: Compiled) -> None:
         expected_qd = numerical_jacobian(lambda x, q=q: mech.sensors(q, x), qd, H)
         check(mech.sensors_q(q, qd), expected_q, "sensors_q")
         check(mech.sensors_qd(q, qd), expected_qd, "sensors_qd")
+        expected_p = parameter_jacobian(mech, lambda p, q=q, qd=qd: mech.sensors(q, qd,
+                                                                                  params=p))
+        check(mech.sensors_p(q, qd), expected_p, "sensors_p")
 
 
 @pytest.mark.parametrize("path", ALL_MECHANISMS, ids=mechanism_id)
@@ -281,3 +308,24 @@ def test_wrong_shapes_rejected(compiled: Compiled) -> None:
         mech.phi(mech.q0, params=np.zeros(len(mech.parameters) + 1))
     with pytest.raises(ValueError, match="states"):
         mech.generalized_forces(np.zeros((3, mech.n)), np.zeros((2, mech.n)))
+
+
+@pytest.mark.parametrize("method", ["sparse", "dense"])
+def test_parameter_sensitivity_on_both_paths_with_baumgarte(method: str,
+                                                            compiled: Compiled) -> None:
+    """∂q̈/∂p through either factorization, with the Baumgarte terms (which bring ∂Φ/∂p and
+    ∂(Φq q̇)/∂p into the right-hand side), batched over states."""
+    mech = compiled(reference("fourbars1"))
+    states = list(random_configurations(mech, 3, seed=21))
+    q = np.array([s["q"] for s in states])
+    qd = np.array([s["qd"] for s in states])
+    mech.options.method, mech.baumgarte = method, (3.0, 5.0)
+    try:
+        jacobians = mech.forward_dynamics_parameter_jacobian(q, qd)
+        for k in range(len(states)):
+            expected = numerical_jacobian(
+                lambda p, k=k: mech.forward_dynamics(q[k], qd[k], params=p),
+                mech.parameter_vector, 1e-5)
+            check(jacobians[k], expected, f"qdd_p ({method})")
+    finally:
+        mech.options.method, mech.baumgarte = "auto", (0.0, 0.0)

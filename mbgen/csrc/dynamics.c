@@ -609,3 +609,87 @@ int mb_independent_dynamics(const mb_plan* plan, const mb_options* options, long
     mb_ws_free(wk);
     return failed;
 }
+
+/* ---- parameter sensitivities -------------------------------------------------------- */
+
+/* Adds sign * (kernel values) to the dense block out (rows x np), rows taken as they are
+ * (coordinates) or through the active-row positions (constraints). */
+static void add_parameter_term(const mb_ws* w, int kernel, double sign, int constraint_rows,
+                               double* out)
+{
+    const mb_kernel* k = &w->model->kernel[kernel];
+    const int np = w->model->np;
+    for (int e = 0; e < k->nnz; ++e) {
+        int row = k->row[e];
+        if (constraint_rows && (row = w->plan->rowpos[row]) < 0) continue;
+        out[row * np + k->col[e]] += sign * w->kv[kernel][e];
+    }
+}
+
+/* ∂q̈/∂p at one state: K [∂q̈/∂p; ∂λ/∂p] = [Q_p - (M q̈)_p - (Φqᵀλ)_p; c_p - (Φq q̈)_p], one
+ * solve per parameter with the factors of the dynamics. rhs: (n + r) x np + n scratch. */
+static int parameter_jacobian_one(mb_ws* w, const double* q, const double* qd,
+                                  const double* Qext, const double* p, double* rhs,
+                                  double* Jp)
+{
+    const mb_model* model = w->model;
+    const int n = w->n, r = w->r, np = model->np;
+    const double alpha = w->opt->alpha, beta = w->opt->beta;
+    int st = mb_dynamics_one(w, q, qd, Qext, p, NULL, NULL, 1);
+    if (st) return st;
+    double* top = rhs;
+    double* bottom = rhs + (size_t)n * np;
+    memset(rhs, 0, sizeof(double) * (size_t)(n + r) * np);
+    mb_eval_one(model, MB_K_FORCES_P, q, qd, p, w->kv[MB_K_FORCES_P]);
+    mb_eval_one(model, MB_K_MASS_V_P, q, w->qdd, p, w->kv[MB_K_MASS_V_P]);
+    mb_eval_one(model, MB_K_PHIQT_LAM_P, q, w->lam, p, w->kv[MB_K_PHIQT_LAM_P]);
+    mb_eval_one(model, MB_K_DPHIQ_QD_P, q, qd, p, w->kv[MB_K_DPHIQ_QD_P]);
+    mb_eval_one(model, MB_K_PHIQ_V_P, q, w->qdd, p, w->kv[MB_K_PHIQ_V_P]);
+    add_parameter_term(w, MB_K_FORCES_P, 1.0, 0, top);
+    add_parameter_term(w, MB_K_MASS_V_P, -1.0, 0, top);
+    add_parameter_term(w, MB_K_PHIQT_LAM_P, -1.0, 0, top);
+    add_parameter_term(w, MB_K_DPHIQ_QD_P, -1.0, 1, bottom);
+    add_parameter_term(w, MB_K_PHIQ_V_P, -1.0, 1, bottom);
+    if (alpha != 0.0) {
+        mb_eval_one(model, MB_K_PHIQ_V_P, q, qd, p, w->kv[MB_K_PHIQ_V_P]);
+        add_parameter_term(w, MB_K_PHIQ_V_P, -2.0 * alpha, 1, bottom);
+    }
+    if (beta != 0.0) {
+        mb_eval_one(model, MB_K_PHI_P, q, NULL, p, w->kv[MB_K_PHI_P]);
+        add_parameter_term(w, MB_K_PHI_P, -beta * beta, 1, bottom);
+    }
+    if (!w->factored_sparse) mb_dense_jacobian_blocks(w, NULL, 0);  /* G of dynamics_apply */
+    double* column = w->tmp_n2;  /* n + r: the right-hand side of one parameter */
+    double* result = rhs + (size_t)(n + r) * np;  /* n */
+    for (int k = 0; k < np; ++k) {
+        for (int i = 0; i < n; ++i) column[i] = top[i * np + k];
+        for (int j = 0; j < r; ++j) column[n + j] = bottom[j * np + k];
+        dynamics_apply(w, column, column + n, result);
+        for (int i = 0; i < n; ++i) Jp[i * np + k] = result[i];
+    }
+    return mb_all_finite(Jp, (long)n * np) ? MB_OK : MB_NOT_FINITE;
+}
+
+int mb_forward_dynamics_params(const mb_plan* plan, const mb_options* options, long count,
+    const double* q, long q_stride, const double* qd, long qd_stride, const double* Qext,
+    long Q_stride, const double* p, long p_stride, double* Jp, int* status)
+{
+    const int n = plan->model->n, np = plan->model->np;
+    const long size = (long)n * np;
+    mb_ws* w = mb_ws_new(plan, options, MB_WS_JACOBIANS);
+    double* rhs = (double*)malloc(sizeof(double) * ((size_t)(n + plan->r) * np + n + 1));
+    int failed = 0;
+    if (!w || !rhs) { mb_ws_free(w); free(rhs); return MB_NO_MEMORY; }
+    for (long s = 0; s < count; ++s) {
+        status[s] = parameter_jacobian_one(w, q + s * q_stride, qd + s * qd_stride,
+                                           Qext ? Qext + s * Q_stride : NULL,
+                                           p + s * p_stride, rhs, Jp + s * size);
+        if (status[s] != MB_OK) {
+            fill_nan(Jp + s * size, size);
+            failed++;
+        }
+    }
+    mb_ws_free(w);
+    free(rhs);
+    return failed;
+}

@@ -41,8 +41,9 @@ enum {
 enum {
     MB_K_PHI, MB_K_PHI_Q, MB_K_PHIQ_V_Q, MB_K_DPHIQ_QD, MB_K_DPHIQ_QD_Q, MB_K_DPHIQ_QD_QD,
     MB_K_PHIQT_LAM_Q, MB_K_MASS, MB_K_MASS_V_Q, MB_K_FORCES, MB_K_FORCES_Q, MB_K_FORCES_QD,
-    MB_K_ENERGY, MB_K_PHI_P, MB_K_MASS_P, MB_K_FORCES_P, MB_K_SENSORS, MB_K_SENSORS_Q,
-    MB_K_SENSORS_QD, MB_KERNEL_COUNT
+    MB_K_ENERGY, MB_K_PHI_P, MB_K_MASS_P, MB_K_FORCES_P, MB_K_MASS_V_P, MB_K_PHIQT_LAM_P,
+    MB_K_PHIQ_V_P, MB_K_DPHIQ_QD_P, MB_K_SENSORS, MB_K_SENSORS_Q, MB_K_SENSORS_QD,
+    MB_K_SENSORS_P, MB_KERNEL_COUNT
 };
 
 /* Linear-algebra path of the dynamics and kinematics. */
@@ -103,6 +104,13 @@ void mb_workspace_free(mb_workspace* workspace);
 int mb_forward_dynamics_one(mb_workspace* workspace, const double* q, const double* qd,
     const double* Qext, const double* p, double* qdd, double* lam, double* Jq,
     double* Jqd, double* JQ);
+
+/* ∂q̈/∂p (count x n x np) at (q, q̇, Q): the implicit derivative of the dynamics with
+ * respect to the model parameters at fixed state (lengths, masses, inertias, centre-of-mass
+ * offsets, gravity, force values: anything the YAML makes a parameter). */
+int mb_forward_dynamics_params(const mb_plan* plan, const mb_options* options, long count,
+    const double* q, long q_stride, const double* qd, long qd_stride, const double* Qext,
+    long Q_stride, const double* p, long p_stride, double* Jp, int* status);
 
 /* Independent coordinates z (nz indices, chosen by full pivoting per state when nz = 0):
  * their indices `ind` (d), R = ∂q/∂z (n x d) and S c (n) with c = -Φ̇q q̇ (qd may be NULL). */

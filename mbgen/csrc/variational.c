@@ -377,6 +377,21 @@ static int vi_start(vi* s, const double* q0, const double* p)
     return factor_kkt(s, q0, s->B, p, NULL);
 }
 
+/* q̈ of the dynamics at the states 0..last of a run (nothing when wd is NULL); returns the
+ * run's status st, or else the first failure among them (its state in *failed_step). */
+static int run_accelerations(mb_ws* wd, long last, const double* q, const double* qd,
+                             const double* Qtable, const double* p, int n, double* qdd,
+                             int st, long* failed_step)
+{
+    for (long j = 0; wd && j <= last; ++j) {
+        const int sj = mb_dynamics_one(wd, q + j * n, qd + j * n,
+                                       Qtable ? Qtable + 2 * j * n : NULL, p, qdd + j * n,
+                                       NULL, 0);
+        if (sj && !st) { st = sj; *failed_step = j; }
+    }
+    return st;
+}
+
 /* Generalized forces at u half steps into the run (rows 0..rows-1 of the table): cubic
  * through the four nearest rows (exact to O(dt⁴), which the order-4 stages need; linear
  * with fewer rows), extrapolated from the last rows beyond the table; NULL without one. */
@@ -456,13 +471,8 @@ int mb_simulate_variational(const mb_plan* plan, const mb_options* options, cons
         if (iterations) iterations[k] = its;
     }
     if (st) *failed_step = k > 0 ? k - 1 : 0;  /* the step that did not finish */
-    /* accelerations of the states reached, from the dynamics */
-    for (long j = 0; out_qdd && j <= (st ? k - 1 : nsteps); ++j) {
-        const int sj = mb_dynamics_one(wd, out_q + j * n, out_qd + j * n,
-                                       Qtable ? Qtable + 2 * j * n : NULL, p,
-                                       out_qdd + j * n, NULL, 0);
-        if (sj && !st) { st = sj; *failed_step = j; }
-    }
+    st = run_accelerations(wd, st ? k - 1 : nsteps, out_q, out_qd, Qtable, p, n, out_qdd, st,
+                           failed_step);
     vi_free(&s);
     mb_ws_free(wd);
     free(v);
@@ -540,12 +550,8 @@ int mb_simulate_spook(const mb_plan* plan, const mb_options* options, const doub
                         out_lam ? out_lam + k * r : NULL);
     if (st) *failed_step = k > 0 ? k - 1 : 0;
     if (out_lam) memset(out_lam + nsteps * r, 0, sizeof(double) * (size_t)r);
-    for (long j = 0; out_qdd && j <= (st ? k - 1 : nsteps); ++j) {
-        const int sj = mb_dynamics_one(wd, out_q + j * n, out_qd + j * n,
-                                       Qtable ? Qtable + 2 * j * n : NULL, p,
-                                       out_qdd + j * n, NULL, 0);
-        if (sj && !st) { st = sj; *failed_step = j; }
-    }
+    st = run_accelerations(wd, st ? k - 1 : nsteps, out_q, out_qd, Qtable, p, n, out_qdd, st,
+                           failed_step);
     vi_free(&s);
     mb_ws_free(wd);
     free(sigma);

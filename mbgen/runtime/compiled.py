@@ -276,6 +276,10 @@ class CompiledMechanism(IntegrationMixin):
             out: Array | None = None) -> Array:
         return self.dense("sensors_qd", params, out, q=q, qd=qd)
 
+    def sensors_p(self, q: Any, qd: Any, params: Any = None,
+            out: Array | None = None) -> Array:
+        return self.dense("sensors_p", params, out, q=q, qd=qd)
+
     def __repr__(self) -> str:
         return (f"<CompiledMechanism {self.name!r}: n={self.n}, m={self.m}, "
                 f"dof={self.dof}, parameters={list(self.parameters)}>")

@@ -176,6 +176,26 @@ class DynamicsMixin(CallHelpers):
         return self._returned(self._forward(q, qd, Q, params, True, False, errors, out),
                               errors)
 
+    def forward_dynamics_parameter_jacobian(self, q: Any, qd: Any, Q: Any = None,
+                                            params: Any = None, *,
+                                            errors: str = "raise") -> Any:
+        """∂q̈/∂p (n, np), or (N, n, np): exact, at fixed (q, q̇, Q), for the parameters in
+        ``parameters`` order (implicit differentiation of the KKT system in C)."""
+        inputs = {"q": (q, self.n), "qd": (qd, self.n)}
+        if Q is not None:
+            inputs["Q"] = (Q, self.n)
+        arrays, strides, count, batched = self._batch(**inputs)
+        p, p_stride = self._params(params, count)
+        jac = np.empty((count, self.n, self.parameter_buffer.values.size))
+        status = np.empty(count, dtype=np.int32)
+        self._checked(self.lib.mb_forward_dynamics_params(
+            self.plan, self.options.struct, count, self._dbl(arrays["q"]), strides["q"],
+            self._dbl(arrays["qd"]), strides["qd"], self._dbl(arrays.get("Q")),
+            strides.get("Q", 0), p, p_stride, self._dbl(jac), self._int_ptr(status)))
+        self._finish(status, arrays["q"], "parameter sensitivities", errors)
+        return self._returned((jac if batched else jac[0], status if batched else status[:1]),
+                              errors)
+
     # -- independent coordinates ---------------------------------------------------------------
     def partition(self, q: Any, z: Any = None, qd: Any = None, params: Any = None, *,
                   errors: str = "raise") -> Any:

@@ -133,6 +133,15 @@ def derive_kernels(model: SymbolicModel) -> KernelSet:
                _parameter_tensor(mass, params), "∂M/∂p"),
         Kernel("forces_p", ("q", "qd", "p"), (n, len(params)),
                _parameter_tensor(_dense(forces), params), "∂Q/∂p"),
+        # what ∂q̈/∂p needs from the KKT system's other terms (v: q̈, lam: λ, qd: q̇)
+        Kernel("mass_v_p", ("q", "v", "p"), (n, len(params)),
+               _parameter_tensor(_dense(_matvec(mass, v, n)), params), "∂(M v)/∂p"),
+        Kernel("phiqT_lam_p", ("q", "lam", "p"), (n, len(params)),
+               _parameter_tensor(_dense(phiT_lam), params), "∂(Φqᵀ λ)/∂p"),
+        Kernel("phiq_v_p", ("q", "v", "p"), (m, len(params)),
+               _parameter_tensor(_dense(_matvec(phi_q, v, m)), params), "∂(Φq v)/∂p"),
+        Kernel("dphiq_qd_p", ("q", "qd", "p"), (m, len(params)),
+               _parameter_tensor(_dense(dphiq_qd), params), "∂(Φ̇q q̇)/∂p"),
     ]
     if model.sensors:
         ns = len(model.sensors)
@@ -141,5 +150,7 @@ def derive_kernels(model: SymbolicModel) -> KernelSet:
             Kernel("sensors_q", ("q", "qd", "p"), (ns, n), _jacobian(model.sensors, q), "∂h/∂q"),
             Kernel("sensors_qd", ("q", "qd", "p"), (ns, n), _jacobian(model.sensors, qd),
                    "∂h/∂q̇"),
+            Kernel("sensors_p", ("q", "qd", "p"), (ns, len(params)),
+                   _parameter_tensor(_dense(model.sensors), params), "∂h/∂p"),
         ]
     return KernelSet(model, symbols, kernels)
