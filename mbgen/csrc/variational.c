@@ -184,6 +184,13 @@ static int residual(vi* s, const double* q0, const double* qd0, const double* Qe
     return mb_all_finite(res, s->N) ? MB_OK : MB_NOT_FINITE;
 }
 
+/* The values J needs beyond M and Φq(q0): Φq(q1) and ∂Q/∂q̇(q0, v). */
+static void newton_kernels(vi* s, const double* q0, const double* v, const double* p)
+{
+    mb_eval_one(s->model, MB_K_PHI_Q, s->q1, NULL, p, s->A);
+    mb_eval_one(s->model, MB_K_FORCES_QD, q0, v, p, s->damp);
+}
+
 /* Dense J (N x N, node order) at the last residual's (q0, v, q1). */
 static void dense_jacobian(vi* s, const double* q0, const double* v, const double* p,
                            double h, double* J)
@@ -193,8 +200,7 @@ static void dense_jacobian(vi* s, const double* q0, const double* v, const doubl
     const mb_kernel* ka = &model->kernel[MB_K_PHI_Q];
     const mb_kernel* kd = &model->kernel[MB_K_FORCES_QD];
     const int n = s->n, N = s->N;
-    mb_eval_one(model, MB_K_PHI_Q, s->q1, NULL, p, s->A);
-    mb_eval_one(model, MB_K_FORCES_QD, q0, v, p, s->damp);
+    newton_kernels(s, q0, v, p);
     memset(J, 0, sizeof(double) * (size_t)N * N);
     for (int e = 0; e < km->nnz; ++e) J[km->row[e] * N + km->col[e]] += s->mass[e];
     for (int e = 0; e < kd->nnz; ++e) J[kd->row[e] * N + kd->col[e]] -= 0.5 * h * s->damp[e];
@@ -235,8 +241,7 @@ static int sparse_newton_solve(vi* s, const double* q0, const double* v, const d
     const mb_kernel* ka = &model->kernel[MB_K_PHI_Q];
     const mb_kernel* kd = &model->kernel[MB_K_FORCES_QD];
     const int n = s->n, N = s->N;
-    mb_eval_one(model, MB_K_PHI_Q, s->q1, NULL, p, s->A);
-    mb_eval_one(model, MB_K_FORCES_QD, q0, v, p, s->damp);
+    newton_kernels(s, q0, v, p);
     double scale;
     const double gamma = augmentation(s, s->B, &scale);
     double *Ku = s->Ku, *Kl = s->Kl;
