@@ -54,6 +54,7 @@ struct mb_workspace {
     double* X2;
     int* held;
     double gamma;
+    const double* sigma;          /* compliance block of the last factorization, or NULL */
     int factored_sparse;          /* the last solve used the sparse factors */
 };
 

@@ -276,7 +276,8 @@ void mb_sparse_rhs(const mb_ws* w, const double* f, const double* c, double* b)
  * the coordinates zfix are held: their columns of A are dropped and only W's 1 remains.
  * `sigma` (r, or NULL for 0): a compliance block, K = [W Aᵀ; A -Σ] (SPOOK). Augmenting
  * keeps it symmetric in the scaled unknown ỹ = (1 - γσ) y: the row block becomes
- * -σ / (1 - γσ) with γσ ≤ ½, and the caller divides the solution's rows by (1 - γσ). */
+ * -σ / (1 - γσ) with γσ ≤ ½, and mb_sparse_solve returns y (sigma must outlive the
+ * solves; mb_sparse_inverse stays in the scaled unknowns). */
 int mb_sparse_factor(mb_ws* w, const double* q, const double* p, const double* hdiag,
                      const int* zfix, int nz, const double* sigma)
 {
@@ -326,6 +327,7 @@ int mb_sparse_factor(mb_ws* w, const double* q, const double* p, const double* h
         for (int k = 0; k < w->r; ++k)
             if (sigma[k] > 0.0 && gamma * sigma[k] > 0.5) gamma = 0.5 / sigma[k];
     w->gamma = gamma;
+    w->sigma = sigma;
     if (sigma)
         for (int k = 0; k < w->r; ++k)
             Kx[sp->diag[n + k]] = -sigma[k] / (1.0 - gamma * sigma[k]);
@@ -383,7 +385,8 @@ static void ldl_solve(const mb_ws* w, double* y)
 }
 
 /* x = K⁻¹ b (node order: n coordinates then r rows), with w->opt->refine steps of
- * iterative refinement against the assembled K. b and x may alias. */
+ * iterative refinement against the assembled K. b and x may alias. With a compliance
+ * block the rows come back unscaled (see mb_sparse_factor). */
 void mb_sparse_solve(mb_ws* w, const double* b, double* x)
 {
     const mb_sparse* sp = &w->plan->sp;
@@ -405,6 +408,7 @@ void mb_sparse_solve(mb_ws* w, const double* b, double* x)
         for (int i = 0; i < N; ++i) sol[i] += res[i];
     }
     for (int i = 0; i < N; ++i) x[sp->perm[i]] = sol[i];
+    for (int k = 0; w->sigma && k < w->r; ++k) x[w->n + k] /= 1.0 - w->gamma * w->sigma[k];
 }
 
 /* Z = K⁻¹ (N x N, permuted order, both triangles) by the Takahashi recurrence

@@ -42,7 +42,6 @@ typedef struct {
     const mb_options* opt;
     mb_ws* w;            /* the symmetric factorization of (B) and its kernel values */
     int n, r, N, sparse;
-    const double* sigma;  /* the compliance block of the last factor_kkt (NULL: none) */
     double *mass, *B, *A, *damp, *Q;  /* M, Φq(q0), Φq(q1), ∂Q/∂q̇, Q */
     double *q1, *phi, *res, *dx, *rhs;
     /* sparse Newton: L D U of J */
@@ -288,7 +287,6 @@ static int sparse_newton_solve(vi* s, const double* q0, const double* v, const d
 static int factor_kkt(vi* s, const double* q, const double* a, const double* p,
                       const double* sigma)
 {
-    s->sigma = sigma;
     if (s->sparse) {
         memcpy(s->w->kv[MB_K_PHI_Q], a,
                sizeof(double) * (size_t)s->model->kernel[MB_K_PHI_Q].nnz);
@@ -319,8 +317,6 @@ static void solve_kkt(vi* s, const double* f, const double* c, double* x)
         if (!c) memset(zero, 0, sizeof(double) * (size_t)s->r);
         mb_sparse_rhs(s->w, f, c ? c : zero, s->rhs);
         mb_sparse_solve(s->w, s->rhs, x);
-        for (int k = 0; s->sigma && k < s->r; ++k)  /* ỹ = (1 - γσ) y, see mb_sparse_factor */
-            x[n + k] /= 1.0 - s->w->gamma * s->sigma[k];
         return;
     }
     memcpy(x, f, sizeof(double) * (size_t)n);
@@ -571,16 +567,10 @@ int mb_variational_residual(const mb_plan* plan, const mb_options* options, cons
     vi s;
     int st = vi_init(&s, plan, options);
     if (st) return st;
-    double* J = jacobian ? (double*)malloc(sizeof(double) * (size_t)s.N * s.N + 1) : NULL;
-    if (jacobian && !J) { vi_free(&s); return MB_NO_MEMORY; }
     mb_eval_one(s.model, MB_K_MASS, q0, NULL, p, s.mass);
     mb_eval_one(s.model, MB_K_PHI_Q, q0, NULL, p, s.B);
     st = residual(&s, q0, qd0, Qext, p, h, v, impulse, residual_out);
-    if (J) {
-        dense_jacobian(&s, q0, v, p, h, J);
-        memcpy(jacobian, J, sizeof(double) * (size_t)s.N * s.N);
-    }
-    free(J);
+    if (jacobian) dense_jacobian(&s, q0, v, p, h, jacobian);
     vi_free(&s);
     return st;
 }
