@@ -269,6 +269,25 @@ static void explicit_P(mb_ws* w, double* P, int ld)
         }
 }
 
+/* B (k x cols) <- U⁻¹ L⁻¹ B for the packed factors LU (k x k: unit L below, U on and above
+ * the diagonal), rows already in pivot order. */
+static void lu_substitute(const double* LU, int k, double* B, int cols)
+{
+    for (int i = 1; i < k; ++i)
+        for (int c = 0; c < i; ++c) {
+            const double l = LU[i * k + c];
+            if (l != 0.0) for (int j = 0; j < cols; ++j) B[i * cols + j] -= l * B[c * cols + j];
+        }
+    for (int i = k - 1; i >= 0; --i) {
+        for (int c = i + 1; c < k; ++c) {
+            const double u = LU[i * k + c];
+            if (u != 0.0) for (int j = 0; j < cols; ++j) B[i * cols + j] -= u * B[c * cols + j];
+        }
+        const double inv = 1.0 / LU[i * k + i];
+        for (int j = 0; j < cols; ++j) B[i * cols + j] *= inv;
+    }
+}
+
 /* G = (I - P M) S (n x r): how a change of the constraint right-hand side moves q̈. P:
  * given explicitly (rows of stride ld), or NULL to apply it through the factors. */
 void mb_dense_jacobian_blocks(mb_ws* w, const double* P, int ld)
@@ -278,19 +297,7 @@ void mb_dense_jacobian_blocks(mb_ws* w, const double* P, int ld)
     double* Zi = w->V;  /* inverse of the dependent block, rows in pivot order */
     memset(Zi, 0, sizeof(double) * (size_t)r * r);
     for (int i = 0; i < r; ++i) Zi[i * r + w->prow[i]] = 1.0;
-    for (int i = 0; i < r; ++i)
-        for (int k = 0; k < i; ++k) {
-            const double l = F[i * r + k];
-            if (l != 0.0) for (int j = 0; j < r; ++j) Zi[i * r + j] -= l * Zi[k * r + j];
-        }
-    for (int i = r - 1; i >= 0; --i) {
-        for (int k = i + 1; k < r; ++k) {
-            const double u = F[i * r + k];
-            if (u != 0.0) for (int j = 0; j < r; ++j) Zi[i * r + j] -= u * Zi[k * r + j];
-        }
-        const double inv = 1.0 / F[i * r + i];
-        for (int j = 0; j < r; ++j) Zi[i * r + j] *= inv;
-    }
+    lu_substitute(F, r, Zi, r);
     memset(w->G, 0, sizeof(double) * (size_t)n * r);
     for (int k = 0; k < r; ++k)
         memcpy(w->G + w->pcol[k] * r, Zi + k * r, sizeof(double) * (size_t)r);
@@ -393,17 +400,5 @@ void mb_lu_solve(const double* LU, int k, const int* piv, double* B, int cols)
                 B[c * cols + j] = B[piv[c] * cols + j];
                 B[piv[c] * cols + j] = t;
             }
-    for (int i = 1; i < k; ++i)
-        for (int c = 0; c < i; ++c) {
-            const double l = LU[i * k + c];
-            if (l != 0.0) for (int j = 0; j < cols; ++j) B[i * cols + j] -= l * B[c * cols + j];
-        }
-    for (int i = k - 1; i >= 0; --i) {
-        for (int c = i + 1; c < k; ++c) {
-            const double u = LU[i * k + c];
-            if (u != 0.0) for (int j = 0; j < cols; ++j) B[i * cols + j] -= u * B[c * cols + j];
-        }
-        const double inv = 1.0 / LU[i * k + i];
-        for (int j = 0; j < cols; ++j) B[i * cols + j] *= inv;
-    }
+    lu_substitute(LU, k, B, cols);
 }
