@@ -106,6 +106,16 @@ def mbgen_executable() -> Path:
     return Path(sys.executable).parent / "mbgen"
 
 
+def chain_file(bodies: int, out_dir: Path, group: str) -> Path:
+    """``mbgen generate chain --bodies N`` into ``out_dir/group`` (unchanged content →
+    mbgen's compile cache is reused between runs)."""
+    target = out_dir / group / f"chain{bodies}.yaml"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([str(mbgen_executable()), "generate", "chain", "--bodies", str(bodies),
+                    "--out", str(target)], check=True, capture_output=True, timeout=120)
+    return target
+
+
 def fresh_dir(prefix: str) -> Path:
     """A new empty temporary directory, so builds inside it are really cold."""
     return Path(tempfile.mkdtemp(prefix=f"mbgen-bench-{prefix}-"))

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -51,8 +50,8 @@ from _common import (
     REPO,
     Figure,
     best_time,
+    chain_file,
     fresh_dir,
-    mbgen_executable,
     print_table,
     remove_dir,
     write_results,
@@ -176,20 +175,11 @@ def closed_loop_states(mech: Any, count: int, seed: int) -> tuple[np.ndarray, np
     return q, qd
 
 
-def chain_file(bodies: int, out_dir: Path) -> Path:
-    """``mbgen generate chain --bodies N`` (unchanged content → mbgen's cache is reused)."""
-    target = out_dir / "peers" / f"chain{bodies}.yaml"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(mbgen_executable()), "generate", "chain", "--bodies", str(bodies),
-                    "--out", str(target)], check=True, capture_output=True, timeout=120)
-    return target
-
-
 def make_cases(sizes: Sizes, bodies: int, out_dir: Path, say: Callable[[str], None],
                ) -> dict[str, Case]:
     pendulum_file = MECHANISMS / "double-pendulum.yaml"
     fourbar_file = MECHANISMS / "fourbar.yaml"
-    chain_path = chain_file(bodies, out_dir)
+    chain_path = chain_file(bodies, out_dir, "peers")
     cases = {}
     for key, title, path, linkage, count in (
         ("fourbar", "four-bar (closed loop)", fourbar_file, fourbar_linkage(fourbar_file),

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -50,9 +49,9 @@ from _common import (
     RESULTS,
     Figure,
     best_time,
+    chain_file,
     loglog_slope,
     manifold_states,
-    mbgen_executable,
     print_table,
     write_results,
 )
@@ -114,15 +113,6 @@ class Timing:
     @property
     def us(self) -> float:
         return self.seconds * 1e6
-
-
-def chain_file(bodies: int, out_dir: Path) -> Path:
-    """``mbgen generate chain --bodies N`` (unchanged content → mbgen's cache is reused)."""
-    target = out_dir / "scaling" / f"chain{bodies}.yaml"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(mbgen_executable()), "generate", "chain", "--bodies", str(bodies),
-                    "--out", str(target)], check=True, capture_output=True, timeout=120)
-    return target
 
 
 def measure(make: Callable[[int], Callable[[], Any]], pool: int, bytes_per_state: int,
@@ -375,13 +365,13 @@ def main(argv: list[str] | None = None) -> int:
     info: dict[int, dict[str, Any]] = {}
     for bodies in sizes.chains:
         say(f"chain{bodies}: load (compiles on the first run) …")
-        mech = mbgen.load(chain_file(bodies, out_dir), out_dir=out_dir)
+        mech = mbgen.load(chain_file(bodies, out_dir, "scaling"), out_dir=out_dir)
         chains[bodies], info[bodies] = chain_timings(mech, sizes, say)
     small: dict[int, dict[str, Timing]] = {}
     auto: dict[int, bool] = {}
     for bodies in sizes.small:
         say(f"chain{bodies}: dense vs sparse …")
-        mech = mbgen.load(chain_file(bodies, out_dir), out_dir=out_dir)
+        mech = mbgen.load(chain_file(bodies, out_dir, "scaling"), out_dir=out_dir)
         small[bodies], auto[bodies] = small_timings(mech, sizes)
     elapsed = time.perf_counter() - start
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,8 +38,8 @@ from _common import (
     RESULTS,
     Figure,
     best_time,
+    chain_file,
     loglog_slope,
-    mbgen_executable,
     print_table,
     write_results,
 )
@@ -62,11 +61,7 @@ ENERGY_RUNS = ("variational", "variational-4", "semi-implicit-euler", "rk4")
 
 def chain(bodies: int, out_dir: Path) -> Any:
     """The compiled ``mbgen generate chain --bodies N`` (cached between runs)."""
-    target = out_dir / "variational" / f"chain{bodies}.yaml"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(mbgen_executable()), "generate", "chain", "--bodies", str(bodies),
-                    "--out", str(target)], check=True, capture_output=True, timeout=120)
-    return mbgen.load(str(target), out_dir=str(out_dir))
+    return mbgen.load(str(chain_file(bodies, out_dir, "variational")), out_dir=str(out_dir))
 
 
 def energy_errors(mech: Any, steps: int) -> dict[str, np.ndarray]:
