@@ -9,8 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 from conftest import SHIPPED_DIR, entrywise_error, numerical_jacobian
 
+from mbgen.cli.main import cli
 from mbgen.model.chain import chain_yaml
 from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.runtime.integration import IntegrationError
@@ -196,3 +198,13 @@ def test_bad_requests_are_refused(chain5: CompiledMechanism) -> None:
         chain5.integrate_variational(q0, qd0, 1e-3, 10, order=3)
     with pytest.raises(ValueError, match="non-zero"):
         chain5.integrate_variational(q0, qd0, 0.0, 10)
+
+
+def test_command_line_refuses_independent_coordinates(tmp_path: Path, out_dir: Path) -> None:
+    result = CliRunner().invoke(cli, [
+        "simulate", str(SHIPPED_DIR / "spring-pendulum.yaml"), "--t-end", "0.1", "--dt",
+        "1e-3", "--integrator", "variational-newton", "--coords", "independent", "--out",
+        str(tmp_path / "run.csv"), "--build-dir", str(out_dir)])
+    assert result.exit_code == 1
+    assert "variational-newton integrator works in dependent coordinates" in result.output
+    assert not (tmp_path / "run.csv").exists()
