@@ -244,3 +244,30 @@ def test_division_by_zero_is_a_located_error(tmp_path: Path) -> None:
     with pytest.raises(MechanismError, match=r"bad\.yaml:4 \[parameters\.L\]: '1/0' is not "
                                              r"finite"):
         load_mechanism(write(tmp_path, text))
+
+
+@pytest.mark.parametrize(("section", "line", "key", "fragment"), [
+    ("friction:\n  - {coordinate: z9, viscous: 1}\n", 18, "friction[0].coordinate",
+     "unknown coordinate 'z9'"),
+    ("friction:\n  - {coordinate: x1, coulomb: -1}\n", 18, "friction[0].coulomb",
+     "must not be negative"),
+    ("friction:\n  - {coordinate: x1, coulomb: 1, stiction_velocity: 0}\n", 18,
+     "friction[0].stiction_velocity", "positive number"),
+    ("friction:\n  - {coordinate: x1, viscous: 1}\n  - {coordinate: x1, coulomb: 1}\n", 19,
+     "friction[1].coordinate", "already has friction"),
+    ("friction:\n  - {coordinate: x1, drag: 1}\n", 18, "friction[0].drag", "unknown key"),
+    ("sensors:\n  - {type: position, point: 1, offset: 0.1}\n", 18, "sensors[0].offset",
+     "a point sensor's offset is a list [x, y]"),
+    ("actuators:\n  - {coordinate: x1, gain: q}\n", 18, "actuators[0].gain", "unknown name"),
+    ("relative_coordinates:\n  - {type: RelativeAngle, points: [0, 1, 2, 2]}\n", 18,
+     "relative_coordinates[0].points", "b1 != b2"),
+])
+def test_friction_actuator_and_sensor_errors(tmp_path: Path, section: str, line: int,
+                                             key: str, fragment: str) -> None:
+    expect_error(write(tmp_path, VALID + section), line, key, fragment)
+
+
+def test_relative_angle_between_segments_sharing_a_point(tmp_path: Path) -> None:
+    text = VALID + "relative_coordinates:\n  - {type: RelativeAngle, points: [0, 1, 1, 2]}\n"
+    angle = load_mechanism(write(tmp_path, text)).relative_angles[0]
+    assert angle.points == (0, 1, 1, 2)

@@ -145,10 +145,17 @@ def info(file: Path, build_dir: Path | None) -> None:
     sensors = _table("Sensors", "#", "output")
     for i, label in enumerate(mech.sensor_labels):
         sensors.add_row(str(i), escape(label))
-    actuators = _table("Actuators", "#", "name", "coordinate")
+    coefficients = mech.coefficients()
+    frictions = mech.meta.get("friction", [])
+    actuators = _table("Actuators", "#", "name", "coordinate", "gain")
     for i, actuator in enumerate(mech.meta.get("actuators", [])):
-        actuators.add_row(str(i), actuator["name"], actuator["coordinate"])
-    for table in (coordinates, constraints, parameters, sensors, actuators):
+        actuators.add_row(str(i), actuator["name"], actuator["coordinate"],
+                          f"{coefficients[len(frictions) + i]:.6g}")
+    friction = _table("Dry friction", "name", "coordinate", "bound", "stiction rate")
+    for i, item in enumerate(frictions):
+        friction.add_row(item["name"], item["coordinate"], f"{coefficients[i]:.6g}",
+                         f"{item['stiction']:.3g}")
+    for table in (coordinates, constraints, parameters, sensors, actuators, friction):
         console.print(table if table.row_count else Text(f"{table.title}: none", style="dim"))
 
 

@@ -95,8 +95,12 @@ def build_meta(kernels: KernelSet) -> dict[str, Any]:
         "sensor_noise": [s.noise for s in mech.sensors
                          for _ in range(2 if s.kind in ("position", "velocity") else 1)],
         "actuators": [{"name": a.name, "coordinate": a.coordinate} for a in mech.actuators],
+        # dry friction: coordinate and stiction rate (bounds: the `coefficients` kernel)
+        "friction": [{"name": f.name, "coordinate": f.coordinate, "stiction": f.stiction}
+                     for f in mech.frictions],
         "independent": mech.independent,
-        "dissipative": any(s.damping != 0 for s in mech.springs),
+        "dissipative": (any(s.damping != 0 for s in mech.springs)
+                        or any(f.viscous != 0 or f.coulomb != 0 for f in mech.frictions)),
         "points": [{"index": p.index, "name": p.name, "fixed": p.fixed, "x": number(p.x),
                     "y": number(p.y)} for p in mech.points],
         "bodies": [{"name": b.name, "points": list(b.points), "mass": number(b.mass),

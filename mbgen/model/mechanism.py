@@ -91,12 +91,30 @@ class Force:
 
 
 @dataclass(frozen=True)
+class Friction:
+    """Viscous and dry (Coulomb) friction on one coordinate's rate.
+
+    Continuous-time integrators see the dry part smoothed, -coulomb·tanh(rate / stiction);
+    the SPOOK stepper and identification treat it exactly, as a friction impulse bounded by
+    dt·coulomb (a box complementarity condition, regularized by the same slope).
+    """
+
+    name: str
+    coordinate: str
+    viscous: sp.Expr  # generalized force per unit rate
+    coulomb: sp.Expr  # bound of the dry friction force
+    stiction: float  # rate under which dry friction acts as a stiff damper
+    line: int
+
+
+@dataclass(frozen=True)
 class Actuator:
-    """A named external input acting as a generalized force on one coordinate."""
+    """A named external input u acting as a generalized force gain·u on one coordinate."""
 
     name: str
     coordinate: str
     line: int
+    gain: sp.Expr = sp.Integer(1)
 
 
 SensorKind = Literal["gyroscope", "encoder", "position", "velocity"]
@@ -109,6 +127,7 @@ class Sensor:
     target: int | str  # body index (gyroscope), coordinate name (encoder), point index
     noise: float | None
     line: int
+    offset: tuple[sp.Expr, ...] = ()  # added to the reading (one per output), in parameters
 
 
 @dataclass
@@ -122,6 +141,7 @@ class Mechanism:
     sliders: list[Slider] = field(default_factory=list)
     springs: list[Spring] = field(default_factory=list)
     forces: list[Force] = field(default_factory=list)
+    frictions: list[Friction] = field(default_factory=list)
     actuators: list[Actuator] = field(default_factory=list)
     sensors: list[Sensor] = field(default_factory=list)
     gravity: tuple[sp.Expr, sp.Expr] = (sp.Integer(0), sp.Rational("-9.81"))

@@ -15,6 +15,7 @@ from mbgen.model.mechanism import (
     Actuator,
     Body,
     Force,
+    Friction,
     Mechanism,
     Parameter,
     Point,
@@ -26,7 +27,8 @@ from mbgen.model.mechanism import (
 from mbgen.model.yaml_nodes import Node, read_document
 
 TOP_KEYS = {"name", "parameters", "points", "planar_bodies", "relative_coordinates", "gravity",
-            "sliders", "springs", "forces", "actuators", "sensors", "independent_coordinates"}
+            "sliders", "springs", "forces", "friction", "actuators", "sensors",
+            "independent_coordinates"}
 POINT_KEYS = {"x", "y", "fixed", "name"}
 BODY_KEYS = {"points", "length", "mass", "I0", "cog", "visual", "name"}
 RELATIVE_TYPES = {"RelativeAngleAbsoluteDOF", "RelativeAngle"}
@@ -95,13 +97,14 @@ class _Builder:
             raise node.error(f"point {value} does not exist (there are {len(self.points)} points)")
         return value
 
-    def point_list(self, node: Node, count: int | None = None, minimum: int = 2) -> list[int]:
+    def point_list(self, node: Node, count: int | None = None, minimum: int = 2,
+                   distinct: bool = True) -> list[int]:
         refs = [self.point_ref(item) for item in node.sequence()]
         if count is not None and len(refs) != count:
             raise node.error(f"expected exactly {count} points, got {len(refs)}")
         if len(refs) < minimum:
             raise node.error(f"expected at least {minimum} points, got {len(refs)}")
-        if len(set(refs)) != len(refs):
+        if distinct and len(set(refs)) != len(refs):
             raise node.error(f"points must be distinct, got {refs}")
         return refs
 
@@ -135,6 +138,7 @@ class _Builder:
         mechanism.sliders = self.read_sliders()
         mechanism.springs = self.read_springs()
         mechanism.forces, mechanism.actuators = self.read_forces(coordinates)
+        mechanism.frictions = self.read_frictions(coordinates)
         mechanism.sensors = self.read_sensors(coordinates, len(bodies))
         if "gravity" in self.keys:
             node = self.keys["gravity"]
@@ -269,14 +273,15 @@ class _Builder:
                 a, b = self.point_list(keys["points"], count=2)
                 quad = (a, b, a, b)
             else:
-                refs = self.point_list(keys["points"], minimum=3)
-                if len(refs) == 3:
+                refs = self.point_list(keys["points"], minimum=3, distinct=False)
+                if len(refs) == 4 and refs[0] != refs[1] and refs[2] != refs[3]:
+                    quad = (refs[0], refs[1], refs[2], refs[3])  # the segments may share a point
+                elif len(refs) == 3 and len(set(refs)) == 3:
                     quad = (refs[0], refs[1], refs[0], refs[2])
-                elif len(refs) == 4:
-                    quad = (refs[0], refs[1], refs[2], refs[3])
                 else:
-                    raise keys["points"].error("RelativeAngle takes 3 points [origin, a, b] "
-                                               "or 4 points [a1, a2, b1, b2]")
+                    raise keys["points"].error(
+                        f"RelativeAngle takes 3 distinct points [origin, a, b] or 4 points "
+                        f"[a1, a2, b1, b2] with a1 != a2 and b1 != b2, got {refs}")
             p = [self.points[i] for i in quad]
             ux, uy = p[1].x - p[0].x, p[1].y - p[0].y
             if kind == "RelativeAngleAbsoluteDOF":
@@ -333,17 +338,48 @@ class _Builder:
                                 self.expression(keys["value"]), node.line))
         actuators: list[Actuator] = []
         for k, node in enumerate(self.section("actuators")):
-            keys = node.mapping({"coordinate", "name"}, required={"coordinate"})
+            keys = node.mapping({"coordinate", "name", "gain"}, required={"coordinate"})
             name = self.name(keys.get("name"), f"actuator{k}", {a.name for a in actuators})
+            gain = self.expression(keys["gain"]) if "gain" in keys else sp.Integer(1)
+            if "gain" in keys:
+                self.numeric(gain, keys["gain"])
             actuators.append(Actuator(name, self.coordinate(keys["coordinate"], coordinates),
-                                      node.line))
+                                      node.line, gain))
         return forces, actuators
+
+    def read_frictions(self, coordinates: set[str]) -> list[Friction]:
+        frictions: list[Friction] = []
+        for k, node in enumerate(self.section("friction")):
+            keys = node.mapping({"coordinate", "viscous", "coulomb", "stiction_velocity",
+                                 "name"}, required={"coordinate"})
+            coordinate = self.coordinate(keys["coordinate"], coordinates)
+            if coordinate in {f.coordinate for f in frictions}:
+                raise keys["coordinate"].error(f"coordinate {coordinate!r} already has "
+                                               "friction")
+            values = {}
+            for key in ("viscous", "coulomb"):
+                values[key] = sp.Integer(0)
+                if key in keys:
+                    values[key] = self.expression(keys[key])
+                    if self.numeric(values[key], keys[key]) < 0:
+                        raise keys[key].error(f"{key} friction must not be negative")
+            stiction = 1e-3
+            if "stiction_velocity" in keys:
+                stiction = self.numeric(self.expression(keys["stiction_velocity"], {}),
+                                        keys["stiction_velocity"])
+                if not stiction > 0:
+                    raise keys["stiction_velocity"].error("stiction_velocity must be a "
+                                                          f"positive number, got {stiction}")
+            name = self.name(keys.get("name"), f"friction{k}", {f.name for f in frictions})
+            frictions.append(Friction(name, coordinate, values["viscous"], values["coulomb"],
+                                      stiction, node.line))
+        return frictions
 
     def read_sensors(self, coordinates: set[str], n_bodies: int) -> list[Sensor]:
         sensors: list[Sensor] = []
         for k, node in enumerate(self.section("sensors")):
-            keys = node.mapping({"type", "body", "coordinate", "point", "name", "noise"},
-                                required={"type"})
+            keys = node.mapping({"type", "body", "coordinate", "point", "name", "noise",
+                                 "offset"}, required={"type"})
             kind = keys["type"].string()
             if kind not in SENSOR_TARGET:
                 raise keys["type"].error(f"unknown sensor type {kind!r} "
@@ -367,5 +403,18 @@ class _Builder:
             if "noise" in keys:
                 noise = self.numeric(self.expression(keys["noise"]), keys["noise"])
             name = self.name(keys.get("name"), f"{kind}{k}", {s.name for s in sensors})
-            sensors.append(Sensor(name, kind, target, noise, node.line))
+            offset = self.sensor_offset(keys.get("offset"), 2 if target_key == "point" else 1)
+            sensors.append(Sensor(name, kind, target, noise, node.line, offset))
         return sensors
+
+    def sensor_offset(self, node: Node | None, outputs: int) -> tuple[sp.Expr, ...]:
+        """A sensor's additive offset: one expression, or [x, y] for point sensors."""
+        if node is None:
+            return (sp.Integer(0),) * outputs
+        items = list(node.sequence()) if outputs == 2 and node.is_sequence() else [node]
+        if len(items) != outputs:
+            raise node.error("a point sensor's offset is a list [x, y]")
+        offset = tuple(self.expression(item) for item in items)
+        for item, expr in zip(items, offset, strict=True):
+            self.numeric(expr, item)
+        return offset

@@ -280,6 +280,18 @@ class CompiledMechanism(IntegrationMixin):
             out: Array | None = None) -> Array:
         return self.dense("sensors_p", params, out, q=q, qd=qd)
 
+    def coefficients(self, params: Any = None) -> Array:
+        """Dry-friction bounds (one per ``meta["friction"]`` entry), then actuator gains."""
+        if "coefficients" not in self.kernels:
+            return np.zeros(0)
+        return self.dense("coefficients", params, q=self.q0)
+
+    def coefficients_p(self, params: Any = None) -> Array:
+        """∂(coefficients)/∂p, (len(coefficients), number of parameters)."""
+        if "coefficients" not in self.kernels:
+            return np.zeros((0, len(self._parameters)))
+        return self.dense("coefficients_p", params, q=self.q0)
+
     def __repr__(self) -> str:
         return (f"<CompiledMechanism {self.name!r}: n={self.n}, m={self.m}, "
                 f"dof={self.dof}, parameters={list(self.parameters)}>")

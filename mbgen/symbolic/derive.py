@@ -153,4 +153,13 @@ def derive_kernels(model: SymbolicModel) -> KernelSet:
             Kernel("sensors_p", ("q", "qd", "p"), (ns, len(params)),
                    _parameter_tensor(_dense(model.sensors), params), "∂h/∂p"),
         ]
+    if model.coefficients:
+        nc = len(model.coefficients)
+        kernels += [
+            Kernel("coefficients", ("q", "p"), (nc,), _dense(model.coefficients),
+                   "dry-friction bounds, then actuator gains"),
+            Kernel("coefficients_p", ("q", "p"), (nc, len(params)),
+                   _parameter_tensor(_dense(model.coefficients), params),
+                   "∂(dry-friction bounds, actuator gains)/∂p"),
+        ]
     return KernelSet(model, symbols, kernels)

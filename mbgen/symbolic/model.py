@@ -33,9 +33,12 @@ class SymbolicModel:
     constraints: list[Constraint]
     mass: dict[tuple[int, int], sp.Expr]  # sparse, symmetric, both triangles stored
     potential_terms: list[sp.Expr]  # gravity, springs, constant generalized forces
-    dissipative_forces: list[sp.Expr]  # Q from dampers (depends on q̇)
+    dissipative_forces: list[sp.Expr]  # Q from dampers and friction (depends on q̇)
     sensor_labels: list[str]
     sensors: list[sp.Expr]
+    # dry-friction bounds (one per friction element), then actuator gains: what discrete
+    # steppers and identification need besides Q
+    coefficients: list[sp.Expr]
 
     @property
     def n(self) -> int:
@@ -161,11 +164,17 @@ def build_symbolic_model(mechanism: Mechanism) -> SymbolicModel:
                     dissipative[k] -= spring.damping * rate * grad
     for force in mechanism.forces:
         potential.append(-force.value * q[index[force.coordinate]])
+    for friction in mechanism.frictions:
+        rate = qd[index[friction.coordinate]]
+        dissipative[index[friction.coordinate]] -= (
+            friction.viscous * rate + friction.coulomb * sp.tanh(rate / friction.stiction))
 
     labels, sensors = _sensor_equations(mechanism, q, qd, position, velocity, index)
     return SymbolicModel(mechanism, q, qd, [p.symbol for p in mechanism.parameters],
                          constraints, {k: v for k, v in mass.items() if v != 0}, potential,
-                         dissipative, labels, sensors)
+                         dissipative, labels, sensors,
+                         [f.coulomb for f in mechanism.frictions]
+                         + [a.gain for a in mechanism.actuators])
 
 
 def _sensor_equations(mechanism: Mechanism, q: list[sp.Symbol], qd: list[sp.Symbol],
@@ -182,12 +191,14 @@ def _sensor_equations(mechanism: Mechanism, q: list[sp.Symbol], qd: list[sp.Symb
             vx = velocity[b][0] - velocity[a][0]
             vy = velocity[b][1] - velocity[a][1]
             labels.append(sensor.name)
-            values.append((ux * vy - uy * vx) / (ux**2 + uy**2))
+            reading = [(ux * vy - uy * vx) / (ux**2 + uy**2)]
         elif sensor.kind == "encoder":
             labels.append(sensor.name)
-            values.append(q[index[str(sensor.target)]])
+            reading = [q[index[str(sensor.target)]]]
         else:
             source = position if sensor.kind == "position" else velocity
             labels += [f"{sensor.name}.x", f"{sensor.name}.y"]
-            values += list(source[int(sensor.target)])
+            reading = list(source[int(sensor.target)])
+        offset = sensor.offset or (sp.Integer(0),) * len(reading)
+        values += [r + o for r, o in zip(reading, offset, strict=True)]
     return labels, values
