@@ -49,7 +49,8 @@ def has_sensors(path: Path) -> bool:
 
 def has_dampers(path: Path) -> bool:
     model = parsed(path)
-    return model is None or any(spring.damping != 0 for spring in model.springs)
+    return model is None or (any(spring.damping != 0 for spring in model.springs)
+                             or bool(model.frictions))
 
 
 def check(actual: Array, expected: Array, what: str, tol: float = TOL) -> None:

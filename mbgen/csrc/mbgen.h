@@ -184,12 +184,16 @@ int mb_simulate_variational(const mb_plan* plan, const mb_options* options, cons
 
 /* SPOOK, the regularized stepper (see variational.c): per active row a compliance ε ≥ 0
  * (constraints act as springs of stiffness 1/ε; 0: stiff) and a damping time τ ≥ 0 [s];
- * one KKT solve per step, semi-implicit. out_lam (nsteps + 1) x r, NULL allowed: the
- * constraint forces of each step (mbgen's sign, M q̈ + Φqᵀ λ = Q; last row 0). */
+ * one KKT solve per step, semi-implicit. Dry friction (nf <= 12 elements: coordinate,
+ * bound c >= 0 of the force, stiction rate s > 0) is solved exactly per step as a
+ * friction impulse d = -dt c sat(q̇⁺/s) on its coordinate, replacing the smoothed
+ * -c tanh(q̇/s) that the forces kernel carries. out_lam (nsteps + 1) x r, NULL allowed:
+ * the constraint forces of each step (mbgen's sign, M q̈ + Φqᵀ λ = Q; last row 0). */
 int mb_simulate_spook(const mb_plan* plan, const mb_options* options, const double* q0,
     const double* qd0, const double* p, const double* compliance, const double* damping,
-    double dt, long nsteps, const double* Qtable, double* out_q, double* out_qd,
-    double* out_qdd, double* out_lam, long* failed_step);
+    int nf, const int* friction_index, const double* friction_bound,
+    const double* stiction, double dt, long nsteps, const double* Qtable, double* out_q,
+    double* out_qd, double* out_qdd, double* out_lam, long* failed_step);
 
 /* Residual (n + r) of one variational step at the unknowns (v, Λ): the mean velocity
  * v = (q1 - q0)/h and the constraint impulses Λ on the plan's rows; optionally its

@@ -487,11 +487,84 @@ int mb_simulate_variational(const mb_plan* plan, const mb_options* options, cons
  * at (q, v) (μ = -λ_SPOOK: mbgen's sign, an impulse), then q₁ = q + h v₁. Σ makes the
  * constraints springs of stiffness 1/ε (critically damped over τ); ε = 0 keeps them
  * stiff, stabilized like Baumgarte's method. */
+/* Dry friction of a SPOOK run: per element the coordinate, the bound c of its force and
+ * the stiction rate s; scratch for the box problem. */
+typedef struct {
+    int nf;
+    const int* index;
+    const double* bound;
+    const double* stiction;
+    double *Y, *G, *lu, *d, *vfree, *col;  /* Y: nf columns of K⁻¹ [e_j; 0] (N each) */
+    int *state, *piv;                      /* state: -1 lower bound, 0 inside, +1 upper */
+} spook_friction;
+
+/* Impulses d (nf) of the box problem with A = G + diag(s / b), b = h c (the bounds):
+ * A d + v = g with g_j = 0 inside (|d_j| < b_j), g_j <= 0 at d_j = +b_j, g_j >= 0 at
+ * d_j = -b_j - the exact regularized Coulomb law d_j = -h c_j sat(v⁺_j / s_j). A is SPD,
+ * so the solution is unique: block principal pivoting from the last step's active set,
+ * then (should it cycle) enumeration of every active set. */
+static int box_state_solves(spook_friction* f, const double* b, const double* v)
+{
+    const int nf = f->nf;
+    int nfree = 0, map[64];
+    for (int i = 0; i < nf; ++i) {
+        if (f->state[i]) f->d[i] = f->state[i] * b[i];
+        else map[nfree++] = i;
+    }
+    for (int a = 0; a < nfree; ++a) {
+        const int i = map[a];
+        double rhs = -v[i];
+        for (int j = 0; j < nf; ++j)
+            if (f->state[j]) rhs -= f->G[i * nf + j] * f->d[j];
+        f->col[a] = rhs;
+        for (int c = 0; c < nfree; ++c)
+            f->lu[a * nfree + c] = f->G[i * nf + map[c]]
+                                   + (a == c ? f->stiction[i] / b[i] : 0.0);
+    }
+    if (nfree) {
+        if (mb_lu_factor(f->lu, nfree, f->piv, 1e-15)) return -1;
+        mb_lu_solve(f->lu, nfree, f->piv, f->col, 1);
+        for (int a = 0; a < nfree; ++a) f->d[map[a]] = f->col[a];
+    }
+    int changed = 0;
+    const double tol = 1e-12;
+    for (int i = 0; i < nf; ++i) {
+        double g = v[i] + (f->state[i] ? f->state[i] * f->stiction[i] : 0.0);
+        for (int j = 0; j < nf; ++j) g += f->G[i * nf + j] * f->d[j];
+        if (!f->state[i] && fabs(f->d[i]) > b[i] * (1.0 + tol)) {
+            f->state[i] = f->d[i] > 0 ? 1 : -1;
+            ++changed;
+        } else if (f->state[i] * g > tol * (fabs(v[i]) + f->stiction[i])) {
+            f->state[i] = 0;
+            ++changed;
+        }
+    }
+    return changed;
+}
+
+static int box_friction(spook_friction* f, const double* b, const double* v)
+{
+    const int nf = f->nf;
+    for (int it = 0; it < 4 * nf + 4; ++it) {
+        const int changed = box_state_solves(f, b, v);
+        if (changed < 0) return MB_SINGULAR_MASS;
+        if (!changed) return MB_OK;
+    }
+    long total = 1;
+    for (int i = 0; i < nf; ++i) total *= 3;
+    for (long code = 0; code < total; ++code) {
+        long c = code;
+        for (int i = 0; i < nf; ++i, c /= 3) f->state[i] = (int)(c % 3) - 1;
+        if (box_state_solves(f, b, v) == 0) return MB_OK;
+    }
+    return MB_NO_CONVERGENCE;
+}
+
 static int spook_step(vi* s, const double* q, const double* v, const double* Qext,
                       const double* p, double h, const double* sigma, const double* upsilon,
-                      double* q1, double* v1, double* force)
+                      spook_friction* fr, double* q1, double* v1, double* force)
 {
-    const int n = s->n;
+    const int n = s->n, N = s->N;
     const mb_kernel* ka = &s->model->kernel[MB_K_PHI_Q];
     mb_eval_one(s->model, MB_K_PHI_Q, q, NULL, p, s->B);
     int st = factor_kkt(s, q, s->B, p, sigma);
@@ -499,6 +572,8 @@ static int spook_step(vi* s, const double* q, const double* v, const double* Qex
     mb_eval_one(s->model, MB_K_FORCES, q, v, p, s->Q);
     mass_times(s, v, s->res);
     for (int i = 0; i < n; ++i) s->res[i] += h * (s->Q[i] + (Qext ? Qext[i] : 0.0));
+    for (int j = 0; j < fr->nf; ++j)  /* the exact law below replaces Q's smoothed one */
+        s->res[fr->index[j]] += h * fr->bound[j] * tanh(v[fr->index[j]] / fr->stiction[j]);
     mb_eval_one(s->model, MB_K_PHI, q, NULL, p, s->phi);
     double* c = s->res + n;
     for (int k = 0; k < s->r; ++k) c[k] = -4.0 / h * upsilon[k] * s->phi[s->plan->rows[k]];
@@ -507,6 +582,23 @@ static int spook_step(vi* s, const double* q, const double* v, const double* Qex
         if (k >= 0) c[k] += upsilon[k] * s->B[e] * v[ka->col[e]];
     }
     solve_kkt(s, s->res, c, s->dx);
+    if (fr->nf) {
+        double* b = fr->vfree + fr->nf;  /* bounds h c of this step */
+        for (int j = 0; j < fr->nf; ++j) {
+            double* y = fr->Y + (size_t)j * N;
+            memset(y, 0, sizeof(double) * (size_t)N);
+            y[fr->index[j]] = 1.0;
+            solve_kkt(s, y, NULL, y);
+            fr->vfree[j] = s->dx[fr->index[j]];
+            b[j] = h * fr->bound[j];
+        }
+        for (int i = 0; i < fr->nf; ++i)
+            for (int j = 0; j < fr->nf; ++j)
+                fr->G[i * fr->nf + j] = fr->Y[(size_t)j * N + fr->index[i]];
+        if ((st = box_friction(fr, b, fr->vfree))) return st;
+        for (int j = 0; j < fr->nf; ++j)
+            for (int i = 0; i < N; ++i) s->dx[i] += fr->Y[(size_t)j * N + i] * fr->d[j];
+    }
     for (int i = 0; i < n; ++i) {
         v1[i] = s->dx[i];
         q1[i] = q[i] + h * v1[i];
@@ -517,23 +609,39 @@ static int spook_step(vi* s, const double* q, const double* v, const double* Qex
 
 int mb_simulate_spook(const mb_plan* plan, const mb_options* options, const double* q0,
     const double* qd0, const double* p, const double* compliance, const double* damping,
-    double dt, long nsteps, const double* Qtable, double* out_q, double* out_qd,
-    double* out_qdd, double* out_lam, long* failed_step)
+    int nf, const int* friction_index, const double* friction_bound,
+    const double* stiction, double dt, long nsteps, const double* Qtable, double* out_q,
+    double* out_qd, double* out_qdd, double* out_lam, long* failed_step)
 {
-    const int n = plan->model->n, r = plan->r;
+    const int n = plan->model->n, r = plan->r, N = n + r;
     *failed_step = -1;
-    if (!(dt > 0.0 && dt < INFINITY) || nsteps < 0) return MB_BAD_ARGUMENT;
+    if (!(dt > 0.0 && dt < INFINITY) || nsteps < 0 || nf < 0 || nf > 12) return MB_BAD_ARGUMENT;
     for (int k = 0; k < r; ++k)
         if (!(compliance[k] >= 0.0 && compliance[k] < INFINITY && damping[k] >= 0.0
               && damping[k] < INFINITY))
             return MB_BAD_ARGUMENT;
+    /* friction elements with a zero bound do nothing: keep the others */
+    int* keep = (int*)calloc((size_t)nf + 1, sizeof(int));
+    if (!keep) return MB_NO_MEMORY;
+    int kept = 0;
+    for (int j = 0; j < nf; ++j) {
+        if (friction_index[j] < 0 || friction_index[j] >= n
+            || !(friction_bound[j] >= 0.0 && friction_bound[j] < INFINITY)
+            || !(stiction[j] > 0.0 && stiction[j] < INFINITY)) {
+            free(keep);
+            return MB_BAD_ARGUMENT;
+        }
+        if (friction_bound[j] > 0.0) keep[kept++] = j;
+    }
     vi s;
     int st = vi_init(&s, plan, options);
-    if (st) return st;
+    if (st) { free(keep); return st; }
     mb_ws* wd = out_qdd ? mb_ws_new(plan, options, 0) : NULL;
-    double* sigma = (double*)malloc(sizeof(double) * (2 * (size_t)r + 1));
-    if ((out_qdd && !wd) || !sigma) {
-        vi_free(&s); mb_ws_free(wd); free(sigma);
+    const size_t fd = (size_t)kept * (N + 2 * kept + 7) + 1;
+    double* sigma = (double*)malloc(sizeof(double) * (2 * (size_t)r + 1 + fd));
+    int* fi = (int*)calloc(3 * (size_t)kept + 1, sizeof(int));
+    if ((out_qdd && !wd) || !sigma || !fi) {
+        vi_free(&s); mb_ws_free(wd); free(sigma); free(fi); free(keep);
         return MB_NO_MEMORY;
     }
     double* upsilon = sigma + r;
@@ -541,14 +649,36 @@ int mb_simulate_spook(const mb_plan* plan, const mb_options* options, const doub
         upsilon[k] = 1.0 / (1.0 + 4.0 * damping[k] / dt);
         sigma[k] = 4.0 * compliance[k] * upsilon[k] / (dt * dt);
     }
+    spook_friction fr;
+    memset(&fr, 0, sizeof(fr));
+    fr.nf = kept;
+    double* x = upsilon + r + 1;
+    int* index = fi;
+    double* bound = x; x += kept;
+    double* slip = x; x += kept;
+    for (int a = 0; a < kept; ++a) {
+        index[a] = friction_index[keep[a]];
+        bound[a] = friction_bound[keep[a]];
+        slip[a] = stiction[keep[a]];
+    }
+    fr.index = index; fr.bound = bound; fr.stiction = slip;
+    fr.Y = x; x += (size_t)kept * N;
+    fr.G = x; x += (size_t)kept * kept;
+    fr.lu = x; x += (size_t)kept * kept;
+    fr.d = x; x += kept;
+    fr.vfree = x; x += 2 * (size_t)kept;  /* v of the free step, then the bounds h c */
+    fr.col = x;
+    fr.state = fi + kept;
+    fr.piv = fi + 2 * kept;
+    free(keep);
     memcpy(out_q, q0, sizeof(double) * (size_t)n);
     memcpy(out_qd, qd0, sizeof(double) * (size_t)n);
     mb_eval_one(s.model, MB_K_MASS, q0, NULL, p, s.mass);
     long k = 0;
     for (k = 0; k < nsteps && !st; ++k)
         st = spook_step(&s, out_q + k * n, out_qd + k * n, Qtable ? Qtable + 2 * k * n : NULL,
-                        p, dt, sigma, upsilon, out_q + (k + 1) * n, out_qd + (k + 1) * n,
-                        out_lam ? out_lam + k * r : NULL);
+                        p, dt, sigma, upsilon, &fr, out_q + (k + 1) * n,
+                        out_qd + (k + 1) * n, out_lam ? out_lam + k * r : NULL);
     if (st) *failed_step = k > 0 ? k - 1 : 0;
     if (out_lam) memset(out_lam + nsteps * r, 0, sizeof(double) * (size_t)r);
     st = run_accelerations(wd, st ? k - 1 : nsteps, out_q, out_qd, Qtable, p, n, out_qdd, st,
@@ -556,6 +686,7 @@ int mb_simulate_spook(const mb_plan* plan, const mb_options* options, const doub
     vi_free(&s);
     mb_ws_free(wd);
     free(sigma);
+    free(fi);
     return st;
 }
 

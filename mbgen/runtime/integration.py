@@ -149,7 +149,9 @@ class IntegrationMixin(DynamicsMixin):
                         compliance: Any = 0.0, damping: Any = None,
                         forces: Array | None = None, accelerations: bool = True) -> SpookRun:
         """SPOOK from (q0, q̇0) (n each): ``compliance`` ε [per unit of the constraint's
-        force] and ``damping`` τ [s], scalars or one per active row (default τ = 2 dt)."""
+        force] and ``damping`` τ [s], scalars or one per active row (default τ = 2 dt).
+        Dry friction (the file's ``friction``) is solved exactly at every step as a bounded
+        impulse (see docs/identification.md)."""
         q0, qd0, table = self._initial(q0, qd0, steps, forces)
         if not (dt > 0 and np.isfinite(dt)):
             raise ValueError(f"dt must be positive and finite, got {dt}")
@@ -163,11 +165,17 @@ class IntegrationMixin(DynamicsMixin):
             rows.append(row)
         out = [np.empty((steps + 1, self.n)) for _ in range(3 if accelerations else 2)]
         lam = np.empty((steps + 1, r))
+        friction = self.meta.get("friction", [])
+        index = np.array([self.coordinate_index(f["coordinate"]) for f in friction],
+                         dtype=np.int32)
+        bound = np.ascontiguousarray(self.coefficients()[:len(friction)])
+        stiction = np.array([f["stiction"] for f in friction], dtype=np.float64)
         failed = self.ffi.new("long *")
         status = self.lib.mb_simulate_spook(
             self.plan, self.options.struct, self._dbl(q0), self._dbl(qd0),
-            self.parameter_buffer.pointer, self._dbl(rows[0]), self._dbl(rows[1]), dt, steps,
-            self._dbl(table), self._dbl(out[0]), self._dbl(out[1]),
+            self.parameter_buffer.pointer, self._dbl(rows[0]), self._dbl(rows[1]),
+            len(friction), self._int_ptr(index), self._dbl(bound), self._dbl(stiction), dt,
+            steps, self._dbl(table), self._dbl(out[0]), self._dbl(out[1]),
             self._dbl(out[2]) if accelerations else self.ffi.NULL, self._dbl(lam), failed)
         self._raise_failed(status, int(failed[0]), out, q0)
         return SpookRun(out[0], out[1], out[2] if accelerations else None, lam)

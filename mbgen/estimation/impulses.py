@@ -1,0 +1,199 @@
+"""Inverse dynamics of the SPOOK stepper: the impulses that take one state to the next.
+
+SPOOK (Lacoursière) advances (q, v) by one step h with regularized constraints and the
+dry friction as a bounded impulse:
+
+    M v⁺ + Aᵀ μ = M v + h f + Σ_j d_j e_j,      μ = Σ⁻¹ (A v⁺ + (4/h) Υ Φ − Υ A v),
+    q⁺ = q + h v⁺,                               d_j = −h c_j sat(v⁺_j / s_j),
+
+with M, A = Φq (active rows), Φ, f = Q + inputs (without the smoothed dry friction the
+continuous model carries) all at (q, v), Σ = 4 ε Υ / h², Υ = 1 / (1 + 4 τ / h), and
+d_j the friction impulse on coordinate j (bound c_j, stiction rate s_j: the exact
+solution of the box complementarity condition). Read backwards, for any pair of states
+it gives the residual impulses of Marklund, Servin and Larson (eqs. 3.6, 3.7):
+
+    r_u = M (v⁺ − v) + Aᵀ μ − h f − Σ_j d_j e_j          (velocity impulse)
+    r_q = M_Σ ((q⁺ − q) / h − v⁺),  M_Σ = M + Aᵀ Σ⁻¹ A    (position impulse)
+
+Both vanish on a SPOOK trajectory. Their Jacobians with respect to both states and the
+parameters come from the compiler's closed-form kernels (no finite differences), for all
+steps in one batched call per kernel. Setting them to zero and differentiating gives the
+SPOOK step's own derivatives (:func:`step_sensitivity`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mbgen.runtime.compiled import CompiledMechanism
+
+Array = np.ndarray
+
+
+@dataclass(frozen=True)
+class StepImpulses:
+    """Residual impulses of K steps and their Jacobians.
+
+    ``ru``, ``rq`` (K, n); ``ru_q0``, ``ru_v0``, ``ru_v1``, ``rq_q0``, ``rq_q1``, ``rq_v1``
+    (K, n, n): derivatives with respect to the step's first (0) and second (1) state;
+    ``ru_p``, ``rq_p`` (K, n, parameters): with respect to every parameter (None when
+    Jacobians were not asked for). ``sticking`` (K, friction elements): whether the
+    friction impulse is inside its bound (stick) rather than at it (slip).
+    """
+
+    ru: Array
+    rq: Array
+    sticking: Array
+    ru_q0: Array | None = None
+    ru_v0: Array | None = None
+    ru_v1: Array | None = None
+    ru_p: Array | None = None
+    rq_q0: Array | None = None
+    rq_q1: Array | None = None
+    rq_v1: Array | None = None
+    rq_p: Array | None = None
+
+
+class SpookImpulses:
+    """The SPOOK step of one mechanism, read as inverse dynamics (see the module doc).
+
+    ``compliance`` ε and ``damping`` τ: scalars or one per active constraint row (as in
+    ``integrate_spook``; τ defaults to 2 h).
+    """
+
+    def __init__(self, mech: CompiledMechanism, h: float, compliance: float | Array = 1e-8,
+                 damping: float | Array | None = None) -> None:
+        if not (h > 0 and np.isfinite(h)):
+            raise ValueError(f"the step must be positive and finite, got {h}")
+        self.mech = mech
+        self.h = float(h)
+        self.rows = np.asarray(mech.active_rows)
+        r = len(self.rows)
+        eps = np.broadcast_to(np.asarray(compliance, dtype=float), r)
+        tau = np.broadcast_to(np.asarray(2 * h if damping is None else damping, dtype=float), r)
+        if np.any(~(eps > 0)) or np.any(~np.isfinite(eps)):
+            raise ValueError("identification needs a positive, finite compliance on every "
+                             f"constraint, got {compliance!r}")
+        if np.any(~(tau >= 0)) or np.any(~np.isfinite(tau)):
+            raise ValueError(f"damping must be finite and non-negative, got {damping!r}")
+        self.upsilon = 1.0 / (1.0 + 4.0 * tau / h)
+        self.sigma = 4.0 * eps * self.upsilon / h**2
+        friction = mech.meta.get("friction", [])
+        self.friction_index = np.array([mech.coordinate_index(f["coordinate"])
+                                        for f in friction], dtype=int)
+        self.stiction = np.array([f["stiction"] for f in friction], dtype=float)
+        self.actuator_index = np.array([mech.coordinate_index(a["coordinate"])
+                                        for a in mech.meta.get("actuators", [])], dtype=int)
+
+    @property
+    def actuators(self) -> int:
+        return len(self.actuator_index)
+
+    def input_forces(self, commands: Array | None, params: Array) -> Array:
+        """Generalized forces gain·u of the actuators, (K, n) for commands (K, actuators)."""
+        return self._inputs(commands, params, len(commands) if commands is not None else 0)[0]
+
+    def _inputs(self, commands: Array | None, params: Array, steps: int
+                ) -> tuple[Array, Array]:
+        """(forces (K, n), their parameter derivatives (K, n, parameters))."""
+        n, nf = self.mech.n, len(self.friction_index)
+        forces = np.zeros((steps, n))
+        forces_p = np.zeros((steps, n, len(params)))
+        if commands is None or not self.actuators:
+            return forces, forces_p
+        gains = self.mech.coefficients(params)[nf:]
+        gains_p = self.mech.coefficients_p(params)[nf:]
+        for a, coordinate in enumerate(self.actuator_index):
+            forces[:, coordinate] += gains[a] * commands[:, a]
+            forces_p[:, coordinate, :] += commands[:, a, None] * gains_p[a]
+        return forces, forces_p
+
+    def evaluate(self, q: Array, v: Array, params: Array, commands: Array | None = None,
+                 jacobians: bool = True) -> StepImpulses:
+        """Residual impulses of the K steps between the K + 1 states q, v (K + 1, n);
+        ``commands`` (K, actuators): each actuator's command u during each step."""
+        mech, h, rows = self.mech, self.h, self.rows
+        q, v = np.asarray(q, dtype=float), np.asarray(v, dtype=float)
+        p = np.asarray(params, dtype=float)
+        q0, v0, q1, v1 = q[:-1], v[:-1], q[1:], v[1:]
+        steps, n = q0.shape
+        inputs, inputs_p = self._inputs(commands, p, steps)
+        ups, sig = self.upsilon, self.sigma
+
+        mass = mech.mass_matrix(q0, p)
+        jac = mech.phi_q(q0, p)[:, rows]
+        phi = mech.phi(q0, p)[:, rows]
+        forces = mech.generalized_forces(q0, v0, p)
+        coef = mech.coefficients(p)
+        nf = len(self.friction_index)
+        bound, rate0 = coef[:nf], v0[:, self.friction_index]
+        smooth = np.tanh(rate0 / self.stiction)
+        forces[:, self.friction_index] += bound * smooth  # remove −c tanh(v/s)
+        forces += inputs
+        dv = v1 - v0
+        mu = (np.einsum("kri,ki->kr", jac, v1) + (4.0 / h) * ups * phi
+              - ups * np.einsum("kri,ki->kr", jac, v0)) / sig
+        ratio = v1[:, self.friction_index] / self.stiction
+        sticking = np.abs(ratio) < 1.0
+        impulse = -h * bound * np.clip(ratio, -1.0, 1.0)
+        ru = np.einsum("kij,kj->ki", mass, dv) + np.einsum("kri,kr->ki", jac, mu) - h * forces
+        ru[:, self.friction_index] -= impulse
+        d = (q1 - q0) / h - v1
+        jd = np.einsum("kri,ki->kr", jac, d)
+        ja_s = jac / sig[None, :, None]  # Σ⁻¹ A
+        mass_sigma = mass + np.einsum("kri,krj->kij", jac, ja_s)
+        rq = np.einsum("kij,kj->ki", mass_sigma, d)
+        if not jacobians:
+            return StepImpulses(ru, rq, sticking)
+
+        eye = np.eye(n)
+        lam_full = np.zeros((steps, mech.m))
+        lam_full[:, rows] = mu
+        tensor = mech.dense("phiq_v_q", p, q=q0, v=v1)[:, rows] - ups[:, None] * mech.dense(
+            "phiq_v_q", p, q=q0, v=v0)[:, rows] + (4.0 / h) * ups[:, None] * jac
+        ru_q0 = (mech.mass_v_q(q0, dv, p) + mech.phiqT_lam_q(q0, lam_full, p)
+                 + np.einsum("kri,krj->kij", jac, tensor / sig[:, None])
+                 - h * mech.generalized_forces_q(q0, v0, p))
+        friction_slope = np.zeros((steps, n))
+        friction_slope[:, self.friction_index] = bound / self.stiction * (1.0 - smooth**2)
+        ru_v0 = (-mass - np.einsum("kri,krj->kij", jac, ups[None, :, None] * ja_s)
+                 - h * (mech.generalized_forces_qd(q0, v0, p) + friction_slope[:, :, None] * eye))
+        stick_slope = np.zeros((steps, n))
+        stick_slope[:, self.friction_index] = h * bound / self.stiction * sticking
+        ru_v1 = mass_sigma + stick_slope[:, :, None] * eye
+
+        lam_d = np.zeros((steps, mech.m))
+        lam_d[:, rows] = jd / sig
+        rq_q0 = (-mass_sigma / h + mech.mass_v_q(q0, d, p) + mech.phiqT_lam_q(q0, lam_d, p)
+                 + np.einsum("kri,krj->kij", ja_s, mech.dense("phiq_v_q", p, q=q0, v=d)[:, rows]))
+
+        def kernel_p(name: str, **inputs: Array) -> Array:
+            return mech.dense(name, p, **inputs)
+
+        coef_p = mech.coefficients_p(p)[:nf]
+        forces_p = kernel_p("forces_p", q=q0, qd=v0)
+        forces_p[:, self.friction_index, :] += smooth[:, :, None] * coef_p[None]
+        forces_p += inputs_p
+        tensor_p = (kernel_p("phiq_v_p", q=q0, v=v1)[:, rows]
+                    - ups[:, None] * kernel_p("phiq_v_p", q=q0, v=v0)[:, rows]
+                    + (4.0 / h) * ups[:, None] * kernel_p("phi_p", q=q0)[:, rows])
+        ru_p = (kernel_p("mass_v_p", q=q0, v=dv) + kernel_p("phiqT_lam_p", q=q0, lam=lam_full)
+                + np.einsum("kri,krp->kip", ja_s, tensor_p) - h * forces_p)
+        ru_p[:, self.friction_index, :] += h * np.clip(ratio, -1.0, 1.0)[:, :, None] * coef_p
+        rq_p = (kernel_p("mass_v_p", q=q0, v=d) + kernel_p("phiqT_lam_p", q=q0, lam=lam_d)
+                + np.einsum("kri,krp->kip", ja_s, kernel_p("phiq_v_p", q=q0, v=d)[:, rows]))
+        return StepImpulses(ru, rq, sticking, ru_q0, ru_v0, ru_v1, ru_p, rq_q0,
+                            mass_sigma / h, -mass_sigma, rq_p)
+
+
+def step_sensitivity(impulses: StepImpulses) -> tuple[Array, Array]:
+    """Derivatives of the SPOOK step (q⁺, v⁺) with respect to (q, v) and the parameters,
+    by implicit differentiation of r_u = r_q = 0: ((K, 2n, 2n), (K, 2n, parameters))."""
+    assert impulses.ru_q0 is not None  # Jacobians were evaluated
+    zero = np.zeros_like(impulses.ru_q0)
+    wrt_next = np.block([[zero, impulses.ru_v1], [impulses.rq_q1, impulses.rq_v1]])
+    wrt_state = np.block([[impulses.ru_q0, impulses.ru_v0], [impulses.rq_q0, zero]])
+    wrt_params = np.concatenate([impulses.ru_p, impulses.rq_p], axis=1)
+    return (-np.linalg.solve(wrt_next, wrt_state), -np.linalg.solve(wrt_next, wrt_params))
