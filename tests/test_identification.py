@@ -122,3 +122,107 @@ def test_step_sensitivity_matches_finite_differences_of_the_stepper(
             mech.set_parameters(**dict(zip(mech.parameters, p0, strict=True)))
 
     assert entrywise_error(wrt_params[0], numerical_jacobian(step_p, p0)) < 1e-5
+
+
+MOTOR_PENDULUM = """\
+name: motor-pendulum
+parameters: {m: 1.0, L: 0.5, a: 0.2, b: 0.05, c: 0.08, K: 0.7, I: 0.1}
+points:
+  - {x: 0, y: 0, fixed: true}
+  - {x: L*cos(-0.3), y: L*sin(-0.3)}
+planar_bodies:
+  - {points: [0, 1], length: L, mass: m, I0: I, cog: [a, 0]}
+relative_coordinates:
+  - {type: RelativeAngleAbsoluteDOF, points: [0, 1], name: theta}
+friction:
+  - {coordinate: theta, viscous: b, coulomb: c}
+actuators:
+  - {coordinate: theta, name: motor, gain: K}
+sensors:
+  - {type: encoder, coordinate: theta, name: enc, noise: 1e-4}
+"""
+TRUTH = {"a": 0.2, "b": 0.05, "c": 0.08, "K": 0.7}
+
+
+def motor_command(t: np.ndarray) -> np.ndarray:
+    return np.sin(3.0 * t) + 0.5 * np.sin(7.0 * t + 1.0)
+
+
+@pytest.fixture(scope="module")
+def motor_pendulum(compiled, tmp_path_factory) -> CompiledMechanism:
+    path = tmp_path_factory.mktemp("identify") / "motor-pendulum.yaml"
+    path.write_text(MOTOR_PENDULUM)
+    return compiled(path)
+
+
+def spook_recording(mech: CompiledMechanism, seconds: float = 4.0, noise: float = 1e-4):
+    """Encoder readings of a SPOOK run at the identification step (the model's own
+    discretization: the truth is the exact minimum, up to the noise)."""
+    from mbgen.estimation.identify import Recording
+
+    steps = int(round(seconds / H))
+    t = np.arange(steps + 1) * H
+    u = motor_command(t)
+    model = SpookImpulses(mech, H, compliance=1e-5)
+    forces = np.zeros((2 * steps + 1, mech.n))
+    forces[0:-1:2] = model.input_forces(u[:-1, None], mech.parameter_vector)
+    run = mech.integrate_spook(mech.q0, np.zeros(mech.n), H, steps, compliance=1e-5,
+                               forces=forces, accelerations=False)
+    clean = mech.sensors(run.q, run.qd)
+    readings = clean + noise * np.random.default_rng(7).normal(size=clean.shape)
+    return Recording(t, readings, u[:, None])
+
+
+def test_identify_recovers_parameters_from_a_poor_guess(motor_pendulum) -> None:
+    from mbgen.estimation.identify import Settings, identify
+
+    recording = spook_recording(motor_pendulum)
+    guess = {name: value * (1.3 if k % 2 else 0.7) for k, (name, value) in
+             enumerate(TRUTH.items())}
+    result = identify(motor_pendulum, recording, list(TRUTH), initial=guess,
+                      settings=Settings(impulse_noise=1e-4))
+    assert result.converged
+    assert result.identifiable.all()
+    for name, value, std in zip(result.names, result.values, result.std, strict=True):
+        assert value == pytest.approx(TRUTH[name], rel=1e-2), name
+        assert abs(value - TRUTH[name]) < 4 * std, name
+    assert np.abs(result.fitted - recording.readings).max() < 5e-4
+
+
+def test_identify_reports_a_parameter_the_data_cannot_see(motor_pendulum) -> None:
+    # Mass and inertia of a bar on a fixed pivot with a known gravity: only I0 and m·a
+    # reach the motion, so m and a together are not identifiable (one null direction).
+    from mbgen.estimation.identify import identify
+
+    recording = spook_recording(motor_pendulum, seconds=2.0)
+    result = identify(motor_pendulum, recording, ["m", "a", "b"],
+                      initial={"m": 1.2, "a": 0.2 / 1.2 * 1.1})
+    assert result.identifiable.tolist() == [False, False, True]
+    assert np.isinf(result.std[:2]).all() and np.isfinite(result.std[2])
+    m, a, _ = result.values
+    assert m * a == pytest.approx(1.0 * 0.2, rel=1e-2)
+
+
+@pytest.mark.parametrize(("kwargs", "fragment"), [
+    ({"params": ["mass1"]}, "unknown parameter(s) mass1"),
+    ({"params": ["b"], "bounds": {"b": (0.1, 1.0)}}, "exclude its initial value 0.05"),
+    ({"params": ["b"], "priors": {"c": (0.1, 0.01)}}, "a prior for 'c'"),
+])
+def test_identify_bad_input(motor_pendulum, kwargs: dict, fragment: str) -> None:
+    from mbgen.estimation.identify import IdentificationError, identify
+
+    recording = spook_recording(motor_pendulum, seconds=0.5)
+    with pytest.raises(IdentificationError) as info:
+        identify(motor_pendulum, recording, **kwargs)
+    assert fragment in str(info.value)
+
+
+def test_identify_refuses_a_data_gap(motor_pendulum) -> None:
+    from mbgen.estimation.identify import IdentificationError, Recording, identify
+
+    recording = spook_recording(motor_pendulum, seconds=0.5)
+    keep = np.arange(len(recording.t)) != 20
+    gappy = Recording(recording.t[keep], recording.readings[keep], recording.commands[keep])
+    with pytest.raises(IdentificationError, match=r"a gap between t = 0\.19 and t = 0\.21 "
+                                                  r"\(row 21"):
+        identify(motor_pendulum, gappy, ["b"])

@@ -287,6 +287,7 @@ def _write_atomic(target: Path, text: str) -> None:
 # Each is a plain ``@click.command()``; shared helpers come from ``mbgen.cli``.
 from mbgen.cli.check import check  # noqa: E402
 from mbgen.cli.estimate import estimate  # noqa: E402
+from mbgen.cli.identify import identify  # noqa: E402
 from mbgen.cli.inverse import inverse  # noqa: E402
 from mbgen.cli.pictures import animate, draw  # noqa: E402
 from mbgen.cli.simulate import simulate  # noqa: E402
@@ -297,3 +298,4 @@ cli.add_command(draw)
 cli.add_command(animate)
 cli.add_command(check)
 cli.add_command(estimate)
+cli.add_command(identify)

@@ -13,8 +13,9 @@ from mbgen.errors import TrajectoryError
 Array = np.ndarray
 
 
-def read_readings(path: Path, labels: list[str]) -> tuple[Array, Array]:
-    """(t (N,), readings (N, sensors) with NaN where a cell is empty)."""
+def read_readings(path: Path, labels: list[str], what: str = "sensor") -> tuple[Array, Array]:
+    """(t (N,), readings (N, columns) with NaN where a cell is empty); ``what`` names the
+    columns in errors ("sensor", "actuator")."""
     try:
         with Path(path).open(newline="", encoding="utf-8") as handle:
             rows = list(csv.reader(handle))
@@ -27,10 +28,10 @@ def read_readings(path: Path, labels: list[str]) -> tuple[Array, Array]:
         raise TrajectoryError(f"{path}:1: no column 't'")
     unknown = [h for h in header if h != "t" and h not in labels]
     if unknown:
-        raise TrajectoryError(f"{path}:1: unknown sensor column(s) {', '.join(unknown)} "
-                              f"(sensors: {', '.join(labels)})")
+        raise TrajectoryError(f"{path}:1: unknown {what} column(s) {', '.join(unknown)} "
+                              f"({what}s: {', '.join(labels)})")
     if not set(labels) & set(header):
-        raise TrajectoryError(f"{path}:1: no sensor column (sensors: {', '.join(labels)})")
+        raise TrajectoryError(f"{path}:1: no {what} column ({what}s: {', '.join(labels)})")
     t = np.empty(len(rows) - 1)
     values = np.full((len(rows) - 1, len(labels)), np.nan)
     columns = {name: k for k, name in enumerate(header)}

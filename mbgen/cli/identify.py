@@ -1,0 +1,157 @@
+"""`mbgen identify`: joint state and parameter identification from recorded sensor data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import numpy as np
+
+from mbgen.cli import BUILD_DIR
+
+
+def _pairs(values: tuple[str, ...], option: str, parts: int) -> dict[str, tuple[float, ...]]:
+    """``NAME=A`` or ``NAME=A:B`` options as {name: numbers}."""
+    out: dict[str, tuple[float, ...]] = {}
+    for text in values:
+        name, _, rest = text.partition("=")
+        try:
+            numbers = tuple(float(v) for v in rest.split(":"))
+        except ValueError:
+            numbers = ()
+        if not name or len(numbers) != parts:
+            form = "NAME=VALUE" if parts == 1 else "NAME=LOW:HIGH" if option == "--bounds" \
+                else "NAME=MEAN:STD"
+            raise click.BadParameter(f"expected {form}, got {text!r}", param_hint=option)
+        out[name.strip()] = numbers
+    return out
+
+
+@click.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--data", "data_path", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Recorded readings CSV: t (uniform), then one column per sensor label "
+              "(an empty cell: no reading).")
+@click.option("--params", required=True, help="Parameters to identify, comma-separated.")
+@click.option("--inputs", "inputs_path",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Actuator commands CSV: t, then one column per actuator name.")
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False,
+                                                                    path_type=Path),
+              help="YAML of the identified parameters (mergeable into the mechanism).")
+@click.option("--initial", multiple=True, metavar="NAME=VALUE",
+              help="Starting value (default: the file's).")
+@click.option("--bounds", multiple=True, metavar="NAME=LOW:HIGH", help="Box bounds.")
+@click.option("--prior", multiple=True, metavar="NAME=MEAN:STD",
+              help="Independent knowledge of a parameter, e.g. a weighed mass.")
+@click.option("--impulse-noise", type=click.FloatRange(min=0, min_open=True), default=1e-3,
+              show_default=True, help="Standard deviation of the impulse residuals: the "
+              "weight of the dynamics against the sensors' `noise`.")
+@click.option("--compliance", type=click.FloatRange(min=0, min_open=True), default=1e-5,
+              show_default=True, help="SPOOK compliance of every constraint.")
+@click.option("--substeps", type=click.IntRange(min=1), default=1, show_default=True,
+              help="SPOOK steps per sample.")
+@click.option("--max-iterations", type=click.IntRange(min=1), default=100,
+              show_default=True)
+@click.option("--plot", is_flag=True, help="Also write <out>_fit.png: measured against "
+              "fitted readings.")
+@BUILD_DIR
+def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
+             out_path: Path, initial: tuple[str, ...], bounds: tuple[str, ...],
+             prior: tuple[str, ...], impulse_noise: float, compliance: float, substeps: int,
+             max_iterations: int, plot: bool, build_dir: Path | None) -> None:
+    """Identify parameters of FILE (and its state trajectory) from recorded sensor data,
+    by least squares on SPOOK's inverse-dynamics impulses and the sensor residuals."""
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from mbgen.cli import load_with_status
+    from mbgen.estimation.identify import Recording, Settings
+    from mbgen.estimation.identify import identify as run
+    from mbgen.estimation.readings import read_readings
+
+    mech, _ = load_with_status(file, build_dir)
+    if not mech.sensor_labels:
+        raise click.UsageError(f"{file} has no sensors: identification needs readings")
+    names = [name.strip() for name in params.split(",") if name.strip()]
+    t, readings = read_readings(data_path, mech.sensor_labels)
+    commands = None
+    actuators = [a["name"] for a in mech.meta.get("actuators", [])]
+    if inputs_path is not None:
+        if not actuators:
+            raise click.UsageError(f"{file} has no actuators to take --inputs")
+        t_in, values = read_readings(inputs_path, actuators, what="actuator")
+        if np.isnan(values).any():
+            raise click.BadParameter(f"{inputs_path}: every row needs every actuator's "
+                                     "command", param_hint="--inputs")
+        if t_in[0] > t[0] + 1e-9 or t_in[-1] < t[-1] - 1e-9:
+            raise click.BadParameter(f"{inputs_path} covers t = {t_in[0]:g}..{t_in[-1]:g}, "
+                                     f"the data {t[0]:g}..{t[-1]:g}", param_hint="--inputs")
+        commands = np.column_stack([np.interp(t, t_in, column) for column in values.T])
+    start = {name: value[0] for name, value in _pairs(initial, "--initial", 1).items()}
+    settings = Settings(impulse_noise=impulse_noise, compliance=compliance, substeps=substeps,
+                        max_iterations=max_iterations)
+    console = Console(stderr=True)
+    with Progress(SpinnerColumn(), TextColumn("[bold]identifying[/] {task.description}"),
+                  TimeElapsedColumn(), console=console, transient=True) as bar:
+        task = bar.add_task("", total=None)
+        result = run(mech, Recording(t, readings, commands), names, initial=start,
+                     bounds={k: (v[0], v[1]) for k, v in _pairs(bounds, "--bounds",
+                                                                2).items()},
+                     priors={k: (v[0], v[1]) for k, v in _pairs(prior, "--prior",
+                                                                 2).items()},
+                     settings=settings,
+                     progress=lambda i, cost: bar.update(
+                         task, description=f"iteration {i}, cost {cost:.6g}"))
+    _write_yaml(out_path, result, file, data_path)
+    table = Table("parameter", "initial", "identified", "std (1σ)", title="identified")
+    for name, first, value, std in zip(result.names, result.initial, result.values,
+                                       result.std, strict=True):
+        table.add_row(name, f"{first:.6g}", f"{value:.6g}",
+                      f"{std:.3g}" if np.isfinite(std) else "not identifiable")
+    console.print(table)
+    state = "[green]✓[/] converged" if result.converged else "[yellow]![/] stopped"
+    console.print(f"{state} in {result.iterations} iterations, {result.seconds:.2f} s "
+                  f"({result.message}); final cost {result.cost:.6g}")
+    console.print(f"  wrote {out_path}")
+    if plot:
+        console.print(f"  wrote {_plot(result, t, readings, mech.sensor_labels, out_path)}")
+
+
+def _write_yaml(path: Path, result, source: Path, data: Path) -> None:  # noqa: ANN001
+    from mbgen.dynamics.output import atomic_write
+
+    lines = [f"# mbgen identify {source} --data {data}",
+             f"# {result.iterations} iterations, cost {result.cost:.6g}"
+             + ("" if result.converged else " (NOT converged)"),
+             "parameters:"]
+    for name, value, std in zip(result.names, result.values, result.std, strict=True):
+        note = f"± {std:.3g} (1 sigma)" if np.isfinite(std) else "not identifiable"
+        lines.append(f"  {name}: {value:.10g}  # {note}")
+    text = "\n".join(lines) + "\n"
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def _plot(result, t: np.ndarray, readings: np.ndarray, labels: list[str],  # noqa: ANN001
+          out_path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mbgen.dynamics.output import save_figure
+
+    fig, axes = plt.subplots(len(labels), 1, figsize=(9, 2.4 * len(labels)), sharex=True,
+                             squeeze=False)
+    for k, (ax, label) in enumerate(zip(axes[:, 0], labels, strict=True)):
+        ax.plot(t, readings[:, k], ".", ms=2, label="measured")
+        ax.plot(t, result.fitted[:, k], "-", lw=1, label="identified model")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(loc="upper right")
+    axes[-1, 0].set_xlabel("t [s]")
+    axes[0, 0].set_title("measured and fitted readings")
+    base = out_path.with_suffix("")
+    return save_figure(fig, base.parent / f"{base.name}_fit.png", dpi=100)

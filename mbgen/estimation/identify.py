@@ -1,0 +1,361 @@
+"""Joint state and parameter identification (Marklund, Servin and Larson): one nonlinear
+least-squares problem over the whole state trajectory and the chosen parameters.
+
+Unknowns: (q_k, v_k) at every step k = 0..K of the SPOOK grid and the parameters θ.
+Residuals, each divided by its standard deviation (the weights):
+
+- per step, the velocity and position impulses of :mod:`mbgen.estimation.impulses` that
+  SPOOK would need to go from state k to k + 1 (``impulse_noise``);
+- per reading, sensor model minus reading (the sensors' ``noise`` from the file);
+- at k = 0, the constraint violation Φ(q0) and normal velocity Φq v0
+  (``constraint_noise``): the paper's initial-state residual;
+- per parameter with a prior (a weighed mass, a datasheet value): (θ − mean) / std.
+
+The Jacobian is sparse (banded in the states, a dense border for θ) and exact; the
+solver is :func:`~mbgen.estimation.least_squares.levenberg_marquardt`. Standard deviations
+come from the linearized covariance s² (JᵀJ)⁻¹ restricted to θ (s² the residual
+variance); directions the data cannot see (an exact null space of the parameters'
+information) are reported as not identifiable instead of as huge numbers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sparse
+
+from mbgen.errors import MbgenError
+from mbgen.estimation.impulses import SpookImpulses
+from mbgen.estimation.least_squares import BorderedSystem, levenberg_marquardt
+from mbgen.runtime.compiled import CompiledMechanism
+
+Array = np.ndarray
+
+
+class IdentificationError(MbgenError):
+    """Bad identification input: unknown parameters, bounds, data."""
+
+
+@dataclass(frozen=True)
+class Recording:
+    """Uniformly sampled readings: ``t`` (N,), ``readings`` (N, sensor outputs) with NaN
+    where a sensor gave nothing, ``commands`` (N, actuators) or None."""
+
+    t: Array
+    readings: Array
+    commands: Array | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Method parameters (docs/identification.md). ``substeps``: SPOOK steps per sample."""
+
+    impulse_noise: float = 1e-3
+    constraint_noise: float = 1e-6
+    compliance: float = 1e-5
+    damping: float | None = None
+    substeps: int = 1
+    max_iterations: int = 100
+    warm_iterations: int = 20
+
+
+@dataclass
+class Identification:
+    names: list[str]
+    values: Array  # identified θ
+    std: Array  # linearized standard deviations (inf: not identifiable)
+    identifiable: Array  # bool per parameter
+    initial: Array
+    t: Array  # (K + 1,) the state grid
+    q: Array  # (K + 1, n)
+    v: Array  # (K + 1, n)
+    fitted: Array  # (N, sensor outputs): the model's readings at the solution
+    cost: float
+    iterations: int
+    converged: bool
+    seconds: float
+    message: str
+    history: list[float] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, float]:
+        return dict(zip(self.names, self.values.tolist(), strict=True))
+
+
+def check_recording(t: Array, where: str = "data") -> float:
+    """The sample period of uniformly sampled times; a clear error at the first gap."""
+    t = np.asarray(t, dtype=float)
+    if t.size < 3:
+        raise IdentificationError(f"{where}: need at least 3 samples, got {t.size}")
+    steps = np.diff(t)
+    period = float(np.median(steps))
+    bad = np.flatnonzero(np.abs(steps - period) > 1e-6 * max(period, 1e-12) + 1e-9)
+    if bad.size:
+        k = int(bad[0])
+        raise IdentificationError(
+            f"{where}: a gap between t = {t[k]:g} and t = {t[k + 1]:g} (row {k + 2} of the "
+            f"data; the sample period is {period:g}): identification needs uniformly sampled "
+            "rows (leave a cell empty for a missing reading)")
+    return period
+
+
+class _Problem:
+    """Residuals and sparse Jacobian of one identification problem."""
+
+    def __init__(self, mech: CompiledMechanism, recording: Recording, names: Sequence[str],
+                 settings: Settings, priors: Mapping[str, tuple[float, float]]) -> None:
+        self.mech = mech
+        self.settings = settings
+        self.prior_index = np.array([list(names).index(name) for name in priors], dtype=int)
+        self.prior_mean = np.array([mean for mean, _ in priors.values()], dtype=float)
+        self.prior_weight = 1.0 / np.array([std for _, std in priors.values()], dtype=float)
+        period = check_recording(recording.t)
+        self.h = period / settings.substeps
+        self.samples = len(recording.t)
+        self.steps = (self.samples - 1) * settings.substeps
+        self.t = recording.t[0] + self.h * np.arange(self.steps + 1)
+        self.impulses = SpookImpulses(mech, self.h, settings.compliance, settings.damping)
+        self.commands = None
+        if recording.commands is not None:
+            self.commands = np.column_stack([np.interp(self.t[:-1], recording.t, column)
+                                             for column in recording.commands.T])
+        all_names = list(mech.parameters)
+        self.selected = np.array([all_names.index(name) for name in names], dtype=int)
+        self.base = mech.parameter_vector
+        noise = [s if s is not None else 1.0 for s in mech.meta.get("sensor_noise", [])]
+        self.sensor_weight = 1.0 / np.asarray(noise, dtype=float)
+        observed = ~np.isnan(recording.readings)
+        self.obs_step, self.obs_sensor = np.nonzero(observed)  # sample, output
+        self.obs_value = recording.readings[observed]
+        self.obs_state = self.obs_step * settings.substeps
+        n = mech.n
+        self.state_size = 2 * n * (self.steps + 1)
+        self.size = self.state_size + len(names)
+
+    # -- layout -----------------------------------------------------------------------------
+    def split(self, x: Array) -> tuple[Array, Array, Array]:
+        n = self.mech.n
+        states = x[:self.state_size].reshape(self.steps + 1, 2 * n)
+        p = self.base.copy()
+        p[self.selected] = x[self.state_size:]
+        return states[:, :n], states[:, n:], p
+
+    def pack(self, q: Array, v: Array, theta: Array) -> Array:
+        return np.concatenate([np.hstack([q, v]).ravel(), theta])
+
+    # -- residuals -----------------------------------------------------------------------
+    def __call__(self, x: Array, jacobian: bool) -> tuple[Array, sparse.csr_matrix | None]:
+        mech, s = self.mech, self.settings
+        q, v, p = self.split(x)
+        n, steps, rows = mech.n, self.steps, self.impulses.rows
+        w_dyn, w_con = 1.0 / s.impulse_noise, 1.0 / s.constraint_noise
+        out = self.impulses.evaluate(q, v, p, self.commands, jacobian)
+        qs, vs = q[self.obs_state], v[self.obs_state]
+        h_all = mech.sensors(qs, vs, p)
+        pick = np.arange(len(self.obs_state))
+        w_obs = self.sensor_weight[self.obs_sensor]
+        obs = (h_all[pick, self.obs_sensor] - self.obs_value) * w_obs
+        jac0 = mech.phi_q(q[0], p)[rows]
+        initial = np.concatenate([mech.phi(q[0], p)[rows], jac0 @ v[0]]) * w_con
+        theta = x[self.state_size:]
+        prior = (theta[self.prior_index] - self.prior_mean) * self.prior_weight
+        residual = np.concatenate([np.hstack([out.ru, out.rq]).ravel() * w_dyn, obs, initial,
+                                   prior])
+        if not jacobian:
+            return residual, None
+
+        sel = self.selected
+        col_q = 2 * n * np.arange(steps + 1)
+        row_u = 2 * n * np.arange(steps)
+        parts = [
+            _blocks(row_u, col_q[:-1], out.ru_q0), _blocks(row_u, col_q[:-1] + n, out.ru_v0),
+            _blocks(row_u, col_q[1:] + n, out.ru_v1),
+            _blocks(row_u + n, col_q[:-1], out.rq_q0), _blocks(row_u + n, col_q[1:], out.rq_q1),
+            _blocks(row_u + n, col_q[1:] + n, out.rq_v1),
+            _blocks(row_u, np.full(steps, self.state_size), out.ru_p[:, :, sel]),
+            _blocks(row_u + n, np.full(steps, self.state_size), out.rq_p[:, :, sel]),
+        ]
+        dyn = _assemble(parts, 2 * n * steps, self.size, w_dyn)
+        # observations: one row each
+        count = len(self.obs_state)
+        hq = mech.sensors_q(qs, vs, p)[pick, self.obs_sensor]
+        hv = mech.sensors_qd(qs, vs, p)[pick, self.obs_sensor]
+        hp = mech.sensors_p(qs, vs, p)[pick, self.obs_sensor][:, sel]
+        obs_parts = [
+            _blocks(np.arange(count), col_q[self.obs_state], hq[:, None, :]),
+            _blocks(np.arange(count), col_q[self.obs_state] + n, hv[:, None, :]),
+            _blocks(np.arange(count), np.full(count, self.state_size), hp[:, None, :]),
+        ]
+        observation = _assemble(obs_parts, count, self.size, w_obs)
+        r0 = len(rows)
+        init = np.zeros((2 * r0, self.size))
+        init[:r0, :n] = jac0
+        init[r0:, :n] = mech.dense("phiq_v_q", p, q=q[0], v=v[0])[rows]
+        init[r0:, n:2 * n] = jac0
+        init[:r0, self.state_size:] = mech.phi_p(q[0], p)[rows][:, sel]
+        init[r0:, self.state_size:] = mech.dense("phiq_v_p", p, q=q[0], v=v[0])[rows][:, sel]
+        priors = sparse.csr_matrix(
+            (self.prior_weight, (np.arange(len(self.prior_index)),
+                                 self.state_size + self.prior_index)),
+            shape=(len(self.prior_index), self.size))
+        return residual, sparse.vstack([dyn, observation, sparse.csr_matrix(init * w_con),
+                                        priors]).tocsr()
+
+    def fitted(self, x: Array, readings_shape: tuple[int, int]) -> Array:
+        q, v, p = self.split(x)
+        states = np.arange(self.samples) * self.settings.substeps
+        return self.mech.sensors(q[states], v[states], p).reshape(readings_shape)
+
+
+def _blocks(rows: Array, cols: Array, blocks: Array) -> tuple[Array, Array, Array]:
+    """COO triplets of dense blocks (K, a, b) placed at (rows[k], cols[k])."""
+    k, a, b = blocks.shape
+    r = rows[:, None, None] + np.arange(a)[None, :, None] + np.zeros((1, 1, b), dtype=int)
+    c = cols[:, None, None] + np.arange(b)[None, None, :] + np.zeros((1, a, 1), dtype=int)
+    return r.ravel(), c.ravel(), blocks.ravel()
+
+
+def _assemble(parts: list[tuple[Array, Array, Array]], rows: int, cols: int,
+              weight: float | Array) -> sparse.csr_matrix:
+    r = np.concatenate([part[0] for part in parts])
+    c = np.concatenate([part[1] for part in parts])
+    d = np.concatenate([part[2] for part in parts])
+    matrix = sparse.csr_matrix((d, (r, c)), shape=(rows, cols))
+    if np.ndim(weight):
+        return sparse.diags(weight) @ matrix
+    return matrix * weight
+
+
+def _initial_states(problem: _Problem, recording: Recording) -> tuple[Array, Array]:
+    """States to start from: the encoders' readings of the independent coordinates when
+    they cover them (positions solved along the path, velocities by differences), else a
+    SPOOK run of the initial guess."""
+    mech = problem.mech
+    encoders = {s["target"]: k for k, s in enumerate(mech.meta.get("sensors", []))
+                if s["kind"] == "encoder"}
+    z_names = mech.independent_coordinates()
+    grid = problem.t
+    p = problem.base
+    if all(name in encoders for name in z_names):
+        columns = []
+        offsets = mech.sensors(mech.q0, np.zeros(mech.n), p)
+        for name in z_names:
+            k = mech.sensor_labels.index(mech.meta["sensors"][encoders[name]]["name"])
+            known = ~np.isnan(recording.readings[:, k])
+            offset = offsets[k] - mech.q0[mech.coordinate_index(name)]
+            columns.append(np.interp(grid, recording.t[known],
+                                     recording.readings[known, k]) - offset)
+        z = np.column_stack(columns)
+        start = mech.q0.copy()
+        for name, value in zip(z_names, z[0], strict=True):
+            start[mech.coordinate_index(name)] = value
+        q = mech.solve_position_path(mech.solve_position(start, z=z_names), z, z_names,
+                                     params=p)
+        v = np.gradient(q, problem.h, axis=0)
+        return q, mech.project_velocity(q, v, p)
+    forces = None
+    if problem.commands is not None:
+        forces = np.zeros((2 * problem.steps + 1, mech.n))
+        forces[0:-1:2] = problem.impulses.input_forces(problem.commands, p)
+    run = mech.integrate_spook(mech.q0, np.zeros(mech.n), problem.h, problem.steps,
+                               compliance=problem.settings.compliance, forces=forces,
+                               accelerations=False)
+    return run.q, run.qd
+
+
+def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str],
+             initial: Mapping[str, float] | None = None,
+             bounds: Mapping[str, tuple[float, float]] | None = None,
+             priors: Mapping[str, tuple[float, float]] | None = None,
+             settings: Settings | None = None,
+             progress: Callable[[int, float], None] | None = None) -> Identification:
+    """Identify ``params`` (names of the mechanism's parameters) from ``recording``.
+
+    ``initial``: starting values (default: the mechanism's current ones); ``bounds``:
+    (low, high) per name (default unbounded); ``priors``: (mean, standard deviation) per
+    name, for what is known independently (weighed masses: encoder data alone cannot fix
+    the overall scale of inertia, friction and motor gain). ``progress(iteration, cost)``.
+    """
+    settings = settings or Settings()
+    names = list(params)
+    known = list(mech.parameters)
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise IdentificationError(f"unknown parameter(s) {', '.join(unknown)} (the mechanism "
+                                  f"has: {', '.join(known)})")
+    if not names or len(set(names)) != len(names):
+        raise IdentificationError("give each parameter to identify once, at least one")
+    guess = np.array([float((initial or {}).get(name, mech.parameters[name]))
+                      for name in names])
+    lower = np.full(len(names), -np.inf)
+    upper = np.full(len(names), np.inf)
+    for name, (low, high) in (bounds or {}).items():
+        if name not in names:
+            raise IdentificationError(f"bounds for {name!r}, which is not identified")
+        i = names.index(name)
+        lower[i], upper[i] = low, high
+        if not low <= guess[i] <= high:
+            raise IdentificationError(f"the bounds [{low:g}, {high:g}] of {name} exclude its "
+                                      f"initial value {guess[i]:g}")
+    for name, (_, std) in (priors or {}).items():
+        if name not in names:
+            raise IdentificationError(f"a prior for {name!r}, which is not identified")
+        if not std > 0:
+            raise IdentificationError(f"the prior of {name} needs a positive standard "
+                                      f"deviation, got {std:g}")
+    readings = np.asarray(recording.readings, dtype=float)
+    if readings.ndim != 2 or readings.shape[1] != len(mech.sensor_labels):
+        raise IdentificationError(f"readings must have one column per sensor output "
+                                  f"({', '.join(mech.sensor_labels)})")
+    if recording.commands is not None and recording.commands.shape[1] != len(
+            mech.meta.get("actuators", [])):
+        raise IdentificationError("commands must have one column per actuator")
+    problem = _Problem(mech, recording, names, settings, priors or {})
+    problem.base[problem.selected] = guess
+    start = time.perf_counter()
+    q, v = _initial_states(problem, recording)
+    x0 = problem.pack(q, v, guess)
+    low = np.concatenate([np.full(problem.state_size, -np.inf), lower])
+    high = np.concatenate([np.full(problem.state_size, np.inf), upper])
+    history: list[float] = []
+
+    def record(iteration: int, cost: float) -> None:
+        history.append(cost)
+        if progress is not None:
+            progress(iteration, cost)
+
+    # The states first, with the parameters held: the data lie on the rigid constraint
+    # manifold, SPOOK's states a little off it, a stiff direction best settled alone.
+    held = np.concatenate([np.full(problem.state_size, -np.inf), guess])
+    warm = levenberg_marquardt(problem, x0, problem.state_size, held,
+                               np.concatenate([np.full(problem.state_size, np.inf), guess]),
+                               settings.warm_iterations)
+    result = levenberg_marquardt(problem, warm.x, problem.state_size, low, high,
+                                 settings.max_iterations, callback=record)
+    std, identifiable = _parameter_uncertainty(result.jacobian, result.cost,
+                                               problem.state_size)
+    seconds = time.perf_counter() - start
+    q, v, _ = problem.split(result.x)
+    return Identification(names, result.x[problem.state_size:], std, identifiable, guess,
+                          problem.t, q, v, problem.fitted(result.x, readings.shape),
+                          result.cost, result.iterations, result.converged, seconds,
+                          result.message, history)
+
+
+def _parameter_uncertainty(jac: sparse.csr_matrix, cost: float, state_size: int
+                           ) -> tuple[Array, Array]:
+    """Linearized standard deviations of the parameters: s² times the inverse of their
+    information after eliminating the states (Schur complement of JᵀJ); parameters that
+    share a null direction of it are not identifiable (std = inf)."""
+    rows, size = jac.shape
+    schur = BorderedSystem(jac.T @ jac, state_size, factor_border=False).schur
+    scale = np.sqrt(np.maximum(np.diag(schur), 1e-300))
+    values, vectors = np.linalg.eigh(schur / np.outer(scale, scale))
+    null = values < 1e-10 * max(values.max(), 1e-300)
+    identifiable = np.all(np.abs(vectors[:, null]) < 1e-3, axis=1)
+    inverse = (vectors[:, ~null] / values[~null]) @ vectors[:, ~null].T
+    variance = 2.0 * cost / max(rows - size, 1)
+    std = np.sqrt(variance * np.maximum(np.diag(inverse), 0.0)) / scale
+    return np.where(identifiable, std, np.inf), identifiable
