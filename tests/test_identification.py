@@ -226,3 +226,38 @@ def test_identify_refuses_a_data_gap(motor_pendulum) -> None:
     with pytest.raises(IdentificationError, match=r"a gap between t = 0\.19 and t = 0\.21 "
                                                   r"\(row 21"):
         identify(motor_pendulum, gappy, ["b"])
+
+
+def write_csv(path, header: list[str], columns: list[np.ndarray]) -> None:
+    np.savetxt(path, np.column_stack(columns), delimiter=",", header=",".join(header),
+               comments="")
+
+
+def test_cli_identify_writes_parameters_and_fit_plot(motor_pendulum, tmp_path) -> None:
+    import yaml
+    from click.testing import CliRunner
+
+    from mbgen.cli.main import cli
+
+    recording = spook_recording(motor_pendulum)
+    data, inputs = tmp_path / "data.csv", tmp_path / "inputs.csv"
+    write_csv(data, ["t", "enc"], [recording.t, recording.readings[:, 0]])
+    write_csv(inputs, ["t", "motor"], [recording.t, recording.commands[:, 0]])
+    out = tmp_path / "identified.yaml"
+    source = tmp_path / "motor-pendulum.yaml"
+    source.write_text(MOTOR_PENDULUM)
+    args = ["identify", str(source), "--data", str(data), "--inputs", str(inputs),
+            "--params", "b,c,K", "--initial", "b=0.07", "--initial", "K=0.5",
+            "--bounds", "c=0:1", "--impulse-noise", "1e-4", "--out", str(out), "--plot",
+            "--build-dir", str(motor_pendulum.directory.parent.parent)]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    values = yaml.safe_load(out.read_text())["parameters"]
+    for name in ("b", "c", "K"):
+        assert values[name] == pytest.approx(TRUTH[name], rel=1e-2)
+    assert (tmp_path / "identified_fit.png").stat().st_size > 10_000
+
+    bad = CliRunner().invoke(cli, [*args[:8], "--params", "b,zeta", *args[10:]])
+    assert bad.exit_code == 2 and "unknown parameter(s) zeta" in bad.output, bad.output
+    bad = CliRunner().invoke(cli, [*args, "--prior", "b=0.05"])
+    assert bad.exit_code == 2 and "NAME=MEAN:STD" in bad.output
