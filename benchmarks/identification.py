@@ -84,11 +84,11 @@ def main() -> None:
                       f"{base.iterations} iterations, {len(base.t)} states"
                       + ("" if base.converged else ", NOT converged"))]
     for name, value, std in zip(NAMES, base.values, base.std, strict=True):
-        error = abs(value / truth[name] - 1) * 100
+        error = float(abs(value / truth[name] - 1)) * 100
         figures.append(Figure(f"{name}: error", error, "%", 2.0,
                               f"truth {truth[name]:.5g}, start {initial[name]:.5g}, "
                               f"identified {value:.5g}"))
-        figures.append(Figure(f"{name}: |error| / std", abs(value - truth[name]) / std, "σ",
+        figures.append(Figure(f"{name}: |error| / std", float(abs(value - truth[name]) / std), "σ",
                               3.0, f"std {std:.3g}"))
     for label, settings in (("weight ×10", {"impulse_noise": 1e-4}),
                             ("weight ×100", {"impulse_noise": 1e-5}),
