@@ -207,6 +207,8 @@ def test_identify_reports_a_parameter_the_data_cannot_see(motor_pendulum) -> Non
     ({"params": ["mass1"]}, "unknown parameter(s) mass1"),
     ({"params": ["b"], "bounds": {"b": (0.1, 1.0)}}, "exclude its initial value 0.05"),
     ({"params": ["b"], "priors": {"c": (0.1, 0.01)}}, "a prior for 'c'"),
+    ({"params": ["b"], "initial": {"bb": 0.1}}, "an initial value for 'bb'"),
+    ({"params": ["b"], "priors": {"b": (0.1, 0.0)}}, "positive standard deviation"),
 ])
 def test_identify_bad_input(motor_pendulum, kwargs: dict, fragment: str) -> None:
     from mbgen.estimation.identify import IdentificationError, identify
@@ -261,3 +263,10 @@ def test_cli_identify_writes_parameters_and_fit_plot(motor_pendulum, tmp_path) -
     assert bad.exit_code == 2 and "unknown parameter(s) zeta" in bad.output, bad.output
     bad = CliRunner().invoke(cli, [*args, "--prior", "b=0.05"])
     assert bad.exit_code == 2 and "NAME=MEAN:STD" in bad.output
+    short = tmp_path / "short.csv"
+    write_csv(short, ["t", "motor"], [recording.t[:50], recording.commands[:50, 0]])
+    bad_args = [*args[:5], str(short), *args[6:]]
+    bad_args[bad_args.index(str(out))] = str(tmp_path / "bad.yaml")
+    bad = CliRunner().invoke(cli, bad_args)
+    assert bad.exit_code == 2 and "covers t = 0..0.49, the data 0..4" in bad.output, bad.output
+    assert not (tmp_path / "bad.yaml").exists()

@@ -29,7 +29,7 @@ import scipy.sparse as sparse
 
 from mbgen.errors import MbgenError
 from mbgen.estimation.impulses import SpookImpulses
-from mbgen.estimation.least_squares import BorderedSystem, levenberg_marquardt
+from mbgen.estimation.least_squares import BorderedMatrix, levenberg_marquardt
 from mbgen.runtime.compiled import CompiledMechanism
 
 Array = np.ndarray
@@ -287,21 +287,22 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
                                   f"has: {', '.join(known)})")
     if not names or len(set(names)) != len(names):
         raise IdentificationError("give each parameter to identify once, at least one")
+    for what, given in (("an initial value", initial), ("a prior", priors), ("bounds", bounds)):
+        stray = [name for name in (given or {}) if name not in names]
+        if stray:
+            raise IdentificationError(f"{what} for {', '.join(map(repr, stray))}, which is not "
+                                      f"identified (--params: {', '.join(names)})")
     guess = np.array([float((initial or {}).get(name, mech.parameters[name]))
                       for name in names])
     lower = np.full(len(names), -np.inf)
     upper = np.full(len(names), np.inf)
     for name, (low, high) in (bounds or {}).items():
-        if name not in names:
-            raise IdentificationError(f"bounds for {name!r}, which is not identified")
         i = names.index(name)
         lower[i], upper[i] = low, high
         if not low <= guess[i] <= high:
             raise IdentificationError(f"the bounds [{low:g}, {high:g}] of {name} exclude its "
                                       f"initial value {guess[i]:g}")
     for name, (_, std) in (priors or {}).items():
-        if name not in names:
-            raise IdentificationError(f"a prior for {name!r}, which is not identified")
         if not std > 0:
             raise IdentificationError(f"the prior of {name} needs a positive standard "
                                       f"deviation, got {std:g}")
@@ -350,7 +351,7 @@ def _parameter_uncertainty(jac: sparse.csr_matrix, cost: float, state_size: int
     information after eliminating the states (Schur complement of JᵀJ); parameters that
     share a null direction of it are not identifiable (std = inf)."""
     rows, size = jac.shape
-    schur = BorderedSystem(jac.T @ jac, state_size, factor_border=False).schur
+    schur = BorderedMatrix(jac.T @ jac, state_size).factor(factor_border=False).schur
     scale = np.sqrt(np.maximum(np.diag(schur), 1e-300))
     values, vectors = np.linalg.eigh(schur / np.outer(scale, scale))
     null = values < 1e-10 * max(values.max(), 1e-300)
