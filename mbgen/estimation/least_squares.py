@@ -32,36 +32,48 @@ class LeastSquaresResult:
     message: str
 
 
-class BorderedSystem:
-    """A symmetric positive definite matrix [[A, B], [Bᵀ, C]] with A banded (the first
-    ``banded`` unknowns) and C small and dense: solves by a banded Cholesky of A and the
-    Schur complement C − Bᵀ A⁻¹ B. ``shift``: added to the diagonal (the LM damping);
-    ``factor_border``: False when only the Schur complement is wanted (it may be
-    singular)."""
+class BorderedMatrix:
+    """A symmetric matrix [[A, B], [Bᵀ, C]] with A banded (the first ``banded`` unknowns)
+    and C small and dense, split once into A's bands, B and C; :meth:`factor` then costs
+    one banded Cholesky per diagonal shift (the LM damping)."""
 
-    def __init__(self, matrix: sparse.spmatrix, banded: int, shift: Array | None = None,
-                 factor_border: bool = True) -> None:
+    def __init__(self, matrix: sparse.spmatrix, banded: int) -> None:
         coo = sparse.coo_matrix(matrix)
-        size = coo.shape[0]
         self.banded = banded
-        inner = (coo.row < banded) & (coo.col < banded)
+        inner = (coo.row < banded) & (coo.col < banded) & (coo.row <= coo.col)
         rows, cols, values = coo.row[inner], coo.col[inner], coo.data[inner]
-        upper = rows <= cols
-        width = int((cols[upper] - rows[upper]).max(initial=0))
-        bands = np.zeros((width + 1, banded))
-        np.add.at(bands, (width + rows[upper] - cols[upper], cols[upper]), values[upper])
-        if shift is not None:
-            bands[width] += shift[:banded]
-        self.factor = linalg.cholesky_banded(bands, lower=False, check_finite=False)
-        dense = sparse.csr_matrix(matrix)[:, banded:].toarray()
+        width = int((cols - rows).max(initial=0))
+        self.bands = np.zeros((width + 1, banded))
+        np.add.at(self.bands, (width + rows - cols, cols), values)
+        dense = sparse.csc_matrix(matrix)[:, banded:].toarray()
         self.border = dense[:banded]
-        corner = dense[banded:]
+        self.corner = dense[banded:]
+
+    def factor(self, shift: Array | None = None, factor_border: bool = True
+               ) -> BorderedSystem:
+        """The factors of the matrix plus diag(shift); ``factor_border``: False when only
+        the Schur complement is wanted (it may be singular)."""
+        return BorderedSystem(self, shift, factor_border)
+
+
+class BorderedSystem:
+    """Solves with a :class:`BorderedMatrix` (plus a diagonal shift): a banded Cholesky of
+    A and the Schur complement C − Bᵀ A⁻¹ B."""
+
+    def __init__(self, matrix: BorderedMatrix, shift: Array | None,
+                 factor_border: bool) -> None:
+        banded = self.banded = matrix.banded
+        bands, corner = matrix.bands, matrix.corner
         if shift is not None:
+            bands = bands.copy()
+            bands[-1] += shift[:banded]
             corner = corner + np.diag(shift[banded:])
+        self.factor = linalg.cholesky_banded(bands, lower=False, check_finite=False)
+        self.border = matrix.border
         self.solved_border = self._inner(self.border)
         schur = corner - self.border.T @ self.solved_border
         self.schur = 0.5 * (schur + schur.T)  # what the data tell about the border unknowns
-        self._schur_factor = (linalg.cho_factor(self.schur) if size > banded and factor_border
+        self._schur_factor = (linalg.cho_factor(self.schur) if len(corner) and factor_border
                               else None)
 
     def _inner(self, rhs: Array) -> Array:
@@ -83,7 +95,7 @@ def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
                         ) -> LeastSquaresResult:
     """Minimize ½‖fun(x)‖² from x0 within [lower, upper] (Marquardt's scaling by diag JᵀJ,
     steps projected onto the box); JᵀJ is banded in the first ``banded`` unknowns (see
-    :class:`BorderedSystem`). ``callback(iteration, cost)`` after each iteration."""
+    :class:`BorderedMatrix`). ``callback(iteration, cost)`` after each iteration."""
     x = np.asarray(x0, dtype=float).copy()
     lower = np.full(x.size, -np.inf) if lower is None else np.asarray(lower, dtype=float)
     upper = np.full(x.size, np.inf) if upper is None else np.asarray(upper, dtype=float)
@@ -97,10 +109,11 @@ def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
         assert jac is not None
         jac = sparse.csr_matrix(jac)
         gradient = jac.T @ r
-        normal = (jac.T @ jac).tocoo()
+        normal = jac.T @ jac
         scale = np.maximum(normal.diagonal(), 1e-12 * max(normal.diagonal().max(), 1e-300))
+        normal = BorderedMatrix(normal, banded)
         while True:
-            step = _bounded_step(normal, banded, damping * scale, gradient, x, lower, upper)
+            step = _bounded_step(normal, damping * scale, gradient, x, lower, upper)
             trial = np.clip(x + step, lower, upper)
             if np.all(np.isfinite(trial)):
                 r_trial, _ = fun(trial, False)
@@ -130,8 +143,8 @@ def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
                               message)
 
 
-def _bounded_step(normal: sparse.spmatrix, banded: int, shift: Array, gradient: Array,
-                  x: Array, lower: Array, upper: Array) -> Array:
+def _bounded_step(normal: BorderedMatrix, shift: Array, gradient: Array, x: Array,
+                  lower: Array, upper: Array) -> Array:
     """The damped Gauss–Newton step with the unknowns that sit on a bound and would leave
     it held fixed (re-solved until that set settles), so the others' step accounts for
     them; NaN if the system is not positive definite."""
@@ -141,7 +154,7 @@ def _bounded_step(normal: sparse.spmatrix, banded: int, shift: Array, gradient: 
     for _ in range(5):
         try:
             rhs = np.where(frozen, 0.0, -gradient)
-            step = BorderedSystem(normal, banded, shift + big * frozen).solve(rhs)
+            step = normal.factor(shift + big * frozen).solve(rhs)
         except linalg.LinAlgError:
             return np.full(x.size, np.nan)
         leaving = ((x <= lower) & (step < 0)) | ((x >= upper) & (step > 0))
