@@ -48,10 +48,13 @@ def _pairs(values: tuple[str, ...], option: str, parts: int) -> dict[str, tuple[
 @click.option("--impulse-noise", type=click.FloatRange(min=0, min_open=True), default=1e-3,
               show_default=True, help="Standard deviation of the impulse residuals: the "
               "weight of the dynamics against the sensors' `noise`.")
+@click.option("--scheme", type=click.Choice(["midpoint", "spook"]), default="midpoint",
+              show_default=True, help="The step read as inverse dynamics: the second-order "
+              "midpoint rule or the paper's first-order SPOOK step.")
 @click.option("--compliance", type=click.FloatRange(min=0, min_open=True), default=1e-5,
-              show_default=True, help="SPOOK compliance of every constraint.")
+              show_default=True, help="Compliance of every constraint.")
 @click.option("--substeps", type=click.IntRange(min=1), default=1, show_default=True,
-              help="SPOOK steps per sample.")
+              help="Steps per sample.")
 @click.option("--max-iterations", type=click.IntRange(min=1), default=100,
               show_default=True)
 @click.option("--plot", is_flag=True, help="Also write <out>_fit.png: measured against "
@@ -59,10 +62,10 @@ def _pairs(values: tuple[str, ...], option: str, parts: int) -> dict[str, tuple[
 @BUILD_DIR
 def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
              out_path: Path, initial: tuple[str, ...], bounds: tuple[str, ...],
-             prior: tuple[str, ...], impulse_noise: float, compliance: float, substeps: int,
-             max_iterations: int, plot: bool, build_dir: Path | None) -> None:
+             prior: tuple[str, ...], impulse_noise: float, scheme: str, compliance: float,
+             substeps: int, max_iterations: int, plot: bool, build_dir: Path | None) -> None:
     """Identify parameters of FILE (and its state trajectory) from recorded sensor data,
-    by least squares on SPOOK's inverse-dynamics impulses and the sensor residuals."""
+    by least squares on inverse-dynamics impulses and the sensor residuals."""
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.table import Table
@@ -91,8 +94,8 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
                                      f"the data {t[0]:g}..{t[-1]:g}", param_hint="--inputs")
         commands = np.column_stack([np.interp(t, t_in, column) for column in values.T])
     start = {name: value[0] for name, value in _pairs(initial, "--initial", 1).items()}
-    settings = Settings(impulse_noise=impulse_noise, compliance=compliance, substeps=substeps,
-                        max_iterations=max_iterations)
+    settings = Settings(scheme=scheme, impulse_noise=impulse_noise, compliance=compliance,
+                        substeps=substeps, max_iterations=max_iterations)
     console = Console(stderr=True)
     with Progress(SpinnerColumn(), TextColumn("[bold]identifying[/] {task.description}"),
                   TimeElapsedColumn(), console=console, transient=True) as bar:

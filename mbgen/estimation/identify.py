@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sparse
 
 from mbgen.errors import MbgenError
-from mbgen.estimation.impulses import SpookImpulses
+from mbgen.estimation.impulses import MidpointImpulses, SpookImpulses
 from mbgen.estimation.least_squares import BorderedMatrix, levenberg_marquardt
 from mbgen.runtime.compiled import CompiledMechanism
 
@@ -51,10 +51,13 @@ class Recording:
 
 @dataclass(frozen=True)
 class Settings:
-    """Method parameters (docs/identification.md). ``substeps``: SPOOK steps per sample."""
+    """Method parameters (docs/identification.md). ``scheme``: the step read as inverse
+    dynamics, ``"midpoint"`` (second order) or ``"spook"`` (the paper's, first order);
+    ``substeps``: steps per sample."""
 
+    scheme: str = "midpoint"
     impulse_noise: float = 1e-3
-    constraint_noise: float = 1e-6
+    constraint_noise: float = 1e-3
     compliance: float = 1e-5
     damping: float | None = None
     substeps: int = 1
@@ -116,10 +119,16 @@ class _Problem:
         self.samples = len(recording.t)
         self.steps = (self.samples - 1) * settings.substeps
         self.t = recording.t[0] + self.h * np.arange(self.steps + 1)
-        self.impulses = SpookImpulses(mech, self.h, settings.compliance, settings.damping)
+        schemes = {"midpoint": MidpointImpulses, "spook": SpookImpulses}
+        if settings.scheme not in schemes:
+            raise IdentificationError(f"unknown scheme {settings.scheme!r} (one of: "
+                                      f"{', '.join(schemes)})")
+        self.impulses = schemes[settings.scheme](mech, self.h, settings.compliance,
+                                                 settings.damping)
         self.commands = None
         if recording.commands is not None:
-            self.commands = np.column_stack([np.interp(self.t[:-1], recording.t, column)
+            at = self.t[:-1] + self.impulses.phase * self.h
+            self.commands = np.column_stack([np.interp(at, recording.t, column)
                                              for column in recording.commands.T])
         all_names = list(mech.parameters)
         self.selected = np.array([all_names.index(name) for name in names], dtype=int)
@@ -174,6 +183,8 @@ class _Problem:
             _blocks(row_u, col_q[1:] + n, out.ru_v1),
             _blocks(row_u + n, col_q[:-1], out.rq_q0), _blocks(row_u + n, col_q[1:], out.rq_q1),
             _blocks(row_u + n, col_q[1:] + n, out.rq_v1),
+            *([_blocks(row_u, col_q[1:], out.ru_q1)] if out.ru_q1 is not None else []),
+            *([_blocks(row_u + n, col_q[:-1] + n, out.rq_v0)] if out.rq_v0 is not None else []),
             _blocks(row_u, np.full(steps, self.state_size), out.ru_p[:, :, sel]),
             _blocks(row_u + n, np.full(steps, self.state_size), out.rq_p[:, :, sel]),
         ]
