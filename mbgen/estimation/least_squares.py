@@ -43,8 +43,10 @@ class BorderedMatrix:
         inner = (coo.row < banded) & (coo.col < banded) & (coo.row <= coo.col)
         rows, cols, values = coo.row[inner], coo.col[inner], coo.data[inner]
         width = int((cols - rows).max(initial=0))
+        # LAPACK's lower band storage, row 0 the diagonal: OpenBLAS's upper-storage band
+        # Cholesky is 4 times slower on two threads (measured: 28 against 7 ms, n = 12 000).
         self.bands = np.zeros((width + 1, banded))
-        np.add.at(self.bands, (width + rows - cols, cols), values)
+        np.add.at(self.bands, (cols - rows, rows), values)
         dense = sparse.csc_matrix(matrix)[:, banded:].toarray()
         self.border = dense[:banded]
         self.corner = dense[banded:]
@@ -66,9 +68,9 @@ class BorderedSystem:
         bands, corner = matrix.bands, matrix.corner
         if shift is not None:
             bands = bands.copy()
-            bands[-1] += shift[:banded]
+            bands[0] += shift[:banded]
             corner = corner + np.diag(shift[banded:])
-        self.factor = linalg.cholesky_banded(bands, lower=False, check_finite=False)
+        self.factor = linalg.cholesky_banded(bands, lower=True, check_finite=False)
         self.border = matrix.border
         self.solved_border = self._inner(self.border)
         schur = corner - self.border.T @ self.solved_border
@@ -77,7 +79,7 @@ class BorderedSystem:
                               else None)
 
     def _inner(self, rhs: Array) -> Array:
-        return linalg.cho_solve_banded((self.factor, False), rhs, check_finite=False)
+        return linalg.cho_solve_banded((self.factor, True), rhs, check_finite=False)
 
     def solve(self, rhs: Array) -> Array:
         top = self._inner(rhs[:self.banded])

@@ -1,0 +1,68 @@
+"""The bordered banded solver and Levenberg–Marquardt of identification, against dense
+linear algebra and SciPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sparse
+from scipy.optimize import least_squares
+
+from mbgen.estimation.least_squares import BorderedMatrix, levenberg_marquardt
+
+
+def bordered_jacobian(rng: np.random.Generator, blocks: int = 40, size: int = 3,
+                      border: int = 2) -> sparse.csr_matrix:
+    """Rows that touch two neighbouring state blocks and the border: identification's
+    pattern."""
+    banded = blocks * size
+    rows = []
+    for k in range(blocks - 1):
+        row = np.zeros((size, banded + border))
+        row[:, k * size:(k + 2) * size] = rng.normal(size=(size, 2 * size))
+        row[:, banded:] = rng.normal(size=(size, border))
+        rows.append(row)
+    rows.append(np.eye(banded + border)[:size])  # anchor the first block
+    return sparse.csr_matrix(np.vstack(rows + [np.eye(banded + border)]))
+
+
+def test_bordered_solve_matches_a_dense_solve() -> None:
+    rng = np.random.default_rng(3)
+    jac = bordered_jacobian(rng)
+    normal = (jac.T @ jac).tocsr()
+    banded = normal.shape[0] - 2
+    shift = rng.uniform(0.1, 1.0, size=normal.shape[0])
+    rhs = rng.normal(size=normal.shape[0])
+    system = BorderedMatrix(normal, banded).factor(shift)
+    expected = np.linalg.solve(normal.toarray() + np.diag(shift), rhs)
+    assert np.allclose(system.solve(rhs), expected, rtol=1e-10, atol=1e-12)
+    # The Schur complement is what the data say about the border unknowns.
+    dense = normal.toarray() + np.diag(shift)
+    a, b, c = dense[:banded, :banded], dense[:banded, banded:], dense[banded:, banded:]
+    assert np.allclose(system.schur, c - b.T @ np.linalg.solve(a, b), rtol=1e-10)
+
+
+def test_levenberg_marquardt_matches_scipy_with_an_active_bound() -> None:
+    # Exponential fit y = a exp(-b t) + c with c bounded above below its unbounded optimum.
+    rng = np.random.default_rng(4)
+    t = np.linspace(0.0, 3.0, 40)
+    y = 2.0 * np.exp(-1.3 * t) + 0.5 + 0.01 * rng.normal(size=t.size)
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        return x[0] * np.exp(-x[1] * t) + x[2] - y
+
+    def jacobian(x: np.ndarray) -> np.ndarray:
+        e = np.exp(-x[1] * t)
+        return np.column_stack([e, -x[0] * t * e, np.ones_like(t)])
+
+    lower, upper = np.array([0.0, 0.0, -1.0]), np.array([10.0, 10.0, 0.4])
+    x0 = np.array([1.0, 0.5, 0.0])
+    ours = levenberg_marquardt(
+        lambda x, jac: (residuals(x), sparse.csr_matrix(jacobian(x)) if jac else None),
+        x0, 0, lower, upper)
+    theirs = least_squares(residuals, x0, jac=jacobian, bounds=(lower, upper),
+                           xtol=1e-14, ftol=1e-14, gtol=1e-14)
+    assert ours.converged
+    assert ours.x[2] == pytest.approx(0.4)  # on its bound
+    assert np.allclose(ours.x, theirs.x, rtol=1e-6, atol=1e-8)
+    assert ours.cost == pytest.approx(theirs.cost, rel=1e-8)
