@@ -128,13 +128,12 @@ class ImpulseModel:
             forces_p[:, coordinate, :] += commands[:, a, None] * gains_p[a]
         return forces, forces_p
 
-    def _position_impulse(self, q: Array, d: Array, p: Array, jacobians: bool
-                          ) -> tuple[Array, Array, Array | None, Array | None]:
+    def _position_impulse(self, q: Array, d: Array, p: Array, mass: Array, jac: Array,
+                          jacobians: bool) -> tuple[Array, Array, Array | None, Array | None]:
         """M_Σ(q) d, M_Σ, and the derivatives of M_Σ(q) d in q (d held) and in p; q, d
-        (K, n)."""
+        (K, n); ``mass`` M(q) (K, n, n) and ``jac`` A(q) (K, active rows, n), which the
+        caller has already evaluated."""
         mech, rows = self.mech, self.rows
-        mass = mech.mass_matrix(q, p)
-        jac = mech.phi_q(q, p)[:, rows]
         ja_s = jac / self.sigma[None, :, None]  # Σ⁻¹ A
         mass_sigma = mass + np.einsum("kri,krj->kij", jac, ja_s)
         rq = np.einsum("kij,kj->ki", mass_sigma, d)
@@ -183,7 +182,8 @@ class SpookImpulses(ImpulseModel):
         impulse = -h * bound * np.clip(ratio, -1.0, 1.0)
         ru = np.einsum("kij,kj->ki", mass, dv) + np.einsum("kri,kr->ki", jac, mu) - h * forces
         ru[:, self.friction_index] -= impulse
-        rq, mass_sigma, rq_q, rq_p = self._position_impulse(q0, (q1 - q0) / h - v1, p, jacobians)
+        rq, mass_sigma, rq_q, rq_p = self._position_impulse(q0, (q1 - q0) / h - v1, p, mass,
+                                                            jac, jacobians)
         if not jacobians:
             return StepImpulses(ru, rq, sticking)
 
@@ -259,7 +259,7 @@ class MidpointImpulses(ImpulseModel):
               - h * forces)
         ru[:, fi] += h * bound * np.clip(ratio, -1.0, 1.0)
         rq, mass_sigma, rq_q, rq_p = self._position_impulse(
-            qm, (q[1:] - q[:-1]) / h - vm, p, jacobians)
+            qm, (q[1:] - q[:-1]) / h - vm, p, mass, jac, jacobians)
         if not jacobians:
             return StepImpulses(ru, rq, sticking)
 
