@@ -8,6 +8,7 @@ import pytest
 from conftest import SHIPPED_DIR, entrywise_error, numerical_jacobian
 from scipy.linalg import null_space
 
+from mbgen.estimation.identify import Settings
 from mbgen.estimation.impulses import (
     ImpulseModel,
     MidpointImpulses,
@@ -275,6 +276,8 @@ def test_identify_reports_a_parameter_the_data_cannot_see(motor_pendulum) -> Non
     ({"params": ["b"], "priors": {"c": (0.1, 0.01)}}, "a prior for 'c'"),
     ({"params": ["b"], "initial": {"bb": 0.1}}, "an initial value for 'bb'"),
     ({"params": ["b"], "priors": {"b": (0.1, 0.0)}}, "positive standard deviation"),
+    ({"params": ["b"], "settings": Settings(scheme="rk4")},
+     "unknown scheme 'rk4' (one of: midpoint, spook)"),
 ])
 def test_identify_bad_input(motor_pendulum, kwargs: dict, fragment: str) -> None:
     from mbgen.estimation.identify import IdentificationError, identify
@@ -330,6 +333,9 @@ def test_cli_identify_writes_parameters_and_fit_plot(motor_pendulum, tmp_path) -
     assert bad.exit_code == 2 and "unknown parameter(s) zeta" in bad.output, bad.output
     bad = CliRunner().invoke(cli, [*args, "--prior", "b=0.05"])
     assert bad.exit_code == 2 and "NAME=MEAN:STD" in bad.output
+    bad = CliRunner().invoke(cli, [*args, "--scheme", "rk4"])
+    assert bad.exit_code == 2 and "'rk4' is not one of 'midpoint', 'spook'" in bad.output, \
+        bad.output
     short = tmp_path / "short.csv"
     write_csv(short, ["t", "motor"], [recording.t[:50], recording.commands[:50, 0]])
     bad_args = [*args[:5], str(short), *args[6:]]
