@@ -174,6 +174,21 @@ def _table(title: str, *columns: str) -> Table:
     return table
 
 
+@cli.command()
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the schema to this file instead of printing it.")
+def schema(out: Path | None) -> None:
+    """Print the JSON Schema of the mechanism format, for editors with a YAML language
+    server (`# yaml-language-server: $schema=<file>` as a file's first line)."""
+    from mbgen.model.schema import schema_text
+
+    if out is None:
+        click.echo(schema_text(), nl=False)
+        return
+    _write_atomic(out, schema_text())
+    err_console.print(f"wrote [bold]{escape(str(out))}[/]")
+
+
 @cli.group()
 def cache() -> None:
     """The build cache: compiled modules under --build-dir."""

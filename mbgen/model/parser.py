@@ -11,6 +11,13 @@ import sympy as sp
 
 from mbgen.errors import MechanismError
 from mbgen.model.expressions import ExpressionError, parse_expression
+from mbgen.model.format import (
+    IDENTIFIER,
+    RELATIVE_TYPES,
+    RESERVED_NAME,
+    SECTIONS,
+    SENSOR_TARGET,
+)
 from mbgen.model.mechanism import (
     Actuator,
     Body,
@@ -26,17 +33,14 @@ from mbgen.model.mechanism import (
 )
 from mbgen.model.yaml_nodes import Node, read_document
 
-TOP_KEYS = {"name", "parameters", "points", "planar_bodies", "relative_coordinates", "gravity",
-            "sliders", "springs", "forces", "friction", "actuators", "sensors",
-            "independent_coordinates"}
-POINT_KEYS = {"x", "y", "fixed", "name"}
-BODY_KEYS = {"points", "length", "mass", "I0", "cog", "visual", "name"}
-RELATIVE_TYPES = {"RelativeAngleAbsoluteDOF", "RelativeAngle"}
-SENSOR_TARGET = {"gyroscope": "body", "encoder": "coordinate", "position": "point",
-                 "velocity": "point"}
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
-# Names the file format defines itself (point coordinates, body-local names, constants).
-_RESERVED = re.compile(r"^(?:[xy]\d+|length(?:\d\d)?|mass|pi|t)$")
+
+def _entry(node: Node, section: str) -> dict[str, Node]:
+    """A mapping's children, checked against the format's keys for ``section``."""
+    spec = SECTIONS[section]
+    return node.mapping(spec.allowed, required=spec.required)
+
+_IDENTIFIER = re.compile(IDENTIFIER)
+_RESERVED = re.compile(RESERVED_NAME)
 
 
 def load_mechanism(path: str | Path) -> Mechanism:
@@ -65,7 +69,7 @@ def _distance(ax: sp.Expr, ay: sp.Expr, bx: sp.Expr, by: sp.Expr) -> sp.Expr:
 class _Builder:
     def __init__(self, root: Node, default_name: str) -> None:
         self.root = root
-        self.keys = root.mapping(TOP_KEYS, required={"points"})
+        self.keys = _entry(root, "mechanism")
         self.default_name = default_name
         self.scope: dict[str, sp.Expr] = {}
         self.parameters: list[Parameter] = []
@@ -182,7 +186,7 @@ class _Builder:
 
     def read_points(self) -> None:
         for i, node in enumerate(self.keys["points"].sequence()):
-            keys = node.mapping(POINT_KEYS, required={"x", "y"})
+            keys = _entry(node, "point")
             x = self.expression(keys["x"])
             y = self.expression(keys["y"])
             for axis, expr in (("x", x), ("y", y)):
@@ -200,7 +204,7 @@ class _Builder:
     def read_bodies(self) -> list[Body]:
         bodies: list[Body] = []
         for index, node in enumerate(self.section("planar_bodies")):
-            keys = node.mapping(BODY_KEYS, required={"points", "mass"})
+            keys = _entry(node, "body")
             refs = self.point_list(keys["points"])
             pts = [self.points[r] for r in refs]
             scope = dict(self.scope)
@@ -264,7 +268,7 @@ class _Builder:
     def read_relative_angles(self) -> list[RelativeAngle]:
         angles: list[RelativeAngle] = []
         for k, node in enumerate(self.section("relative_coordinates")):
-            keys = node.mapping({"type", "points", "name"}, required={"type", "points"})
+            keys = _entry(node, "relative_coordinate")
             kind = keys["type"].string()
             if kind not in RELATIVE_TYPES:
                 raise keys["type"].error(f"unknown relative coordinate type {kind!r} "
@@ -297,7 +301,7 @@ class _Builder:
     def read_sliders(self) -> list[Slider]:
         sliders: list[Slider] = []
         for k, node in enumerate(self.section("sliders")):
-            keys = node.mapping({"point", "line", "name"}, required={"point", "line"})
+            keys = _entry(node, "slider")
             point = self.point_ref(keys["point"])
             a, b = self.point_list(keys["line"], count=2)
             if point in (a, b):
@@ -309,7 +313,7 @@ class _Builder:
     def read_springs(self) -> list[Spring]:
         springs: list[Spring] = []
         for k, node in enumerate(self.section("springs")):
-            keys = node.mapping({"points", "k", "c", "length", "name"}, required={"points"})
+            keys = _entry(node, "spring")
             a, b = self.point_list(keys["points"], count=2)
             stiffness = self.expression(keys["k"]) if "k" in keys else sp.Integer(0)
             damping = self.expression(keys["c"]) if "c" in keys else sp.Integer(0)
@@ -333,12 +337,12 @@ class _Builder:
     def read_forces(self, coordinates: set[str]) -> tuple[list[Force], list[Actuator]]:
         forces = []
         for node in self.section("forces"):
-            keys = node.mapping({"coordinate", "value"}, required={"coordinate", "value"})
+            keys = _entry(node, "force")
             forces.append(Force(self.coordinate(keys["coordinate"], coordinates),
                                 self.expression(keys["value"]), node.line))
         actuators: list[Actuator] = []
         for k, node in enumerate(self.section("actuators")):
-            keys = node.mapping({"coordinate", "name", "gain"}, required={"coordinate"})
+            keys = _entry(node, "actuator")
             name = self.name(keys.get("name"), f"actuator{k}", {a.name for a in actuators})
             gain = self.expression(keys["gain"]) if "gain" in keys else sp.Integer(1)
             if "gain" in keys:
@@ -350,8 +354,7 @@ class _Builder:
     def read_frictions(self, coordinates: set[str]) -> list[Friction]:
         frictions: list[Friction] = []
         for k, node in enumerate(self.section("friction")):
-            keys = node.mapping({"coordinate", "viscous", "coulomb", "stiction_velocity",
-                                 "name"}, required={"coordinate"})
+            keys = _entry(node, "friction")
             coordinate = self.coordinate(keys["coordinate"], coordinates)
             if coordinate in {f.coordinate for f in frictions}:
                 raise keys["coordinate"].error(f"coordinate {coordinate!r} already has "
@@ -378,8 +381,7 @@ class _Builder:
     def read_sensors(self, coordinates: set[str], n_bodies: int) -> list[Sensor]:
         sensors: list[Sensor] = []
         for k, node in enumerate(self.section("sensors")):
-            keys = node.mapping({"type", "body", "coordinate", "point", "name", "noise",
-                                 "offset"}, required={"type"})
+            keys = _entry(node, "sensor")
             kind = keys["type"].string()
             if kind not in SENSOR_TARGET:
                 raise keys["type"].error(f"unknown sensor type {kind!r} "
