@@ -96,6 +96,27 @@ def test_simulate_with_force_and_initial_state(run, tmp_path: Path, out_dir: Pat
     assert energy[-1] - energy[0] == pytest.approx(work, rel=1e-4)
 
 
+def test_simulate_drives_an_actuator_by_its_name(run, tmp_path: Path,  # noqa: ANN001
+                                                 out_dir: Path) -> None:
+    """``motor=u`` applies gain·u on the motor's coordinate: the same run as the force
+    K·u on theta1 (K = 0.5 in the file); an unknown name lists coordinates and actuators."""
+    mechanism = str(SHIPPED_DIR / "actuated-double-pendulum.yaml")
+    runs = {}
+    for label, force in (("actuator", "motor=0.8*sin(5*t)"), ("force", "theta1=0.4*sin(5*t)"),
+                         ("free", "theta1=0")):
+        path = tmp_path / f"{label}.csv"
+        code, output = run("simulate", mechanism, "--t-end", "0.3", "--dt", "1e-3",
+                           "--force", force, "--out", str(path), "--build-dir", str(out_dir))
+        assert code == 0, output
+        runs[label] = read_csv(path)[1]
+    np.testing.assert_allclose(runs["actuator"], runs["force"], rtol=0, atol=1e-12)
+    assert np.abs(runs["actuator"] - runs["free"]).max() > 1e-3
+    code, output = run("simulate", mechanism, "--t-end", "0.1", "--dt", "0.01", "--force",
+                       "motr=1", "--out", str(tmp_path / "x.csv"), "--build-dir", str(out_dir))
+    assert code == 2 and "unknown coordinate or actuator 'motr'" in output
+    assert "actuators: motor" in " ".join(output.split())
+
+
 def test_simulate_by_factor_graph_matches_the_integrator(run, tmp_path: Path,  # noqa: ANN001
                                                         out_dir: Path) -> None:
     """The same CSV from --solver factor-graph, forces included, next to an RK4 run."""

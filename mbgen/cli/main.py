@@ -148,9 +148,9 @@ def info(file: Path, build_dir: Path | None) -> None:
     coefficients = mech.coefficients()
     frictions = mech.meta.get("friction", [])
     actuators = _table("Actuators", "#", "name", "coordinate", "gain")
-    for i, actuator in enumerate(mech.meta.get("actuators", [])):
-        actuators.add_row(str(i), actuator["name"], actuator["coordinate"],
-                          f"{coefficients[len(frictions) + i]:.6g}")
+    for i, (actuator, gain) in enumerate(zip(mech.meta.get("actuators", []),
+                                             mech.actuator_gains(), strict=True)):
+        actuators.add_row(str(i), actuator["name"], actuator["coordinate"], f"{gain:.6g}")
     friction = _table("Dry friction", "name", "coordinate", "bound", "stiction rate")
     for i, item in enumerate(frictions):
         friction.add_row(item["name"], item["coordinate"], f"{coefficients[i]:.6g}",

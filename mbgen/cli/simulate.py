@@ -63,27 +63,36 @@ def initial_state(mech: CompiledMechanism, q0: str | None, qd0: str | None,
 
 def parse_forces(specs: tuple[str, ...], mech: CompiledMechanism,
                  ) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
-    """``COORD=EXPR(t)`` through the whitelist parser; the only name allowed is ``t``."""
+    """``COORD=EXPR(t)`` (a generalized force) or ``ACTUATOR=EXPR(t)`` (the actuator's
+    command u: the force gain·u on its coordinate), through the whitelist parser; the
+    only name allowed in EXPR is ``t``. Returns coordinate name → F(t)."""
     if not specs:
         return {}
     import sympy as sp
 
     from mbgen.model.expressions import ExpressionError, parse_expression
 
+    actuators = {a["name"]: (a["coordinate"], float(gain)) for a, gain in zip(
+        mech.meta.get("actuators", []), mech.actuator_gains(), strict=True)}
     t = sp.Symbol("t", real=True)
     totals: dict[str, sp.Expr] = {}
     for spec in specs:
         if "=" not in spec:
-            raise click.BadParameter(f"expected COORD=EXPR, got {spec!r}", param_hint="--force")
+            raise click.BadParameter(f"expected COORD=EXPR or ACTUATOR=EXPR, got {spec!r}",
+                                     param_hint="--force")
         name, text = (part.strip() for part in spec.split("=", 1))
-        if name not in mech.coordinate_names:
-            raise click.BadParameter(f"unknown coordinate {name!r} (coordinates: "
-                                     f"{', '.join(mech.coordinate_names)})", param_hint="--force")
+        coordinate, gain = actuators.get(name, (name, 1.0))
+        if coordinate not in mech.coordinate_names:
+            known = f"coordinates: {', '.join(mech.coordinate_names)}"
+            if actuators:
+                known += f"; actuators: {', '.join(actuators)}"
+            raise click.BadParameter(f"unknown coordinate or actuator {name!r} ({known})",
+                                     param_hint="--force")
         try:
             expr = parse_expression(text, {"t": t})
         except ExpressionError as exc:
             raise click.BadParameter(str(exc), param_hint="--force") from None
-        totals[name] = totals.get(name, sp.Integer(0)) + expr
+        totals[coordinate] = totals.get(coordinate, sp.Integer(0)) + sp.Float(gain) * expr
     # lambdify prints the already-parsed SymPy expression; no user text reaches it.
     return {name: sp.lambdify(t, expr, "numpy") for name, expr in totals.items()}
 
@@ -165,8 +174,10 @@ def write_readings(result: Any, path: Path, noise: float, every: int, seed: int)
 @click.option("--q0", help='Initial q: "v1,v2,..." or "name=value,..." (as many names as '
               "DOF: those are kept and the rest assembled by Newton).")
 @click.option("--qd0", help="Initial q̇, same forms (named DOF kept, the rest solved).")
-@click.option("--force", "forces", multiple=True, metavar="COORD=EXPR(t)",
-              help="Generalized force on a coordinate, e.g. theta0='5*sin(2*pi*t)'.")
+@click.option("--force", "forces", multiple=True, metavar="NAME=EXPR(t)",
+              help="A generalized force on a coordinate, e.g. theta0='5*sin(2*pi*t)', or "
+              "an actuator's command by the actuator's name (force gain*u on its "
+              "coordinate), e.g. motor='0.2*sin(t)'.")
 @click.option("--out", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
               required=True, help="CSV to write.")
 @click.option("--plot", is_flag=True, help="Also write PNG plots next to the CSV.")

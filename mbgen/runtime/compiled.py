@@ -286,6 +286,11 @@ class CompiledMechanism(IntegrationMixin):
             return np.zeros(0)
         return self.dense("coefficients", params, q=self.q0)
 
+    def actuator_gains(self, params: Any = None) -> Array:
+        """Each actuator's gain, in ``meta["actuators"]`` order: a command u applies the
+        generalized force gain·u on the actuator's coordinate."""
+        return self.coefficients(params)[len(self.meta.get("friction", [])):]
+
     def coefficients_p(self, params: Any = None) -> Array:
         """∂(coefficients)/∂p, (len(coefficients), number of parameters)."""
         if "coefficients" not in self.kernels:
