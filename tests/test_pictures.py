@@ -78,3 +78,68 @@ def test_draw_and_animate_commands(compiled: Compiled, tmp_path: Path, out_dir: 
                                  str(tmp_path / "b.avi"), "--build-dir", str(out_dir)])
     assert result.exit_code == 1 and ".gif or an .mp4" in " ".join(result.output.split())
     assert not (tmp_path / "b.gif").exists() and not (tmp_path / "b.avi").exists()
+
+
+def _panels(fig: object) -> list[object]:
+    """The plotting axes of a figure, without its colour bars."""
+    return [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]  # type: ignore[attr-defined]
+
+
+def test_coordinate_plots_have_units_and_grouped_panels(compiled: Compiled,
+                                                        tmp_path: Path) -> None:
+    """Positions [m] and angles [rad] in their own panels with legends; a 12-bar chain's 24
+    coordinates in x and y panels coloured by index, with no legend covering the plot."""
+    import matplotlib.pyplot as plt
+
+    from mbgen.dynamics.output import LEGEND_LIMIT, coordinate_panels, panel_figure
+    from mbgen.model.chain import chain_yaml
+
+    mech = compiled(SHIPPED_DIR / "actuated-double-pendulum.yaml")
+    run = simulate(mech, 0.02, 1e-3)
+    fig = panel_figure(run.t, run.q, run.coordinate_names,
+                       coordinate_panels(mech.coordinate_units), "title")
+    axes = _panels(fig)
+    assert [ax.get_ylabel() for ax in axes] == ["position [m]", "angle [rad]"]
+    assert [[text.get_text() for text in ax.get_legend().get_texts()] for ax in axes] == [
+        ["x1", "y1", "x2", "y2"], ["theta1", "theta2"]]
+    assert axes[-1].get_xlabel() == "t [s]"
+    plt.close(fig)
+
+    chain = tmp_path / "chain12.yaml"
+    chain.write_text(chain_yaml(12))
+    mech = compiled(chain)
+    run = simulate(mech, 0.02, 1e-3)
+    fig = panel_figure(run.t, run.q, run.coordinate_names,
+                       coordinate_panels(mech.coordinate_units), "title")
+    axes = _panels(fig)
+    assert [ax.get_ylabel() for ax in axes] == ["x [m]", "y [m]"]
+    assert [len(ax.lines) for ax in axes] == [12, 12] and LEGEND_LIMIT < 12
+    assert all(ax.get_legend() is None for ax in axes)
+    assert len(fig.axes) == 4  # one colour bar per panel
+    np.testing.assert_array_equal(axes[1].lines[3].get_ydata(), run.q[:, 7])  # y4
+    plt.close(fig)
+
+
+def test_constraint_error_plot_shows_round_off_as_round_off(compiled: Compiled) -> None:
+    """The scale spans decades above round-off; a projected run stays under the projection
+    tolerance drawn on it, an unprojected explicit Euler run rises far above it."""
+    import matplotlib.pyplot as plt
+
+    from mbgen.dynamics.output import constraint_figure
+
+    mech = compiled(SHIPPED_DIR / "fourbar.yaml")
+    tolerance = mech.options.newton_tol
+    for integrator, project in (("rk4", "manifold"), ("euler", "none")):
+        run = simulate(mech, 0.5, 1e-3, integrator=integrator, project=project)
+        fig = constraint_figure(run, "title")
+        ax = fig.axes[0]
+        levels = [line.get_ydata()[0] for line in ax.lines[1:]]
+        roundoff = levels[0]
+        low, high = ax.get_ylim()
+        assert low < roundoff < tolerance and high >= 1e6 * roundoff
+        assert ax.get_yscale() == "log" and "[m², m]" in ax.get_ylabel()
+        if project == "manifold":
+            assert levels[1] == tolerance and run.constraint_error.max() <= tolerance
+        else:
+            assert len(levels) == 1 and run.constraint_error.max() > 100 * tolerance
+        plt.close(fig)

@@ -85,7 +85,9 @@ def estimate(file: Path, readings_path: Path, particles: int, sigma_a: float,
         f"p_branch{b}" for b in range(len(observer.branches))]
     data = np.array(rows)
     write_table(csv_path, header, data)
-    pictures = _plot(data, names, len(observer.branches), csv_path, mech.name) if plot \
+    labels = [f"{name} [{unit}]" for name, unit in zip(names, mech.coordinate_units,
+                                                        strict=True)]
+    pictures = _plot(data, labels, len(observer.branches), csv_path, mech.name) if plot \
         else []
     final = data[-1, -len(observer.branches):]
     console.print(f"[green]✓[/] {mech.name}: {len(times)} steps of {step:g} s, {particles} "
@@ -95,7 +97,7 @@ def estimate(file: Path, readings_path: Path, particles: int, sigma_a: float,
     console.print(f"  wrote {csv_path}" + "".join(f"\n  wrote {p}" for p in pictures))
 
 
-def _plot(data: np.ndarray, names: list[str], branches: int, csv_path: Path,
+def _plot(data: np.ndarray, labels: list[str], branches: int, csv_path: Path,
           title: str) -> list[Path]:
     import matplotlib
 
@@ -106,13 +108,13 @@ def _plot(data: np.ndarray, names: list[str], branches: int, csv_path: Path,
 
     base = csv_path.with_suffix("")
     written = []
-    fig, axes = plt.subplots(len(names), 1, figsize=(9, 2.2 * len(names)), sharex=True,
+    fig, axes = plt.subplots(len(labels), 1, figsize=(9, 2.2 * len(labels)), sharex=True,
                              squeeze=False)
-    for k, (ax, name) in enumerate(zip(axes[:, 0], names, strict=True)):
+    for k, (ax, label) in enumerate(zip(axes[:, 0], labels, strict=True)):
         mean, low, high = data[:, 1 + 3 * k], data[:, 2 + 3 * k], data[:, 3 + 3 * k]
         ax.fill_between(data[:, 0], low, high, alpha=0.3, label="95 %")
         ax.plot(data[:, 0], mean, label="estimate")
-        ax.set_ylabel(name)
+        ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("t [s]")
     axes[0, 0].set_title(f"{title}: particle-filter estimate")

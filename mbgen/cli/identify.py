@@ -120,7 +120,9 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
                   f"({result.message}); final cost {result.cost:.6g}")
     console.print(f"  wrote {out_path}")
     if plot:
-        console.print(f"  wrote {_plot(result, t, readings, mech.sensor_labels, out_path)}")
+        labels = [f"{label} [{unit}]" for label, unit in zip(mech.sensor_labels,
+                                                             mech.sensor_units, strict=True)]
+        console.print(f"  wrote {_plot(result, t, readings, labels, out_path)}")
 
 
 def _write_yaml(path: Path, result, source: Path, data: Path) -> None:  # noqa: ANN001

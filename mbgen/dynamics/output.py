@@ -55,6 +55,52 @@ def save_figure(fig: object, target: Path, dpi: int = 110) -> Path:
     return target
 
 
+#: Above this many curves a panel colours them by index (with a colour bar) instead of
+#: listing them in a legend that would cover the plot.
+LEGEND_LIMIT = 10
+#: Unit of a generalized force on a coordinate of each unit.
+FORCE_UNITS = {"m": "force [N]", "rad": "torque [N·m]"}
+
+
+def coordinate_panels(units: list[str]) -> list[tuple[str, list[int]]]:
+    """(axis label, column indices) of the panels of a plot over all coordinates: positions
+    [m] (x and y apart when there are many), then angles [rad]."""
+    lengths = [k for k, unit in enumerate(units) if unit == "m"]
+    angles = [k for k, unit in enumerate(units) if unit == "rad"]
+    panels = ([("x [m]", lengths[0::2]), ("y [m]", lengths[1::2])]
+              if len(lengths) > LEGEND_LIMIT else [("position [m]", lengths)])
+    return [panel for panel in [*panels, ("angle [rad]", angles)] if panel[1]]
+
+
+def panel_figure(t: np.ndarray, data: np.ndarray, names: list[str],
+                 panels: list[tuple[str, list[int]]], title: str) -> object:
+    """One panel per (axis label, columns of ``data`` (K, columns)) against t (K,), legends
+    beside the panels, or a colour bar for panels with many curves."""
+    import matplotlib.pyplot as plt
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    fig, axes = plt.subplots(len(panels), 1, sharex=True, squeeze=False, layout="constrained",
+                             figsize=(9.5, 1.2 + 2.6 * len(panels)))
+    for ax, (label, columns) in zip(axes[:, 0], panels, strict=True):
+        if len(columns) > LEGEND_LIMIT:
+            colours = plt.get_cmap("viridis")(np.linspace(0, 1, len(columns)))
+            for colour, k in zip(colours, columns, strict=True):
+                ax.plot(t, data[:, k], color=colour, lw=0.8)
+            bar = fig.colorbar(ScalarMappable(Normalize(0, len(columns) - 1), "viridis"), ax=ax)
+            ticks = np.unique(np.linspace(0, len(columns) - 1, 5).round().astype(int))
+            bar.set_ticks(ticks, labels=[names[columns[k]] for k in ticks])
+        else:
+            for k in columns:
+                ax.plot(t, data[:, k], label=names[k])
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("t [s]")
+    axes[0, 0].set_title(title)
+    return fig
+
+
 def plot(result: SimulationResult, csv_path: str | Path) -> list[Path]:
     """coordinates, energy and constraint-error PNGs named after the CSV file."""
     import matplotlib
@@ -63,34 +109,48 @@ def plot(result: SimulationResult, csv_path: str | Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     base = Path(csv_path).with_suffix("")
-    written: list[Path] = []
-
-    def save(fig: object, suffix: str) -> None:
-        written.append(_save(fig, base, suffix))
-
-    title = f"{result.mechanism.name}: {result.settings.get('integrator')}, " \
-            f"dt = {result.settings.get('dt')} s"
-    fig, ax = plt.subplots(figsize=(9, 5))
-    for k, name in enumerate(result.coordinate_names):
-        ax.plot(result.t, result.q[:, k], label=name)
-    ax.set(xlabel="t [s]", ylabel="q", title=title)
-    ax.legend(ncol=max(1, len(result.coordinate_names) // 8), fontsize="small")
-    ax.grid(alpha=0.3)
-    save(fig, "coordinates")
+    mech = result.mechanism
+    title = f"{mech.name}: {result.settings.get('integrator')}, dt = {result.settings.get('dt')} s"
+    written = [_save(panel_figure(result.t, result.q, result.coordinate_names,
+                                  coordinate_panels(mech.coordinate_units), title),
+                     base, "coordinates")]
 
     energy = result.energy
-    fig, ax = plt.subplots(figsize=(9, 4))
+    fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
     ax.plot(result.t, energy - energy[0])
-    ax.set(xlabel="t [s]", ylabel="E(t) − E(0) [J]", title=f"{title}: total energy change")
+    ax.set(xlabel="t [s]", ylabel="E(t) − E(0) [J]",
+           title=f"{title}: total energy change (E(0) = {energy[0]:.6g} J)")
     ax.grid(alpha=0.3)
-    save(fig, "energy")
+    written.append(_save(fig, base, "energy"))
 
-    fig, ax = plt.subplots(figsize=(9, 4))
-    ax.semilogy(result.t, np.maximum(result.constraint_error, 1e-17))
-    ax.set(xlabel="t [s]", ylabel="‖Φ(q)‖", title=f"{title}: constraint error")
-    ax.grid(alpha=0.3)
-    save(fig, "constraints")
+    written.append(_save(constraint_figure(result, title), base, "constraints"))
     return written
+
+
+def constraint_figure(result: SimulationResult, title: str) -> object:
+    """‖Φ‖ on a log scale that spans several decades above the round-off level, so a run at
+    round-off shows as a flat band at the bottom and a drifting one as a rising curve."""
+    import matplotlib.pyplot as plt
+
+    error = np.asarray(result.constraint_error, dtype=float)
+    size = max(1.0, float(np.abs(result.q).max(initial=0.0)))
+    roundoff = 10 * np.finfo(float).eps * size**2  # Φ rows are products of two lengths
+    fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
+    ax.semilogy(result.t, np.maximum(error, roundoff * 1e-3), lw=0.8, label="‖Φ(q)‖")
+    ax.axhline(roundoff, color="grey", ls="--", lw=1, label=f"round-off ≈ {roundoff:.0e}")
+    if result.settings.get("project") in ("manifold", "energy"):
+        tolerance = float(result.mechanism.options.newton_tol)
+        ax.axhline(tolerance, color="tab:green", ls=":", lw=1,
+                   label=f"projection tolerance {tolerance:.0e}")
+    worst = int(np.argmax(error)) if error.size else 0
+    top = max(float(error.max(initial=0.0)) * 10, roundoff * 1e6)
+    ax.set_ylim(roundoff * 1e-3, top)
+    ax.set(xlabel="t [s]", ylabel="‖Φ(q)‖ [m², m]",
+           title=f"{title}: constraint error (max {error[worst]:.2e} at t = "
+           f"{result.t[worst]:.3g} s)" if error.size else title)
+    ax.legend(loc="upper left", fontsize="small")
+    ax.grid(alpha=0.3, which="both")
+    return fig
 
 
 def plot_inverse(result: InverseResult, csv_path: str | Path) -> list[Path]:
@@ -98,27 +158,26 @@ def plot_inverse(result: InverseResult, csv_path: str | Path) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     base = Path(csv_path).with_suffix("")
-    names = result.mechanism.coordinate_names
-    title = f"{result.mechanism.name}: inverse dynamics ({result.settings.get('method')})"
-    written = []
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    for k, index in enumerate(result.actuated):
-        ax.plot(result.t, result.forces[:, k], label=f"on {names[index]}")
-    ax.set(xlabel="t [s]", ylabel="actuator force / torque", title=title)
-    ax.legend()
-    ax.grid(alpha=0.3)
-    written.append(_save(fig, base, "forces"))
-    fig, ax = plt.subplots(figsize=(9, 4))
-    for k, index in enumerate(result.imposed):
-        ax.plot(result.t, result.following_error[:, k], label=names[index])
-    ax.set(xlabel="t [s]", ylabel="followed − prescribed", title=f"{title}: following error")
-    ax.legend()
-    ax.grid(alpha=0.3)
-    written.append(_save(fig, base, "following_error"))
-    return written
+    mech = result.mechanism
+    names, units = mech.coordinate_names, mech.coordinate_units
+    title = f"{mech.name}: inverse dynamics ({result.settings.get('method')})"
+    forces = panel_figure(result.t, result.forces, [f"on {names[i]}" for i in result.actuated],
+                          _by_unit([units[i] for i in result.actuated], FORCE_UNITS), title)
+    following = panel_figure(result.t, result.following_error,
+                             [names[i] for i in result.imposed],
+                             _by_unit([units[i] for i in result.imposed],
+                                      {"m": "followed − prescribed [m]",
+                                       "rad": "followed − prescribed [rad]"}),
+                             f"{title}: following error")
+    return [_save(forces, base, "forces"), _save(following, base, "following_error")]
+
+
+def _by_unit(units: list[str], labels: dict[str, str]) -> list[tuple[str, list[int]]]:
+    """One panel per unit present, labelled from ``labels``."""
+    return [(label, [k for k, u in enumerate(units) if u == unit])
+            for unit, label in labels.items() if unit in units]
 
 
 def _save(fig: object, base: Path, suffix: str) -> Path:

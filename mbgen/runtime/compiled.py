@@ -97,6 +97,25 @@ class CompiledMechanism(IntegrationMixin):
     def dof(self) -> int:
         return self.n - self.rank
 
+    @property
+    def coordinate_units(self) -> list[str]:
+        """SI unit of each coordinate (for axes and tables): m for the points' x and y,
+        rad for the relative angles that follow them."""
+        lengths = 2 * sum(not point["fixed"] for point in self.meta["points"])
+        return ["m"] * lengths + ["rad"] * (self.n - lengths)
+
+    @property
+    def sensor_units(self) -> list[str]:
+        """SI unit of each sensor output, in ``sensor_labels`` order."""
+        units: list[str] = []
+        for sensor in self.meta["sensors"]:
+            if sensor["kind"] == "encoder":
+                units.append(self.coordinate_units[self.coordinate_index(sensor["target"])])
+            else:
+                units += {"gyroscope": ["rad/s"], "position": ["m", "m"],
+                          "velocity": ["m/s", "m/s"]}[sensor["kind"]]
+        return units
+
     def independent_constraints(self, q: Any = None, tol: float = 1e-9) -> tuple[list[int],
                                                                                 list[int]]:
         """Split constraint rows into (independent, redundant) at q (default q0).
