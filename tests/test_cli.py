@@ -392,3 +392,39 @@ def test_new_commands_reject_bad_options(tmp_path: Path, out_dir: Path, args: li
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split())
     assert not target.exists() or not any(target.iterdir())  # nothing half-written
+
+
+def test_quiet_verbose_and_debug(tmp_path: Path, out_dir: Path,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """--quiet: nothing but errors; --verbose: build steps and resolved settings; a bug in
+    mbgen is one line with exit code 3, its traceback only with --debug."""
+    runner = CliRunner()
+    mechanism = str(SHIPPED_DIR / "fourbar.yaml")
+    args = ["simulate", mechanism, "--t-end", "0.05", "--dt", "1e-3", "--out",
+            str(tmp_path / "a.csv"), "--build-dir", str(out_dir)]
+    normal = runner.invoke(cli, args)
+    quiet = runner.invoke(cli, ["-q", *args])
+    assert normal.exit_code == quiet.exit_code == 0
+    assert "wrote" in normal.output and quiet.output == ""
+    assert (tmp_path / "a.csv").is_file()
+    failed = runner.invoke(cli, ["--quiet", "check", str(tmp_path / "a.csv")])
+    assert failed.exit_code == 2 and "error:" in failed.output
+
+    verbose = runner.invoke(cli, ["-v", *args])
+    assert verbose.exit_code == 0
+    assert "cached build" in verbose.output
+    assert "rk4, dependent coordinates, projection manifold, t_end 0.05 s" in verbose.output
+    built = runner.invoke(cli, ["--verbose", "compile", mechanism, "--force",
+                                "--build-dir", str(tmp_path / "gen")])
+    assert built.exit_code == 0
+    assert "deriving equations" in built.output and "compiling C" in built.output
+
+    def broken(path: Path) -> None:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr("mbgen.model.parser.load_mechanism", broken)
+    bug = runner.invoke(cli, ["check", mechanism])
+    assert bug.exit_code == 3 and "Traceback" not in bug.output
+    assert "internal error (ZeroDivisionError: a bug)" in " ".join(bug.output.split())
+    debug = runner.invoke(cli, ["--debug", "check", mechanism])
+    assert debug.exit_code == 3 and "Traceback" in debug.output

@@ -15,6 +15,7 @@ Layout:
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,7 +34,29 @@ BUILD_DIR = click.option("--build-dir", "build_dir",
 
 #: Results go to stdout; status lines and errors to stderr, so output can be piped.
 console = Console(highlight=False)
+#: Errors: always shown.
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+#: Status lines, progress bars and summaries: silenced by ``mbgen --quiet``.
+status_console = Console(stderr=True, highlight=False)
+
+
+class Verbosity:
+    """What ``mbgen --quiet`` / ``--verbose`` / ``--debug`` asked for (set per invocation)."""
+
+    verbose = False
+    debug = False
+
+    @classmethod
+    def set(cls, quiet: bool, verbose: bool, debug: bool) -> None:
+        status_console.quiet = quiet
+        cls.verbose = verbose and not quiet
+        cls.debug = debug
+
+
+def detail(message: str) -> None:
+    """A status line shown only with ``mbgen --verbose`` (build steps, settings, timings)."""
+    if Verbosity.verbose:
+        status_console.print(f"[dim]{message}[/]", highlight=False)
 
 
 def load_with_status(path: Path, out_dir: Path | None = None,
@@ -46,12 +69,16 @@ def load_with_status(path: Path, out_dir: Path | None = None,
     import mbgen  # deferred: keeps ``mbgen --help`` fast
 
     steps: list[str] = []
-    with err_console.status(f"loading {path.name}") as status:
+    start = time.perf_counter()
+    with status_console.status(f"loading {path.name}") as status:
 
         def progress(message: str) -> None:
             steps.append(message)
+            detail(f"{time.perf_counter() - start:7.2f} s  {path.name}: {message}")
             status.update(f"{path.name}: {message}")
 
         mechanism = mbgen.load(str(path), out_dir=None if out_dir is None else str(out_dir),
                                force=force, progress=progress)
+    detail(f"{time.perf_counter() - start:7.2f} s  {path.name}: "
+           f"{'compiled' if steps else 'cached build'} {mechanism.directory}")
     return mechanism, bool(steps)

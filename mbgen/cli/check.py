@@ -16,8 +16,8 @@ def check(file: Path) -> None:
     """Validate FILE: format, names and expressions (as compile would), q0 on the
     constraints, rank and degrees of freedom, the named independent coordinates."""
     import sympy as sp
-    from rich.console import Console
 
+    from mbgen.cli import status_console
     from mbgen.errors import MechanismError
     from mbgen.model.parser import load_mechanism
     from mbgen.symbolic.model import build_symbolic_model
@@ -41,7 +41,7 @@ def check(file: Path) -> None:
         raise MechanismError(f"independent_coordinates names {len(mechanism.independent)} "
                              f"coordinate(s) but the mechanism has {dof} degree(s) of "
                              "freedom at q0", str(file), key="independent_coordinates")
-    console = Console(stderr=True)
+    console = status_console
     scale = max(1.0, float(np.abs(q0).max(initial=0.0)))
     worst = int(np.abs(residual).argmax()) if residual.size else -1
     if worst >= 0 and abs(residual[worst]) > RESIDUAL_TOL * scale:

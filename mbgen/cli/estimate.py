@@ -38,10 +38,9 @@ def estimate(file: Path, readings_path: Path, particles: int, sigma_a: float,
              plot: bool, build_dir: Path | None) -> None:
     """Estimate FILE's state and assembly branch from sensor readings: writes t, each
     coordinate's expected value with <name>_lo/<name>_hi (95 %), ess and p_branch<k>."""
-    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from mbgen.cli import load_with_status
+    from mbgen.cli import load_with_status, status_console
     from mbgen.dynamics.output import write_table
     from mbgen.estimation.particle_filter import ParticleFilter
     from mbgen.estimation.readings import read_readings
@@ -63,7 +62,7 @@ def estimate(file: Path, readings_path: Path, particles: int, sigma_a: float,
     times = t[0] + step * np.arange(int(round((t[-1] - t[0]) / step)) + 1)
     row = np.searchsorted(t, times - step / 2)
     rows, restarts = [], 0
-    console = Console(stderr=True)
+    console = status_console
     with Progress(TextColumn("[bold]estimating"), BarColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as bar:
         task = bar.add_task("pf", total=len(times))

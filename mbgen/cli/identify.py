@@ -66,11 +66,10 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
              substeps: int, max_iterations: int, plot: bool, build_dir: Path | None) -> None:
     """Identify parameters of FILE (and its state trajectory) from recorded sensor data,
     by least squares on inverse-dynamics impulses and the sensor residuals."""
-    from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from mbgen.cli import load_with_status
+    from mbgen.cli import load_with_status, status_console
     from mbgen.estimation.identify import Recording, Settings
     from mbgen.estimation.identify import identify as run
     from mbgen.estimation.readings import read_readings
@@ -96,7 +95,7 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
     start = {name: value[0] for name, value in _pairs(initial, "--initial", 1).items()}
     settings = Settings(scheme=scheme, impulse_noise=impulse_noise, compliance=compliance,
                         substeps=substeps, max_iterations=max_iterations)
-    console = Console(stderr=True)
+    console = status_console
     with Progress(SpinnerColumn(), TextColumn("[bold]identifying[/] {task.description}"),
                   TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task("", total=None)

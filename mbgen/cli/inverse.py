@@ -37,15 +37,14 @@ def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
     """Forces that make FILE's mechanism follow a prescribed motion: writes t, the imposed
     coordinates as followed and force_<coordinate> per actuator (the generalized force the
     actuator applies on its coordinate)."""
-    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from mbgen.cli import load_with_status
+    from mbgen.cli import load_with_status, status_console
     from mbgen.dynamics.inverse import coordinate_indices, inverse_dynamics_direct
     from mbgen.dynamics.output import plot_inverse, write_csv
     from mbgen.dynamics.trajectory import read_trajectory, trajectory_from_expressions
 
-    console = Console(stderr=True)
+    console = status_console
     if (trajectory is None) == (not motions):
         raise click.UsageError("give either --trajectory FILE or --motion COORD=EXPR")
     if motions and (t_end is None or dt is None):

@@ -21,14 +21,22 @@ from rich.table import Table
 from rich.text import Text
 
 from mbgen import __version__
-from mbgen.cli import BUILD_DIR, console, err_console, load_with_status
+from mbgen.cli import (
+    BUILD_DIR,
+    Verbosity,
+    console,
+    err_console,
+    load_with_status,
+    status_console,
+)
 from mbgen.errors import MbgenError
 
 MECHANISM_FILE = click.Path(dir_okay=False, path_type=Path)
 
 
 class MbgenGroup(click.Group):
-    """Reports errors as one red line instead of a traceback, for every subcommand."""
+    """Reports errors as one red line instead of a traceback, for every subcommand
+    (``--debug`` adds the traceback)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         # SIGTERM ends the command like Ctrl-C would: cleanup code runs, so a file being
@@ -36,22 +44,35 @@ class MbgenGroup(click.Group):
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
         try:
             return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise  # usage errors and exits: click reports them itself
         except MbgenError as exc:  # bad input: the message already names file:line [key]
             _fail(str(exc), ctx, code=2)
         except OSError as exc:  # unreadable input, unwritable output directory, ...
             where = f": {exc.filename}" if exc.filename else ""
             _fail(f"{exc.strerror or exc}{where}", ctx, code=1)
+        except Exception as exc:  # a bug in mbgen: say so, in one line
+            _fail(f"internal error ({type(exc).__name__}: {exc}); please report it with "
+                  "the command and input (--debug shows the traceback)", ctx, code=3)
 
 
 def _fail(message: str, ctx: click.Context, code: int) -> None:
+    if Verbosity.debug:
+        err_console.print_exception()
     err_console.print(Text.assemble(("error: ", "bold red"), (message, "red")))
     ctx.exit(code)
 
 
 @click.group(cls=MbgenGroup)
 @click.version_option(__version__, prog_name="mbgen")
-def cli() -> None:
+@click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr: no status lines, "
+              "progress bars or summaries (results on stdout and files are unchanged).")
+@click.option("-v", "--verbose", is_flag=True, help="Also the build steps with their "
+              "timings and the settings each command resolved.")
+@click.option("--debug", is_flag=True, help="Show the Python traceback with an error.")
+def cli(quiet: bool, verbose: bool, debug: bool) -> None:
     """mbgen: symbolic code generation for planar multibody mechanisms."""
+    Verbosity.set(quiet, verbose, debug)
 
 
 @cli.command("compile")
@@ -186,7 +207,7 @@ def schema(out: Path | None) -> None:
         click.echo(schema_text(), nl=False)
         return
     _write_atomic(out, schema_text())
-    err_console.print(f"wrote [bold]{escape(str(out))}[/]")
+    status_console.print(f"wrote [bold]{escape(str(out))}[/]")
 
 
 @cli.group()

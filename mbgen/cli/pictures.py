@@ -20,16 +20,14 @@ from mbgen.cli import BUILD_DIR
 @BUILD_DIR
 def draw(file: Path, png: Path, q_text: str | None, build_dir: Path | None) -> None:
     """Draw FILE's mechanism: bodies, ground, sliders, springs, sensors, point labels."""
-    from rich.console import Console
-
-    from mbgen.cli import load_with_status
+    from mbgen.cli import load_with_status, status_console
     from mbgen.cli.simulate import initial_state
     from mbgen.dynamics.drawing import draw_png
 
     mech, _ = load_with_status(file, build_dir)
     q, _ = initial_state(mech, q_text, None)
     drawing = draw_png(mech, q, png, title=f"{mech.name}" + ("" if q_text else " at q0"))
-    Console(stderr=True).print(f"[green]✓[/] {mech.name}: {len(drawing.bodies)} bodies, "
+    status_console.print(f"[green]✓[/] {mech.name}: {len(drawing.bodies)} bodies, "
                                f"{len(drawing.ground)} fixed points; wrote {png}")
 
 
@@ -66,10 +64,9 @@ def read_states(path: Path, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
 def animate(csv_path: Path, file: Path, movie: Path, fps: int, trace: str | None,
             build_dir: Path | None) -> None:
     """Animate a result CSV (simulation, or any file with t and every coordinate)."""
-    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from mbgen.cli import load_with_status
+    from mbgen.cli import load_with_status, status_console
     from mbgen.dynamics.drawing import animate as make
 
     mech, _ = load_with_status(file, build_dir)
@@ -84,7 +81,7 @@ def animate(csv_path: Path, file: Path, movie: Path, fps: int, trace: str | None
         else:
             raise click.BadParameter(f"unknown point {trace!r} (points: {', '.join(names)})",
                                      param_hint="--trace")
-    console = Console(stderr=True)
+    console = status_console
     try:
         with Progress(TextColumn("[bold]rendering"), BarColumn(),
                       TextColumn("{task.completed}/{task.total} frames"),

@@ -203,15 +203,14 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
              sensor_noise: float, sensor_period: float | None, seed: int,
              build_dir: Path | None) -> None:
     """Simulate FILE's forward dynamics and write t, q, q̇, q̈, energy and ‖Φ‖ to a CSV."""
-    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from mbgen.cli import load_with_status
+    from mbgen.cli import detail, load_with_status, status_console
     from mbgen.dynamics import simulate as run
     from mbgen.dynamics.output import plot as write_plots
     from mbgen.dynamics.output import write_csv
 
-    console = Console(stderr=True)
+    console = status_console
     factor_graph = solver == "factor-graph"
     if integrator is None:
         integrator = "trapezoidal" if factor_graph else "rk4"
@@ -232,6 +231,12 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
         stride = None if sensors_out is None else reading_stride(mech, dt,
                                                                   sensor_period or dt)
         force_functions = parse_forces(forces, mech)
+        detail(f"initial state ({', '.join(mech.coordinate_names)}): q = "
+               f"{np.array2string(initial_q, precision=6)}, q̇ = "
+               f"{np.array2string(initial_qd, precision=6)}")
+        detail(f"{integrator}, {coords} coordinates, projection {projection}, "
+               f"t_end {t_end:g} s, dt {dt:g} s"
+               + (f", forces on {', '.join(force_functions)}" if force_functions else ""))
         start = time.perf_counter()
         with Progress(TextColumn("[bold]simulating"), BarColumn(), TextColumn("{task.fields[t]}"),
                       TimeElapsedColumn(), console=console, transient=True) as bar:
