@@ -348,6 +348,18 @@ def test_estimate_from_simulated_readings(run, tmp_path: Path, out_dir: Path) ->
     assert max(est[-1, -2:]) >= 0.99
     for suffix in ("estimate", "branches"):
         assert (tmp_path / f"est_{suffix}.png").read_bytes()[:4] == b"\x89PNG"
+    # the estimate beside the truth, with the branch probabilities as bars
+    from PIL import Image
+
+    movies = {name: tmp_path / f"{name}.gif" for name in ("alone", "beside")}
+    for name, extra in (("alone", []), ("beside", ["--truth", str(truth)])):
+        code, output = run("animate", str(estimate), "--mechanism", str(path), "--out",
+                           str(movies[name]), "--fps", "5", "--build-dir", str(out_dir),
+                           *extra)
+        assert code == 0, output
+    alone, beside = (Image.open(movies[name]) for name in ("alone", "beside"))
+    assert alone.n_frames == beside.n_frames == 6
+    assert beside.width > 1.5 * alone.width and alone.width > 1.4 * alone.height  # bars
 
 
 @pytest.mark.parametrize(("text", "message"), [

@@ -31,22 +31,26 @@ def draw(file: Path, png: Path, q_text: str | None, build_dir: Path | None) -> N
                                f"{len(drawing.ground)} fixed points; wrote {png}")
 
 
-def read_states(path: Path, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """t (N,) and q (N, n) from a result CSV that has a column t and every coordinate."""
+def read_states(path: Path, names: list[str], hint: str = "CSV",
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """t (N,), q (N, n) and, for an estimate, the branch probabilities (N, B) (else None)
+    from a result CSV that has a column t and every coordinate."""
     with path.open(newline="") as handle:
         header = next(csv.reader(handle), None)
     if not header or "t" not in header:
-        raise click.BadParameter(f"{path}: needs a header with a column t", param_hint="CSV")
+        raise click.BadParameter(f"{path}: needs a header with a column t", param_hint=hint)
     missing = [name for name in names if name not in header]
     if missing:
         raise click.BadParameter(f"{path}: no column for {', '.join(missing)} (an animation "
-                                 f"needs every coordinate)", param_hint="CSV")
+                                 f"needs every coordinate)", param_hint=hint)
     try:
         data = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
     except ValueError as exc:
-        raise click.BadParameter(f"{path}: {exc}", param_hint="CSV") from None
+        raise click.BadParameter(f"{path}: {exc}", param_hint=hint) from None
     columns = [header.index(name) for name in names]
-    return data[:, header.index("t")], data[:, columns]
+    branches = [k for k, name in enumerate(header) if name.startswith("p_branch")]
+    return (data[:, header.index("t")], data[:, columns],
+            data[:, branches] if branches else None)
 
 
 @click.command()
@@ -60,17 +64,23 @@ def read_states(path: Path, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
 @click.option("--fps", type=click.IntRange(1, 120), default=30, show_default=True,
               help="Frames per second of simulated time.")
 @click.option("--trace", help="A point (name or index) whose path is drawn.")
+@click.option("--truth", "truth_path", type=click.Path(exists=True, dir_okay=False,
+                                                       path_type=Path), default=None,
+              help="For an estimate: a result CSV of the true motion, drawn beside it.")
 @BUILD_DIR
 def animate(csv_path: Path, file: Path, movie: Path, fps: int, trace: str | None,
-            build_dir: Path | None) -> None:
-    """Animate a result CSV (simulation, or any file with t and every coordinate)."""
+            truth_path: Path | None, build_dir: Path | None) -> None:
+    """Animate a result CSV (simulation, inverse dynamics, estimate: any file with t and
+    every coordinate). An estimate's branch probabilities are drawn as bars."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from mbgen.cli import load_with_status, status_console
     from mbgen.dynamics.drawing import animate as make
 
     mech, _ = load_with_status(file, build_dir)
-    t, q = read_states(csv_path, mech.coordinate_names)
+    t, q, branches = read_states(csv_path, mech.coordinate_names)
+    truth = None if truth_path is None else read_states(truth_path, mech.coordinate_names,
+                                                        "--truth")[:2]
     point = None
     if trace is not None:
         names = [p["name"] for p in mech.meta["points"]]
@@ -87,7 +97,8 @@ def animate(csv_path: Path, file: Path, movie: Path, fps: int, trace: str | None
                       TextColumn("{task.completed}/{task.total} frames"),
                       TimeElapsedColumn(), console=console, transient=True) as bar:
             task = bar.add_task("frames", total=None)
-            frames = make(mech, t, q, movie, fps=fps, trace=point,
+            frames = make(mech, t, q, movie, fps=fps, trace=point, truth=truth,
+                          branches=branches,
                           progress=lambda done, total: bar.update(task, completed=done,
                                                                   total=total))
     except ValueError as exc:

@@ -192,9 +192,12 @@ def draw_png(mechanism: CompiledMechanism, q: Array, path: Path,
 
 def animate(mechanism: CompiledMechanism, t: Array, q: Array, path: Path, fps: int = 30,
             trace: int | None = None, progress: Callable[[int, int], None] | None = None,
+            truth: tuple[Array, Array] | None = None, branches: Array | None = None,
             ) -> int:
-    """An animation of the states q (N, n) at times t as GIF (Pillow) or MP4 (ffmpeg);
-    frames are sampled at ``fps`` in simulated time. Returns the number of frames."""
+    """An animation of the states q (N, n) at times t (N,) as GIF (Pillow) or MP4 (ffmpeg);
+    frames are sampled at ``fps`` in simulated time. For an estimate: ``truth`` = (times
+    (M,), states (M, n)) is drawn beside it, and ``branches`` (N, B), the probability of
+    each assembly branch, as bars. Returns the number of frames."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -208,24 +211,44 @@ def animate(mechanism: CompiledMechanism, t: Array, q: Array, path: Path, fps: i
         raise ValueError("MP4 needs ffmpeg on the PATH; write a .gif instead")
     duration = float(t[-1] - t[0])
     frames = max(1, int(round(duration * fps)) + 1)
-    rows = np.searchsorted(t, t[0] + np.arange(frames) / fps).clip(0, len(t) - 1)
+    times = t[0] + np.arange(frames) / fps
+    shown = [("", q[np.searchsorted(t, times).clip(0, len(t) - 1)])]
+    if truth is not None:
+        shown = [("estimate", shown[0][1]), ("ground truth", truth[1][np.searchsorted(
+            truth[0], times).clip(0, len(truth[0]) - 1)])]
+    rows = np.searchsorted(t, times).clip(0, len(t) - 1)
     geometry = Geometry(mechanism)
-    fig, ax = plt.subplots(figsize=(7, 6))
-    drawing = draw(ax, geometry, q[rows[0]], labels=False)
-    (xmin, xmax), (ymin, ymax) = geometry.limits(q[rows])
-    ax.set_xlim(xmin, xmax)
-    ax.set_ylim(ymin, ymax)
-    clock = ax.set_title("")
-    traced = np.array([geometry.positions(q[r])[trace] for r in rows]) if trace is not None \
-        else None
-    if traced is not None:
-        (drawing.trace,) = ax.plot([], [], color="0.4", linewidth=1, zorder=0)
+    widths = [1.0] * len(shown) + ([0.4] if branches is not None else [])
+    fig, axes = plt.subplots(1, len(widths), figsize=(1 + 6 * sum(widths), 6), squeeze=False,
+                             gridspec_kw={"width_ratios": widths}, layout="constrained")
+    (xmin, xmax), (ymin, ymax) = geometry.limits(np.vstack([states for _, states in shown]))
+    drawings = []
+    for ax, (_, states) in zip(axes[0], shown, strict=False):
+        drawings.append(draw(ax, geometry, states[0], labels=False))
+        ax.set_xlim(xmin, xmax)
+        ax.set_ylim(ymin, ymax)
+        if trace is not None:
+            (drawings[-1].trace,) = ax.plot([], [], color="0.4", linewidth=1, zorder=0)
+    titles = [ax.set_title("") for ax in axes[0][:len(shown)]]
+    traced = [np.array([geometry.positions(x)[trace] for x in states]) for _, states in shown] \
+        if trace is not None else []
+    bars = None
+    if branches is not None:
+        bar_ax = axes[0][-1]
+        bars = bar_ax.bar([f"B{b}" for b in range(branches.shape[1])], branches[rows[0]],
+                          color="tab:purple")
+        bar_ax.set(ylim=(0, 1), ylabel="probability", title="assembly branch")
 
     def frame(k: int) -> list[Any]:
-        draw(ax, geometry, q[rows[k]], drawing=drawing)
-        clock.set_text(f"{mechanism.name}: t = {t[rows[k]]:.3f} s")
-        if traced is not None:
-            drawing.trace.set_data(traced[:k + 1, 0], traced[:k + 1, 1])
+        for drawing, title, (label, states) in zip(drawings, titles, shown, strict=True):
+            draw(axes[0][0], geometry, states[k], drawing=drawing)
+            title.set_text(f"{mechanism.name}{': ' + label if label else ''}: "
+                           f"t = {times[k]:.3f} s")
+        for drawing, path_xy in zip(drawings, traced, strict=False):
+            drawing.trace.set_data(path_xy[:k + 1, 0], path_xy[:k + 1, 1])
+        if bars is not None:
+            for bar, height in zip(bars, branches[rows[k]], strict=True):
+                bar.set_height(height)
         return []
 
     movie = FuncAnimation(fig, frame, frames=frames, blit=False)
