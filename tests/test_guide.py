@@ -38,7 +38,8 @@ def test_every_guide_command_runs(tmp_path: Path, out_dir: Path,
         result = runner.invoke(cli, shlex.split(command)[1:])
         assert result.exit_code == 0, f"{command}\n{result.output}"
     for made in ("fourbar.png", "run.csv", "run_energy.png", "fg.csv", "run.gif",
-                 "torque.csv", "torque_forces.png", "dist/fourbar/__init__.py",
+                 "torque.csv", "torque_forces.png", "estimate.csv", "estimate.gif",
+                 "identified.yaml", "identified_fit.png", "dist/fourbar/__init__.py",
                  "fourbar_c/fourbar.h"):
         assert (tmp_path / made).is_file(), made
 

@@ -202,7 +202,7 @@ def animate(mechanism: CompiledMechanism, t: Array, q: Array, path: Path, fps: i
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.animation import FFMpegWriter, FuncAnimation, PillowWriter
+    from matplotlib.animation import FFMpegWriter, PillowWriter
 
     path = Path(path)
     if path.suffix.lower() not in (".gif", ".mp4"):
@@ -239,7 +239,7 @@ def animate(mechanism: CompiledMechanism, t: Array, q: Array, path: Path, fps: i
                           color="tab:purple")
         bar_ax.set(ylim=(0, 1), ylabel="probability", title="assembly branch")
 
-    def frame(k: int) -> list[Any]:
+    def frame(k: int) -> None:
         for drawing, title, (label, states) in zip(drawings, titles, shown, strict=True):
             draw(axes[0][0], geometry, states[k], drawing=drawing)
             title.set_text(f"{mechanism.name}{': ' + label if label else ''}: "
@@ -249,17 +249,21 @@ def animate(mechanism: CompiledMechanism, t: Array, q: Array, path: Path, fps: i
         if bars is not None:
             for bar, height in zip(bars, branches[rows[k]], strict=True):
                 bar.set_height(height)
-        return []
 
-    movie = FuncAnimation(fig, frame, frames=frames, blit=False)
+    fig.canvas.draw()
+    fig.set_layout_engine("none")  # laid out once: the frames only move artists
     writer = PillowWriter(fps=fps) if path.suffix.lower() == ".gif" else FFMpegWriter(fps=fps)
     suffix = path.suffix
 
     def save(tmp: Path) -> None:
         target = tmp.with_suffix(suffix)  # the writers pick the format by the suffix
         try:
-            movie.save(str(target), writer=writer, progress_callback=(
-                None if progress is None else lambda i, n: progress(i + 1, n)))
+            with writer.saving(fig, str(target), dpi=fig.dpi):
+                for k in range(frames):  # one draw per frame (FuncAnimation draws twice)
+                    frame(k)
+                    writer.grab_frame()
+                    if progress is not None:
+                        progress(k + 1, frames)
             target.replace(tmp)
         finally:
             target.unlink(missing_ok=True)
