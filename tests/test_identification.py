@@ -3,6 +3,8 @@ derivatives, checked entry by entry against finite differences."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from conftest import SHIPPED_DIR, entrywise_error, numerical_jacobian
@@ -41,7 +43,9 @@ def stacked(model: ImpulseModel, q, v, p, commands) -> np.ndarray:
     return np.concatenate([out.ru.ravel(), out.rq.ravel()])
 
 
-@pytest.mark.parametrize("scheme", [SpookImpulses, MidpointImpulses])
+@pytest.mark.parametrize("scheme", [SpookImpulses, MidpointImpulses,
+                                    functools.partial(MidpointImpulses, friction="box")],
+                         ids=["spook", "midpoint", "midpoint-box"])
 @pytest.mark.parametrize("steps", [1, 3])
 def test_impulse_jacobians_match_finite_differences(mech: CompiledMechanism, steps: int,
                                                     scheme: type[ImpulseModel]) -> None:
@@ -278,6 +282,8 @@ def test_identify_reports_a_parameter_the_data_cannot_see(motor_pendulum) -> Non
     ({"params": ["b"], "priors": {"b": (0.1, 0.0)}}, "positive standard deviation"),
     ({"params": ["b"], "settings": Settings(scheme="rk4")},
      "unknown scheme 'rk4' (one of: midpoint, spook)"),
+    ({"params": ["b"], "settings": Settings(friction="coulomb")},
+     "unknown friction model 'coulomb' (one of: smooth, box)"),
 ])
 def test_identify_bad_input(motor_pendulum, kwargs: dict, fragment: str) -> None:
     from mbgen.estimation.identify import IdentificationError, identify
@@ -286,6 +292,38 @@ def test_identify_bad_input(motor_pendulum, kwargs: dict, fragment: str) -> None
     with pytest.raises(IdentificationError) as info:
         identify(motor_pendulum, recording, **kwargs)
     assert fragment in str(info.value)
+
+
+def test_a_prior_bounds_the_reported_uncertainty(motor_pendulum) -> None:
+    # m is seen only through m·a: its uncertainty is its prior's, however well the data
+    # fit (a fit better than the stated noise does not shrink a prior)
+    from mbgen.estimation.identify import identify
+
+    recording = spook_recording(motor_pendulum, seconds=2.0)
+    result = identify(motor_pendulum, recording, ["m", "a", "b"],
+                      initial={"m": 1.1, "a": 0.2 / 1.1}, priors={"m": (1.0, 0.01)})
+    assert result.identifiable.all()
+    assert result.std[0] == pytest.approx(0.01, rel=0.05)
+    assert result.values[0] == pytest.approx(1.0, abs=0.01)
+
+
+def test_an_encoder_offset_is_found_far_from_its_start(mech: CompiledMechanism) -> None:
+    """Shifting every state of a joint and its encoder's offset together leaves the readings
+    unchanged and rotates a body, a direction along which the compliant constraints curve:
+    without the second-order correction of the trial steps the offset stays at its start."""
+    from mbgen.estimation.identify import Recording, Settings, identify
+
+    truth = mech.parameters["offset2"]
+    q, qd, _ = mech.integrate(mech.q0, np.zeros(mech.n), 1e-3, 2000, "rk4")
+    clean = mech.sensors(q[::10], qd[::10])
+    readings = clean + 1e-4 * np.random.default_rng(3).normal(size=clean.shape)
+    result = identify(mech, Recording(np.arange(len(clean)) * 0.01, readings),
+                      ["b1", "b2", "offset2"],
+                      initial={"b1": 0.03, "b2": 0.006, "offset2": 0.0},
+                      settings=Settings(impulse_noise=1e-4))
+    assert result.converged
+    offset, std = result.values[2], result.std[2]
+    assert offset == pytest.approx(truth, rel=0.05) and abs(offset - truth) < 3 * std
 
 
 def test_identify_refuses_a_data_gap(motor_pendulum) -> None:

@@ -53,9 +53,12 @@ class Recording:
 class Settings:
     """Method parameters (docs/identification.md). ``scheme``: the step read as inverse
     dynamics, ``"midpoint"`` (second order) or ``"spook"`` (the paper's, first order);
-    ``substeps``: steps per sample."""
+    ``friction``: the midpoint scheme's dry friction, ``"smooth"`` (−c tanh(v/s), the
+    continuous model that RK4 simulates) or ``"box"`` (SPOOK's bounded impulse; the
+    SPOOK scheme always uses it); ``substeps``: steps per sample."""
 
     scheme: str = "midpoint"
+    friction: str = "smooth"
     impulse_noise: float = 1e-3
     constraint_noise: float = 1e-3
     compliance: float = 1e-5
@@ -123,13 +126,17 @@ class _Problem:
         if settings.scheme not in schemes:
             raise IdentificationError(f"unknown scheme {settings.scheme!r} (one of: "
                                       f"{', '.join(schemes)})")
-        self.impulses = schemes[settings.scheme](mech, self.h, settings.compliance,
-                                                 settings.damping)
+        if settings.friction not in ("smooth", "box"):
+            raise IdentificationError(f"unknown friction model {settings.friction!r} (one "
+                                      "of: smooth, box)")
+        if settings.scheme == "midpoint":
+            self.impulses = MidpointImpulses(mech, self.h, settings.compliance,
+                                             settings.damping, settings.friction)
+        else:
+            self.impulses = SpookImpulses(mech, self.h, settings.compliance, settings.damping)
         self.commands = None
         if recording.commands is not None:
-            at = self.t[:-1] + self.impulses.phase * self.h
-            self.commands = np.column_stack([np.interp(at, recording.t, column)
-                                             for column in recording.commands.T])
+            self.commands = _commands_at(recording, self.t[:-1] + self.impulses.phase * self.h)
         all_names = list(mech.parameters)
         self.selected = np.array([all_names.index(name) for name in names], dtype=int)
         self.base = mech.parameter_vector
@@ -214,10 +221,54 @@ class _Problem:
         return residual, sparse.vstack([dyn, observation, sparse.csr_matrix(init * w_con),
                                         priors]).tocsr()
 
+    def correct(self, x: Array, trial: Array) -> Array:
+        """Second-order correction of a trial point. A step along the linearized
+        constraints leaves the curved constraint manifold at second order, which the
+        compliance ε turns into a large force residual, so rotating a body (a gravity tilt,
+        an encoder offset) would take many tiny steps. Each state's positions and then
+        velocities are moved, least norm, until Φ and Φq v take the values the linear model
+        predicted for the step."""
+        mech, rows = self.mech, self.impulses.rows
+        q, v, p = self.split(x)
+        q1, v1, p1 = self.split(trial)
+        dq, dv, dp = q1 - q, v1 - v, p1 - p
+        jac = mech.phi_q(q, p)[:, rows]
+        phi_target = (mech.phi(q, p)[:, rows] + np.einsum("kri,ki->kr", jac, dq)
+                      + mech.phi_p(q, p)[:, rows] @ dp)
+        rate_target = (np.einsum("kri,ki->kr", jac, v1)
+                       + np.einsum("kri,ki->kr", mech.dense("phiq_v_q", p, q=q, v=v)[:, rows],
+                                   dq)
+                       + mech.dense("phiq_v_p", p, q=q, v=v)[:, rows] @ dp)
+        for _ in range(2):
+            jac1 = mech.phi_q(q1, p1)[:, rows]
+            q1 = q1 - _least_norm(jac1, mech.phi(q1, p1)[:, rows] - phi_target)
+        jac1 = mech.phi_q(q1, p1)[:, rows]
+        v1 = v1 - _least_norm(jac1, np.einsum("kri,ki->kr", jac1, v1) - rate_target)
+        del dv
+        return self.pack(q1, v1, trial[self.state_size:])
+
     def fitted(self, x: Array, readings_shape: tuple[int, int]) -> Array:
         q, v, p = self.split(x)
         states = np.arange(self.samples) * self.settings.substeps
         return self.mech.sensors(q[states], v[states], p).reshape(readings_shape)
+
+
+def _commands_at(recording: Recording, at: Array) -> Array:
+    """The actuators' commands (N, actuators) between samples: a cubic spline through them
+    (samples of a smooth signal; linear interpolation would shave the peaks by h²u''/8,
+    which the gains and inertias then absorb: 0.3 % on the benchmark's motor gain)."""
+    from scipy.interpolate import CubicSpline
+
+    if len(recording.t) < 4:
+        return np.column_stack([np.interp(at, recording.t, column)
+                                for column in recording.commands.T])
+    return CubicSpline(recording.t, recording.commands, axis=0)(at)
+
+
+def _least_norm(jac: Array, gap: Array) -> Array:
+    """Per state k, the least-norm δ with J_k δ = gap_k: J (K, r, n), gap (K, r) → (K, n)."""
+    gram = np.einsum("kri,ksi->krs", jac, jac)
+    return np.einsum("kri,kr->ki", jac, np.linalg.solve(gram, gap[:, :, None])[:, :, 0])
 
 
 def _blocks(rows: Array, cols: Array, blocks: Array) -> tuple[Array, Array, Array]:
@@ -345,7 +396,8 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
                                np.concatenate([np.full(problem.state_size, np.inf), guess]),
                                settings.warm_iterations)
     result = levenberg_marquardt(problem, warm.x, problem.state_size, low, high,
-                                 settings.max_iterations, callback=record)
+                                 settings.max_iterations, callback=record,
+                                 correct=problem.correct, scaling="levenberg", atol=1e-5)
     std, identifiable = _parameter_uncertainty(result.jacobian, result.cost,
                                                problem.state_size)
     seconds = time.perf_counter() - start
@@ -358,9 +410,12 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
 
 def _parameter_uncertainty(jac: sparse.csr_matrix, cost: float, state_size: int
                            ) -> tuple[Array, Array]:
-    """Linearized standard deviations of the parameters: s² times the inverse of their
-    information after eliminating the states (Schur complement of JᵀJ); parameters that
-    share a null direction of it are not identifiable (std = inf)."""
+    """Linearized standard deviations of the parameters: the inverse of their information
+    after eliminating the states (Schur complement of JᵀJ), scaled up by s² = 2 cost /
+    (rows − unknowns) when the residuals are larger than their stated noise (never down:
+    priors and sensor noise are absolute, and a fit better than the stated noise does not
+    make a prior tighter); parameters that share a null direction of the information are
+    not identifiable (std = inf)."""
     rows, size = jac.shape
     schur = BorderedMatrix(jac.T @ jac, state_size).factor(factor_border=False).schur
     scale = np.sqrt(np.maximum(np.diag(schur), 1e-300))
@@ -368,6 +423,6 @@ def _parameter_uncertainty(jac: sparse.csr_matrix, cost: float, state_size: int
     null = values < 1e-10 * max(values.max(), 1e-300)
     identifiable = np.all(np.abs(vectors[:, null]) < 1e-3, axis=1)
     inverse = (vectors[:, ~null] / values[~null]) @ vectors[:, ~null].T
-    variance = 2.0 * cost / max(rows - size, 1)
+    variance = max(1.0, 2.0 * cost / max(rows - size, 1))
     std = np.sqrt(variance * np.maximum(np.diag(inverse), 0.0)) / scale
     return np.where(identifiable, std, np.inf), identifiable

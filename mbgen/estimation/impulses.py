@@ -233,6 +233,16 @@ class MidpointImpulses(ImpulseModel):
 
     phase = 0.5
 
+    def __init__(self, mech: CompiledMechanism, h: float, compliance: float | Array = 1e-8,
+                 damping: float | Array | None = None, friction: str = "smooth") -> None:
+        """``friction``: dry friction as the continuous model's −c tanh(v̄/s) ("smooth",
+        what RK4 and the other continuous integrators simulate; residuals without kinks)
+        or as the box impulse −h c sat(v̄/s) of the SPOOK stepper ("box")."""
+        super().__init__(mech, h, compliance, damping)
+        if friction not in ("smooth", "box"):
+            raise ValueError(f"friction must be 'smooth' or 'box', got {friction!r}")
+        self.box = friction == "box"
+
     def evaluate(self, q: Array, v: Array, params: Array, commands: Array | None = None,
                  jacobians: bool = True) -> StepImpulses:
         mech, h, rows = self.mech, self.h, self.rows
@@ -243,18 +253,20 @@ class MidpointImpulses(ImpulseModel):
         steps, n = qm.shape
         inputs, inputs_p = self._inputs(commands, p, steps)
         eps, tau = self.compliance, self.damping
-        fi, nf = self.friction_index, len(self.friction_index)
+        # the box replaces the continuous model's −c tanh(v̄/s) on the friction coordinates
+        fi = self.friction_index if self.box else self.friction_index[:0]
+        stiction = self.stiction[:len(fi)]
 
         mass = mech.mass_matrix(qm, p)
         jac = mech.phi_q(qm, p)[:, rows]
         lam = (mech.phi(qm, p)[:, rows] + tau * np.einsum("kri,ki->kr", jac, vm)) / eps
         forces = mech.generalized_forces(qm, vm, p)
-        bound = mech.coefficients(p)[:nf]
-        smooth = np.tanh(vm[:, fi] / self.stiction)
-        forces[:, fi] += bound * smooth  # remove −c tanh(v/s): the box impulse replaces it
+        bound = mech.coefficients(p)[:len(fi)]
+        smooth = np.tanh(vm[:, fi] / stiction)
+        forces[:, fi] += bound * smooth
         forces += inputs
-        ratio = vm[:, fi] / self.stiction
-        sticking = np.abs(ratio) < 1.0
+        ratio = vm[:, fi] / stiction
+        sticking = np.abs(vm[:, self.friction_index] / self.stiction) < 1.0
         ru = (np.einsum("kij,kj->ki", mass, dv) + h * np.einsum("kri,kr->ki", jac, lam)
               - h * forces)
         ru[:, fi] += h * bound * np.clip(ratio, -1.0, 1.0)
@@ -270,12 +282,12 @@ class MidpointImpulses(ImpulseModel):
                + h * np.einsum("kri,krj->kij", jac, lam_q)
                - h * mech.generalized_forces_q(qm, vm, p))
         slope = np.zeros((steps, n))
-        slope[:, fi] = bound / self.stiction * (sticking - (1.0 - smooth**2))
+        slope[:, fi] = bound / stiction * ((np.abs(ratio) < 1.0) - (1.0 - smooth**2))
         g_v = (h * np.einsum("kri,krj->kij", jac, (tau / eps)[None, :, None] * jac)
                - h * mech.generalized_forces_qd(qm, vm, p) + h * slope[:, :, None] * np.eye(n))
         lam_p = (mech.dense("phi_p", p, q=qm)[:, rows]
                  + tau[:, None] * mech.dense("phiq_v_p", p, q=qm, v=vm)[:, rows]) / eps[:, None]
-        coef_p = mech.coefficients_p(p)[:nf]
+        coef_p = mech.coefficients_p(p)[:len(fi)]
         forces_p = mech.dense("forces_p", p, q=qm, qd=vm)
         forces_p[:, fi, :] += smooth[:, :, None] * coef_p[None]
         forces_p += inputs_p

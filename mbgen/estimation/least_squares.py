@@ -94,10 +94,19 @@ def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
                         upper: Array | None = None, max_iterations: int = 100,
                         ftol: float = 1e-10, xtol: float = 1e-10,
                         callback: Callable[[int, float], None] | None = None,
+                        correct: Callable[[Array, Array], Array] | None = None,
+                        scaling: str = "marquardt", atol: float = 0.0,
                         ) -> LeastSquaresResult:
     """Minimize ½‖fun(x)‖² from x0 within [lower, upper] (Marquardt's scaling by diag JᵀJ,
     steps projected onto the box); JᵀJ is banded in the first ``banded`` unknowns (see
-    :class:`BorderedMatrix`). ``callback(iteration, cost)`` after each iteration."""
+    :class:`BorderedMatrix`). ``callback(iteration, cost)`` after each iteration.
+    ``correct(x, trial)`` may move each trial point before it is judged (a second-order
+    correction: where stiff residuals curve, the straight step leaves their valley).
+    ``scaling``: damping μ·diag(JᵀJ) ("marquardt", invariant to the units of x) or μ·I
+    scaled by the mean of that diagonal ("levenberg": it does not block a direction that
+    combines stiff unknowns with a weak one, where Marquardt's scaling damps it by the
+    stiff ones' curvature). Stops when a step lowers the cost by less than ``ftol``·cost
+    or ``atol``, or moves x by less than ``xtol``·‖x‖."""
     x = np.asarray(x0, dtype=float).copy()
     lower = np.full(x.size, -np.inf) if lower is None else np.asarray(lower, dtype=float)
     upper = np.full(x.size, np.inf) if upper is None else np.asarray(upper, dtype=float)
@@ -112,18 +121,22 @@ def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
         jac = sparse.csr_matrix(jac)
         gradient = jac.T @ r
         normal = jac.T @ jac
-        scale = np.maximum(normal.diagonal(), 1e-12 * max(normal.diagonal().max(), 1e-300))
+        diagonal = normal.diagonal()
+        scale = (np.maximum(diagonal, 1e-12 * max(diagonal.max(), 1e-300))
+                 if scaling == "marquardt" else np.full(x.size, max(diagonal.mean(), 1e-300)))
         normal = BorderedMatrix(normal, banded)
         while True:
             step = _bounded_step(normal, damping * scale, gradient, x, lower, upper)
             trial = np.clip(x + step, lower, upper)
+            if correct is not None:
+                trial = correct(x, trial)
             if np.all(np.isfinite(trial)):
                 r_trial, _ = fun(trial, False)
                 cost_trial = 0.5 * float(r_trial @ r_trial)
             else:
                 cost_trial = np.inf
             if cost_trial < cost:
-                damping = max(damping / 3.0, 1e-12)
+                damping = max(damping / 3.0, 1e-18)
                 break
             damping *= 4.0
             if damping > 1e12:
@@ -136,7 +149,8 @@ def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
         cost = 0.5 * float(r @ r)
         if callback is not None:
             callback(iteration, cost)
-        if decrease <= ftol * cost or moved <= xtol * (float(np.linalg.norm(x)) + xtol):
+        if (decrease <= max(ftol * cost, atol)
+                or moved <= xtol * (float(np.linalg.norm(x)) + xtol)):
             converged = True
             message = "converged: the cost or the step stopped changing"
             break
