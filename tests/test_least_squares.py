@@ -33,7 +33,7 @@ def test_bordered_solve_matches_a_dense_solve() -> None:
     banded = normal.shape[0] - 2
     shift = rng.uniform(0.1, 1.0, size=normal.shape[0])
     rhs = rng.normal(size=normal.shape[0])
-    system = BorderedMatrix(normal, banded).factor(shift)
+    system = BorderedMatrix.from_sparse(normal, banded).factor(shift)
     expected = np.linalg.solve(normal.toarray() + np.diag(shift), rhs)
     assert np.allclose(system.solve(rhs), expected, rtol=1e-10, atol=1e-12)
     # The Schur complement is what the data say about the border unknowns.
@@ -66,3 +66,37 @@ def test_levenberg_marquardt_matches_scipy_with_an_active_bound() -> None:
     assert ours.x[2] == pytest.approx(0.4)  # on its bound
     assert np.allclose(ours.x, theirs.x, rtol=1e-6, atol=1e-8)
     assert ours.cost == pytest.approx(theirs.cost, rel=1e-8)
+
+
+def test_block_jacobian_forms_the_same_normal_equations_as_its_matrix() -> None:
+    """JᵀJ and Jᵀr block by block equal the sparse products, with overlapping bands, a
+    group without band columns (priors) and blocks that reach the last banded unknown."""
+    from mbgen.estimation.least_squares import BlockJacobian, RowBlocks
+
+    rng = np.random.default_rng(5)
+    banded, border = 20, 3
+    groups = [RowBlocks(np.arange(0, 16, 2), rng.normal(size=(8, 3, 4)),
+                        rng.normal(size=(8, 3, border))),
+              RowBlocks(np.array([0, 7, 17]), rng.normal(size=(3, 1, 3)),
+                        rng.normal(size=(3, 1, border))),
+              RowBlocks(np.zeros(2, dtype=int), np.zeros((2, 1, 0)),
+                        rng.normal(size=(2, 1, border)))]
+    rows = []
+    for g in groups:
+        for k in range(len(g.start)):
+            block = np.zeros((g.band.shape[1], banded + border))
+            block[:, g.start[k]:g.start[k] + g.band.shape[2]] = g.band[k]
+            block[:, banded:] = g.border[k]
+            rows.append(block)
+    matrix = np.vstack(rows)
+    jac = BlockJacobian(groups, banded)
+    r = rng.normal(size=matrix.shape[0])
+    assert jac.rows == matrix.shape[0]
+    assert np.allclose(jac.gradient(r), matrix.T @ r, rtol=1e-12, atol=1e-12)
+    normal = jac.normal()
+    expected = BorderedMatrix.from_sparse(sparse.csr_matrix(matrix.T @ matrix), banded)
+    width = expected.bands.shape[0]
+    assert np.allclose(normal.bands[:width], expected.bands, rtol=1e-12, atol=1e-12)
+    assert not normal.bands[width:].any()
+    assert np.allclose(normal.border, expected.border, rtol=1e-12, atol=1e-12)
+    assert np.allclose(normal.corner, expected.corner, rtol=1e-12, atol=1e-12)

@@ -25,11 +25,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.sparse as sparse
 
 from mbgen.errors import MbgenError
 from mbgen.estimation.impulses import MidpointImpulses, SpookImpulses
-from mbgen.estimation.least_squares import BorderedMatrix, levenberg_marquardt
+from mbgen.estimation.least_squares import (
+    BlockJacobian,
+    BorderedMatrix,
+    RowBlocks,
+    levenberg_marquardt,
+)
 from mbgen.runtime.compiled import CompiledMechanism
 
 Array = np.ndarray
@@ -162,7 +166,7 @@ class _Problem:
         return np.concatenate([np.hstack([q, v]).ravel(), theta])
 
     # -- residuals -----------------------------------------------------------------------
-    def __call__(self, x: Array, jacobian: bool) -> tuple[Array, sparse.csr_matrix | None]:
+    def __call__(self, x: Array, jacobian: bool) -> tuple[Array, BlockJacobian | None]:
         mech, s = self.mech, self.settings
         q, v, p = self.split(x)
         n, steps, rows = mech.n, self.steps, self.impulses.rows
@@ -183,43 +187,35 @@ class _Problem:
             return residual, None
 
         sel = self.selected
-        col_q = 2 * n * np.arange(steps + 1)
-        row_u = 2 * n * np.arange(steps)
-        parts = [
-            _blocks(row_u, col_q[:-1], out.ru_q0), _blocks(row_u, col_q[:-1] + n, out.ru_v0),
-            _blocks(row_u, col_q[1:] + n, out.ru_v1),
-            _blocks(row_u + n, col_q[:-1], out.rq_q0), _blocks(row_u + n, col_q[1:], out.rq_q1),
-            _blocks(row_u + n, col_q[1:] + n, out.rq_v1),
-            *([_blocks(row_u, col_q[1:], out.ru_q1)] if out.ru_q1 is not None else []),
-            *([_blocks(row_u + n, col_q[:-1] + n, out.rq_v0)] if out.rq_v0 is not None else []),
-            _blocks(row_u, np.full(steps, self.state_size), out.ru_p[:, :, sel]),
-            _blocks(row_u + n, np.full(steps, self.state_size), out.rq_p[:, :, sel]),
-        ]
-        dyn = _assemble(parts, 2 * n * steps, self.size, w_dyn)
-        # observations: one row each
-        count = len(self.obs_state)
+        zero = np.zeros((steps, n, n))
+        ru_q1 = zero if out.ru_q1 is None else out.ru_q1
+        rq_v0 = zero if out.rq_v0 is None else out.rq_v0
+        # per step: rows (r_u, r_q), columns (q_k, v_k, q_k+1, v_k+1)
+        dynamics = np.concatenate([
+            np.concatenate([out.ru_q0, out.ru_v0, ru_q1, out.ru_v1], axis=2),
+            np.concatenate([out.rq_q0, rq_v0, out.rq_q1, out.rq_v1], axis=2)], axis=1)
+        dynamics_p = np.concatenate([out.ru_p[:, :, sel], out.rq_p[:, :, sel]], axis=1)
         hq = mech.sensors_q(qs, vs, p)[pick, self.obs_sensor]
         hv = mech.sensors_qd(qs, vs, p)[pick, self.obs_sensor]
         hp = mech.sensors_p(qs, vs, p)[pick, self.obs_sensor][:, sel]
-        obs_parts = [
-            _blocks(np.arange(count), col_q[self.obs_state], hq[:, None, :]),
-            _blocks(np.arange(count), col_q[self.obs_state] + n, hv[:, None, :]),
-            _blocks(np.arange(count), np.full(count, self.state_size), hp[:, None, :]),
-        ]
-        observation = _assemble(obs_parts, count, self.size, w_obs)
         r0 = len(rows)
-        init = np.zeros((2 * r0, self.size))
-        init[:r0, :n] = jac0
-        init[r0:, :n] = mech.dense("phiq_v_q", p, q=q[0], v=v[0])[rows]
-        init[r0:, n:2 * n] = jac0
-        init[:r0, self.state_size:] = mech.phi_p(q[0], p)[rows][:, sel]
-        init[r0:, self.state_size:] = mech.dense("phiq_v_p", p, q=q[0], v=v[0])[rows][:, sel]
-        priors = sparse.csr_matrix(
-            (self.prior_weight, (np.arange(len(self.prior_index)),
-                                 self.state_size + self.prior_index)),
-            shape=(len(self.prior_index), self.size))
-        return residual, sparse.vstack([dyn, observation, sparse.csr_matrix(init * w_con),
-                                        priors]).tocsr()
+        init = np.zeros((1, 2 * r0, 2 * n))
+        init[0, :r0, :n] = jac0
+        init[0, r0:, :n] = mech.dense("phiq_v_q", p, q=q[0], v=v[0])[rows]
+        init[0, r0:, n:] = jac0
+        init_p = np.concatenate([mech.phi_p(q[0], p)[rows][:, sel],
+                                 mech.dense("phiq_v_p", p, q=q[0], v=v[0])[rows][:, sel]])
+        count = len(self.prior_index)
+        priors = np.zeros((count, 1, len(sel)))
+        priors[np.arange(count), 0, self.prior_index] = self.prior_weight
+        groups = [
+            RowBlocks(2 * n * np.arange(steps), dynamics * w_dyn, dynamics_p * w_dyn),
+            RowBlocks(2 * n * self.obs_state, (np.hstack([hq, hv]) * w_obs[:, None])[:, None],
+                      (hp * w_obs[:, None])[:, None]),
+            RowBlocks(np.zeros(1, dtype=int), init * w_con, init_p[None] * w_con),
+            RowBlocks(np.zeros(count, dtype=int), np.zeros((count, 1, 0)), priors),
+        ]
+        return residual, BlockJacobian(groups, self.state_size)
 
     def correct(self, x: Array, trial: Array) -> Array:
         """Second-order correction of a trial point. A step along the linearized
@@ -269,25 +265,6 @@ def _least_norm(jac: Array, gap: Array) -> Array:
     """Per state k, the least-norm δ with J_k δ = gap_k: J (K, r, n), gap (K, r) → (K, n)."""
     gram = np.einsum("kri,ksi->krs", jac, jac)
     return np.einsum("kri,kr->ki", jac, np.linalg.solve(gram, gap[:, :, None])[:, :, 0])
-
-
-def _blocks(rows: Array, cols: Array, blocks: Array) -> tuple[Array, Array, Array]:
-    """COO triplets of dense blocks (K, a, b) placed at (rows[k], cols[k])."""
-    k, a, b = blocks.shape
-    r = rows[:, None, None] + np.arange(a)[None, :, None] + np.zeros((1, 1, b), dtype=int)
-    c = cols[:, None, None] + np.arange(b)[None, None, :] + np.zeros((1, a, 1), dtype=int)
-    return r.ravel(), c.ravel(), blocks.ravel()
-
-
-def _assemble(parts: list[tuple[Array, Array, Array]], rows: int, cols: int,
-              weight: float | Array) -> sparse.csr_matrix:
-    r = np.concatenate([part[0] for part in parts])
-    c = np.concatenate([part[1] for part in parts])
-    d = np.concatenate([part[2] for part in parts])
-    matrix = sparse.csr_matrix((d, (r, c)), shape=(rows, cols))
-    if np.ndim(weight):
-        return sparse.diags(weight) @ matrix
-    return matrix * weight
 
 
 def _initial_states(problem: _Problem, recording: Recording) -> tuple[Array, Array]:
@@ -398,8 +375,8 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
     result = levenberg_marquardt(problem, warm.x, problem.state_size, low, high,
                                  settings.max_iterations, callback=record,
                                  correct=problem.correct, scaling="levenberg", atol=1e-5)
-    std, identifiable = _parameter_uncertainty(result.jacobian, result.cost,
-                                               problem.state_size)
+    std, identifiable = _parameter_uncertainty(result.normal, result.cost,
+                                               len(result.residuals) - len(result.x))
     seconds = time.perf_counter() - start
     q, v, _ = problem.split(result.x)
     return Identification(names, result.x[problem.state_size:], std, identifiable, guess,
@@ -408,7 +385,7 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
                           result.message, history)
 
 
-def _parameter_uncertainty(jac: sparse.csr_matrix, cost: float, state_size: int
+def _parameter_uncertainty(normal: BorderedMatrix, cost: float, redundancy: int
                            ) -> tuple[Array, Array]:
     """Linearized standard deviations of the parameters: the inverse of their information
     after eliminating the states (Schur complement of JᵀJ), scaled up by s² = 2 cost /
@@ -416,13 +393,12 @@ def _parameter_uncertainty(jac: sparse.csr_matrix, cost: float, state_size: int
     priors and sensor noise are absolute, and a fit better than the stated noise does not
     make a prior tighter); parameters that share a null direction of the information are
     not identifiable (std = inf)."""
-    rows, size = jac.shape
-    schur = BorderedMatrix(jac.T @ jac, state_size).factor(factor_border=False).schur
+    schur = normal.factor(factor_border=False).schur
     scale = np.sqrt(np.maximum(np.diag(schur), 1e-300))
     values, vectors = np.linalg.eigh(schur / np.outer(scale, scale))
     null = values < 1e-10 * max(values.max(), 1e-300)
     identifiable = np.all(np.abs(vectors[:, null]) < 1e-3, axis=1)
     inverse = (vectors[:, ~null] / values[~null]) @ vectors[:, ~null].T
-    variance = max(1.0, 2.0 * cost / max(rows - size, 1))
+    variance = max(1.0, 2.0 * cost / max(redundancy, 1))
     std = np.sqrt(variance * np.maximum(np.diag(inverse), 0.0)) / scale
     return np.where(identifiable, std, np.inf), identifiable

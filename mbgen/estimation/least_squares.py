@@ -17,8 +17,6 @@ import scipy.linalg as linalg
 import scipy.sparse as sparse
 
 Array = np.ndarray
-# fun(x, jacobian) -> (residuals (m,), Jacobian (m, n) sparse or None)
-Residuals = Callable[[Array, bool], tuple[Array, "sparse.spmatrix | None"]]
 
 
 @dataclass(frozen=True)
@@ -26,7 +24,7 @@ class LeastSquaresResult:
     x: Array
     cost: float  # ½ ‖r‖²
     residuals: Array
-    jacobian: sparse.csr_matrix
+    normal: BorderedMatrix  # JᵀJ at x
     iterations: int
     converged: bool
     message: str
@@ -34,22 +32,28 @@ class LeastSquaresResult:
 
 class BorderedMatrix:
     """A symmetric matrix [[A, B], [Bᵀ, C]] with A banded (the first ``banded`` unknowns)
-    and C small and dense, split once into A's bands, B and C; :meth:`factor` then costs
-    one banded Cholesky per diagonal shift (the LM damping)."""
+    and C small and dense, held as A's bands (LAPACK's lower band storage, row 0 the
+    diagonal), B and C; :meth:`factor` then costs one banded Cholesky per diagonal shift
+    (the LM damping)."""
 
-    def __init__(self, matrix: sparse.spmatrix, banded: int) -> None:
+    def __init__(self, bands: Array, border: Array, corner: Array) -> None:
+        # lower storage: OpenBLAS's upper-storage band Cholesky is 4 times slower on two
+        # threads (measured: 28 against 7 ms, n = 12 000)
+        self.bands, self.border, self.corner = bands, border, corner
+        self.banded = bands.shape[1]
+
+    @classmethod
+    def from_sparse(cls, matrix: sparse.spmatrix, banded: int) -> BorderedMatrix:
         coo = sparse.coo_matrix(matrix)
-        self.banded = banded
         inner = (coo.row < banded) & (coo.col < banded) & (coo.row <= coo.col)
         rows, cols, values = coo.row[inner], coo.col[inner], coo.data[inner]
-        width = int((cols - rows).max(initial=0))
-        # LAPACK's lower band storage, row 0 the diagonal: OpenBLAS's upper-storage band
-        # Cholesky is 4 times slower on two threads (measured: 28 against 7 ms, n = 12 000).
-        self.bands = np.zeros((width + 1, banded))
-        np.add.at(self.bands, (cols - rows, rows), values)
+        bands = np.zeros((int((cols - rows).max(initial=0)) + 1, banded))
+        np.add.at(bands, (cols - rows, rows), values)
         dense = sparse.csc_matrix(matrix)[:, banded:].toarray()
-        self.border = dense[:banded]
-        self.corner = dense[banded:]
+        return cls(bands, dense[:banded], dense[banded:])
+
+    def diagonal(self) -> Array:
+        return np.concatenate([self.bands[0], np.diag(self.corner)])
 
     def factor(self, shift: Array | None = None, factor_border: bool = True
                ) -> BorderedSystem:
@@ -89,6 +93,82 @@ class BorderedSystem:
         return np.concatenate([top - self.solved_border @ bottom, bottom])
 
 
+@dataclass(frozen=True)
+class RowBlocks:
+    """Rows that come in K groups of ``a`` (K, a, ·): group k touches the banded unknowns
+    ``start[k]`` … ``start[k] + w − 1`` through ``band`` (K, a, w) and every border unknown
+    through ``border`` (K, a, border unknowns)."""
+
+    start: Array
+    band: Array
+    border: Array
+
+
+class BlockJacobian:
+    """A Jacobian given as dense row blocks (identification's residuals: one block per
+    step, observation, ...), in the order of the residual vector. JᵀJ and Jᵀr are formed
+    block by block (batched products and one bincount), never as a sparse product, which
+    took a third of identification's time."""
+
+    def __init__(self, groups: list[RowBlocks], banded: int) -> None:
+        self.groups = groups
+        self.banded = banded
+        self.rows = sum(g.band.shape[0] * g.band.shape[1] for g in groups)
+
+    def _split(self, r: Array) -> list[Array]:
+        sizes = np.cumsum([g.band.shape[0] * g.band.shape[1] for g in self.groups])[:-1]
+        return [part.reshape(g.band.shape[:2])
+                for part, g in zip(np.split(r, sizes), self.groups, strict=True)]
+
+    def gradient(self, r: Array) -> Array:
+        """Jᵀr for residuals r (rows,)."""
+        top = np.zeros(self.banded)
+        bottom = 0.0
+        for g, rg in zip(self.groups, self._split(r), strict=True):
+            width = g.band.shape[2]
+            if width:
+                index = g.start[:, None] + np.arange(width)
+                top += np.bincount(index.ravel(), np.einsum("kai,ka->ki", g.band, rg).ravel(),
+                                   minlength=self.banded)
+            bottom = bottom + np.einsum("kap,ka->p", g.border, rg)
+        return np.concatenate([top, np.broadcast_to(bottom, self.groups[0].border.shape[2])])
+
+    def normal(self) -> BorderedMatrix:
+        """JᵀJ as a :class:`BorderedMatrix`."""
+        n, p = self.banded, self.groups[0].border.shape[2]
+        width = max(g.band.shape[2] for g in self.groups)
+        bands = np.zeros((width, n)).ravel() if width else np.zeros(n)
+        border = np.zeros((n, p))
+        corner = np.zeros((p, p))
+        for g in self.groups:
+            w = g.band.shape[2]
+            corner += np.einsum("kap,kaq->pq", g.border, g.border)
+            if not w:
+                continue
+            gram = np.einsum("kai,kaj->kij", g.band, g.band)
+            i, j = np.triu_indices(w)
+            index = (j - i)[None, :] * n + g.start[:, None] + i[None, :]
+            bands += np.bincount(index.ravel(), gram[:, i, j].ravel(), minlength=bands.size)
+            rows = (g.start[:, None] + np.arange(w)).ravel()
+            cross = np.einsum("kai,kap->kip", g.band, g.border).reshape(-1, p)
+            for column in range(p):
+                border[:, column] += np.bincount(rows, cross[:, column], minlength=n)
+        return BorderedMatrix(bands.reshape(max(width, 1), n), border, corner)
+
+
+def _normal_equations(jac: sparse.spmatrix | BlockJacobian, r: Array, banded: int,
+                      ) -> tuple[Array, BorderedMatrix]:
+    """(Jᵀr, JᵀJ) from either form of Jacobian."""
+    if isinstance(jac, BlockJacobian):
+        return jac.gradient(r), jac.normal()
+    jac = sparse.csr_matrix(jac)
+    return jac.T @ r, BorderedMatrix.from_sparse(jac.T @ jac, banded)
+
+
+# fun(x, jacobian) -> (residuals (m,), Jacobian (m, n) sparse or as blocks, or None)
+Residuals = Callable[[Array, bool], tuple[Array, "sparse.spmatrix | BlockJacobian | None"]]
+
+
 def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
                         lower: Array | None = None,
                         upper: Array | None = None, max_iterations: int = 100,
@@ -116,15 +196,12 @@ def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
     message = f"no convergence in {max_iterations} iterations"
     converged = False
     iteration = 0
+    assert jac is not None
+    gradient, normal = _normal_equations(jac, r, banded)
     for iteration in range(1, max_iterations + 1):
-        assert jac is not None
-        jac = sparse.csr_matrix(jac)
-        gradient = jac.T @ r
-        normal = jac.T @ jac
         diagonal = normal.diagonal()
         scale = (np.maximum(diagonal, 1e-12 * max(diagonal.max(), 1e-300))
                  if scaling == "marquardt" else np.full(x.size, max(diagonal.mean(), 1e-300)))
-        normal = BorderedMatrix(normal, banded)
         while True:
             step = _bounded_step(normal, damping * scale, gradient, x, lower, upper)
             trial = np.clip(x + step, lower, upper)
@@ -140,12 +217,14 @@ def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
                 break
             damping *= 4.0
             if damping > 1e12:
-                return LeastSquaresResult(x, cost, r, jac, iteration, cost < 1e-30,
+                return LeastSquaresResult(x, cost, r, normal, iteration, cost < 1e-30,
                                           "no step lowers the cost")
         moved = float(np.linalg.norm(trial - x))
         decrease = cost - cost_trial
         x = trial
         r, jac = fun(x, True)
+        assert jac is not None
+        gradient, normal = _normal_equations(jac, r, banded)
         cost = 0.5 * float(r @ r)
         if callback is not None:
             callback(iteration, cost)
@@ -154,9 +233,7 @@ def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
             converged = True
             message = "converged: the cost or the step stopped changing"
             break
-    assert jac is not None
-    return LeastSquaresResult(x, cost, r, sparse.csr_matrix(jac), iteration, converged,
-                              message)
+    return LeastSquaresResult(x, cost, r, normal, iteration, converged, message)
 
 
 def _bounded_step(normal: BorderedMatrix, shift: Array, gradient: Array, x: Array,
