@@ -106,6 +106,10 @@ def main() -> None:
         figures.append(Figure(f"robustness, {label}: largest change",
                               float(relative.max()) * 100, "%", 1.0,
                               f"of {NAMES[int(np.argmax(relative))]}"))
+        in_std = np.abs(other.values - base.values) / base.std
+        figures.append(Figure(f"robustness, {label}: largest change / std",
+                              float(in_std.max()), "σ", None,
+                              f"of {NAMES[int(np.argmax(in_std))]}"))
     dynamic = [k for k, n in enumerate(NAMES) if n not in ("tilt", "offset2")]
     spook, _ = run(impulse_noise=IMPULSE_NOISE, scheme="spook")
     for label, result in (("midpoint (default)", base), ("SPOOK instead", spook)):

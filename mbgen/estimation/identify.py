@@ -59,7 +59,10 @@ class Settings:
     dynamics, ``"midpoint"`` (second order) or ``"spook"`` (the paper's, first order);
     ``friction``: the midpoint scheme's dry friction, ``"smooth"`` (−c tanh(v/s), the
     continuous model that RK4 simulates) or ``"box"`` (SPOOK's bounded impulse; the
-    SPOOK scheme always uses it); ``substeps``: steps per sample."""
+    SPOOK scheme always uses it); ``substeps``: steps per sample; ``impulse_noise``: the
+    standard deviation of the impulse residuals over one sample period (white process
+    noise: a substep's is impulse_noise/√substeps, so the model does not change with the
+    step)."""
 
     scheme: str = "midpoint"
     friction: str = "smooth"
@@ -170,7 +173,8 @@ class _Problem:
         mech, s = self.mech, self.settings
         q, v, p = self.split(x)
         n, steps, rows = mech.n, self.steps, self.impulses.rows
-        w_dyn, w_con = 1.0 / s.impulse_noise, 1.0 / s.constraint_noise
+        # white process noise: a substep's impulses are 1/√substeps of a sample period's
+        w_dyn, w_con = np.sqrt(s.substeps) / s.impulse_noise, 1.0 / s.constraint_noise
         out = self.impulses.evaluate(q, v, p, self.commands, jacobian)
         qs, vs = q[self.obs_state], v[self.obs_state]
         h_all = mech.sensors(qs, vs, p)
