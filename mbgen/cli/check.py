@@ -6,6 +6,9 @@ from pathlib import Path
 
 import click
 import numpy as np
+from rich.markup import escape
+
+from mbgen.cli import err_console
 
 RESIDUAL_TOL = 1e-6  # |Φ(q0)| above this (relative to the size of q0) is reported
 
@@ -16,7 +19,6 @@ def check(file: Path) -> None:
     """Validate FILE: format, names and expressions (as compile would), q0 on the
     constraints, rank and degrees of freedom, the named independent coordinates."""
     import sympy as sp
-    from rich.console import Console
 
     from mbgen.errors import MechanismError
     from mbgen.model.parser import load_mechanism
@@ -41,7 +43,7 @@ def check(file: Path) -> None:
         raise MechanismError(f"independent_coordinates names {len(mechanism.independent)} "
                              f"coordinate(s) but the mechanism has {dof} degree(s) of "
                              "freedom at q0", str(file), key="independent_coordinates")
-    console = Console(stderr=True)
+    console = err_console
     scale = max(1.0, float(np.abs(q0).max(initial=0.0)))
     worst = int(np.abs(residual).argmax()) if residual.size else -1
     if worst >= 0 and abs(residual[worst]) > RESIDUAL_TOL * scale:
@@ -49,7 +51,7 @@ def check(file: Path) -> None:
                       f"{abs(residual[worst]):.3g} at row {worst} "
                       f"({model.constraints[worst].label}); the position problem will move "
                       "it (see --q0 of simulate)")
-    console.print(f"[green]✓[/] {file}: n = {model.n} coordinates, m = {model.m} "
+    console.print(f"[green]✓[/] {escape(str(file))}: n = {model.n} coordinates, m = {model.m} "
                   f"constraints, rank {rank}, {dof} DOF, "
                   f"{len(mechanism.sensors)} sensor(s); max |Φ(q0)| = "
                   f"{float(np.abs(residual).max(initial=0.0)):.1e}")

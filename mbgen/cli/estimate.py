@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 import numpy as np
+from rich.markup import escape
 
-from mbgen.cli import BUILD_DIR
+from mbgen.cli import BUILD_DIR, err_console
 
 
 @click.command()
@@ -38,7 +39,6 @@ def estimate(file: Path, readings_path: Path, particles: int, sigma_a: float,
              plot: bool, build_dir: Path | None) -> None:
     """Estimate FILE's state and assembly branch from sensor readings: writes t, each
     coordinate's expected value with <name>_lo/<name>_hi (95 %), ess and p_branch<k>."""
-    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from mbgen.cli import load_with_status
@@ -63,7 +63,7 @@ def estimate(file: Path, readings_path: Path, particles: int, sigma_a: float,
     times = t[0] + step * np.arange(int(round((t[-1] - t[0]) / step)) + 1)
     row = np.searchsorted(t, times - step / 2)
     rows, restarts = [], 0
-    console = Console(stderr=True)
+    console = err_console
     with Progress(TextColumn("[bold]estimating"), BarColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as bar:
         task = bar.add_task("pf", total=len(times))
@@ -88,11 +88,11 @@ def estimate(file: Path, readings_path: Path, particles: int, sigma_a: float,
     pictures = _plot(data, names, len(observer.branches), csv_path, mech.name) if plot \
         else []
     final = data[-1, -len(observer.branches):]
-    console.print(f"[green]✓[/] {mech.name}: {len(times)} steps of {step:g} s, {particles} "
-                  f"particles; branch probabilities at the end "
+    console.print(f"[green]✓[/] {escape(mech.name)}: {len(times)} steps of {step:g} s, "
+                  f"{particles} particles; branch probabilities at the end "
                   f"{np.round(final, 3).tolist()}"
                   + (f"; re-initialized {restarts} time(s)" if restarts else ""))
-    console.print(f"  wrote {csv_path}" + "".join(f"\n  wrote {p}" for p in pictures))
+    console.print(escape(f"  wrote {csv_path}" + "".join(f"\n  wrote {p}" for p in pictures)))
 
 
 def _plot(data: np.ndarray, names: list[str], branches: int, csv_path: Path,

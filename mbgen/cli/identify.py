@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 import numpy as np
+from rich.markup import escape
 
-from mbgen.cli import BUILD_DIR
+from mbgen.cli import BUILD_DIR, err_console
 
 
 def _pairs(values: tuple[str, ...], option: str, parts: int) -> dict[str, tuple[float, ...]]:
@@ -66,7 +67,6 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
              substeps: int, max_iterations: int, plot: bool, build_dir: Path | None) -> None:
     """Identify parameters of FILE (and its state trajectory) from recorded sensor data,
     by least squares on inverse-dynamics impulses and the sensor residuals."""
-    from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
@@ -96,7 +96,7 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
     start = {name: value[0] for name, value in _pairs(initial, "--initial", 1).items()}
     settings = Settings(scheme=scheme, impulse_noise=impulse_noise, compliance=compliance,
                         substeps=substeps, max_iterations=max_iterations)
-    console = Console(stderr=True)
+    console = err_console
     with Progress(SpinnerColumn(), TextColumn("[bold]identifying[/] {task.description}"),
                   TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task("", total=None)
@@ -118,7 +118,7 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
     state = "[green]✓[/] converged" if result.converged else "[yellow]![/] stopped"
     console.print(f"{state} in {result.iterations} iterations, {result.seconds:.2f} s "
                   f"({result.message}); final cost {result.cost:.6g}")
-    console.print(f"  wrote {out_path}")
+    console.print(escape(f"  wrote {out_path}"))
     if plot:
         console.print(f"  wrote {_plot(result, t, readings, mech.sensor_labels, out_path)}")
 

@@ -6,8 +6,9 @@ import time
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
-from mbgen.cli import BUILD_DIR
+from mbgen.cli import BUILD_DIR, err_console
 
 
 @click.command()
@@ -37,7 +38,6 @@ def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
     """Forces that make FILE's mechanism follow a prescribed motion: writes t, the imposed
     coordinates as followed and force_<coordinate> per actuator (the generalized force the
     actuator applies on its coordinate)."""
-    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from mbgen.cli import load_with_status
@@ -45,7 +45,7 @@ def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
     from mbgen.dynamics.output import plot_inverse, write_csv
     from mbgen.dynamics.trajectory import read_trajectory, trajectory_from_expressions
 
-    console = Console(stderr=True)
+    console = err_console
     if (trajectory is None) == (not motions):
         raise click.UsageError("give either --trajectory FILE or --motion COORD=EXPR")
     if motions and (t_end is None or dt is None):
@@ -84,7 +84,7 @@ def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
     names = mech.coordinate_names
     peaks = ", ".join(f"{names[i]}: {abs(result.forces[:, k]).max():.4g}"
                       for k, i in enumerate(result.actuated))
-    console.print(f"[green]✓[/] {mech.name}: {len(result.t)} samples ({method}) in "
+    console.print(f"[green]✓[/] {escape(mech.name)}: {len(result.t)} samples ({method}) in "
                   f"{elapsed:.3f} s; peak |force| {peaks}; max following error "
                   f"{abs(result.following_error).max():.2e}")
-    console.print(f"  wrote {csv_path}" + "".join(f"\n  wrote {p}" for p in pictures))
+    console.print(escape(f"  wrote {csv_path}" + "".join(f"\n  wrote {p}" for p in pictures)))

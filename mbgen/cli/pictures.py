@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 import numpy as np
+from rich.markup import escape
 
-from mbgen.cli import BUILD_DIR
+from mbgen.cli import BUILD_DIR, err_console
 
 
 @click.command()
@@ -20,7 +21,6 @@ from mbgen.cli import BUILD_DIR
 @BUILD_DIR
 def draw(file: Path, png: Path, q_text: str | None, build_dir: Path | None) -> None:
     """Draw FILE's mechanism: bodies, ground, sliders, springs, sensors, point labels."""
-    from rich.console import Console
 
     from mbgen.cli import load_with_status
     from mbgen.cli.simulate import initial_state
@@ -29,8 +29,8 @@ def draw(file: Path, png: Path, q_text: str | None, build_dir: Path | None) -> N
     mech, _ = load_with_status(file, build_dir)
     q, _ = initial_state(mech, q_text, None)
     drawing = draw_png(mech, q, png, title=f"{mech.name}" + ("" if q_text else " at q0"))
-    Console(stderr=True).print(f"[green]✓[/] {mech.name}: {len(drawing.bodies)} bodies, "
-                               f"{len(drawing.ground)} fixed points; wrote {png}")
+    err_console.print(f"[green]✓[/] {escape(mech.name)}: {len(drawing.bodies)} bodies, "
+                      f"{len(drawing.ground)} fixed points; wrote {escape(str(png))}")
 
 
 def read_states(path: Path, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -66,7 +66,6 @@ def read_states(path: Path, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
 def animate(csv_path: Path, file: Path, movie: Path, fps: int, trace: str | None,
             build_dir: Path | None) -> None:
     """Animate a result CSV (simulation, or any file with t and every coordinate)."""
-    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from mbgen.cli import load_with_status
@@ -84,7 +83,7 @@ def animate(csv_path: Path, file: Path, movie: Path, fps: int, trace: str | None
         else:
             raise click.BadParameter(f"unknown point {trace!r} (points: {', '.join(names)})",
                                      param_hint="--trace")
-    console = Console(stderr=True)
+    console = err_console
     try:
         with Progress(TextColumn("[bold]rendering"), BarColumn(),
                       TextColumn("{task.completed}/{task.total} frames"),
@@ -95,4 +94,5 @@ def animate(csv_path: Path, file: Path, movie: Path, fps: int, trace: str | None
                                                                   total=total))
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    console.print(f"[green]✓[/] {mech.name}: {frames} frames at {fps} fps; wrote {movie}")
+    console.print(f"[green]✓[/] {escape(mech.name)}: {frames} frames at {fps} fps; wrote "
+                  f"{escape(str(movie))}")
