@@ -249,3 +249,14 @@ def test_python_yaml_tags_are_located_errors(value: str, line: int, tmp_path: Pa
     assert info.value.line == line
     assert info.value.key == "points[1].x"
     assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("10^-16", 1e-16),
+    ("(1/3)^30", 3.0**-30),
+    ("0.001^-5", 1e15),
+])
+def test_small_powers_are_not_refused_as_large(text: str, value: float) -> None:
+    """The magnitude check read 10^-16 as 10^16."""
+    assert float(parse_expression(text, SCOPE)) == pytest.approx(value)
+
