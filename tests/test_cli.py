@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import csv
+import os
+import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -74,6 +79,10 @@ def test_simulate_writes_csv_and_plots(run, tmp_path: Path, out_dir: Path) -> No
         picture = csv_path.parent / f"fourbar_{suffix}.png"
         assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(csv_path.parent.glob(".*"))  # no temporary files left behind
+    umask = os.umask(0)
+    os.umask(umask)
+    for written in csv_path.parent.iterdir():  # not mkstemp's 0600: the user's mode
+        assert stat.S_IMODE(written.stat().st_mode) == 0o666 & ~umask, written
 
 
 @pytest.mark.parametrize("integrator", ["trapezoidal", "variational"])
@@ -360,6 +369,28 @@ def test_simulate_summary_is_sane_for_zero_energy_and_odd_names(run, tmp_path: P
     assert code == 0 and "✓ [/bold] [redaaa" in output and "Traceback" not in output
 
 
+def test_sigterm_while_writing_the_csv_leaves_no_temporary(tmp_path: Path, compiled,  # noqa: ANN001
+                                                           out_dir: Path) -> None:
+    """SIGTERM ends the command through its cleanup: the hidden temporary CSV (1 GB in
+    the report) is removed."""
+    import signal
+
+    compiled(SHIPPED_DIR / "fourbar.yaml")
+    script = "import sys; from mbgen.cli.main import cli; cli.main(sys.argv[1:])"
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, "simulate", str(SHIPPED_DIR / "fourbar.yaml"),
+         "--t-end", "300", "--dt", "1e-3", "--out", str(tmp_path / "x.csv"),
+         "--build-dir", str(out_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".x.csv.*")):
+        assert time.monotonic() < deadline and child.poll() is None, "no CSV being written"
+        time.sleep(0.002)
+    child.send_signal(signal.SIGTERM)
+    _, errors = child.communicate(timeout=60)
+    assert child.returncode == 128 + signal.SIGTERM and b"Traceback" not in errors
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_binary_file_is_a_located_error(tmp_path: Path) -> None:
     path = tmp_path / "latin.yaml"
     path.write_bytes(b"parameters:\n  L: 1.0 # caf\xe9\n")
@@ -367,6 +398,15 @@ def test_a_binary_file_is_a_located_error(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "latin.yaml:2: not a UTF-8 text file (byte 0xe9 at offset 26)" in \
         " ".join(result.output.split())
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe")
+    for command in (["compile"], ["info"], ["simulate", "--t-end", "1", "--dt", "0.1",
+                                            "--out", str(tmp_path / "x.csv")]):
+        result = CliRunner().invoke(cli, [command[0], str(binary), *command[1:],
+                                          "--build-dir", str(tmp_path / "gen")])
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        assert "binary.yaml:1: not a UTF-8 text file (byte 0x89 at offset 0)" in \
+            " ".join(result.output.split()), result.output
 
 
 def test_compile_checks_the_named_independent_coordinates(tmp_path: Path) -> None:
