@@ -94,12 +94,11 @@ class _Builder:
             value = complex(float(exact) if fast else sp.N(exact))
         except (TypeError, ValueError, OverflowError):
             value = complex(math.nan)
-        shown = str(expr)
-        shown = shown if len(shown) <= 80 else shown[:80] + "…"
-        if value.imag != 0 or value.real != value.real:
-            raise node.error(f"expression does not evaluate to a real number: {shown}")
-        if not math.isfinite(value.real):
-            raise node.error(f"expression does not evaluate to a finite number: {shown}")
+        if value.imag != 0 or not math.isfinite(value.real):
+            shown = str(expr)
+            shown = shown if len(shown) <= 80 else shown[:80] + "…"
+            kind = "real" if value.imag != 0 or value.real != value.real else "finite"
+            raise node.error(f"expression does not evaluate to a {kind} number: {shown}")
         return value.real
 
     def point_ref(self, node: Node) -> int:
