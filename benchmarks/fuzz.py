@@ -5,9 +5,9 @@ Why these figures: bad input must end in a located error within bounded time, ne
 traceback, a hang or executed code (issue "hostile and broken input"). The mutations
 (tests/fuzz/fuzzer.py) edit the shipped and reference files line by line, their numbers
 and keys, their expressions (random tokens, deep nesting, huge and non-finite numbers,
-payloads) and their YAML structure (tags, anchors and aliases, an alias bomb, NUL bytes,
-unicode). Counts by outcome; 0 crashed, 0 timeouts (> 2 s) and no executed code are the
-targets.
+payloads, chains of derived parameters that grow) and their YAML structure (tags,
+anchors and aliases, an alias bomb, NUL bytes, unicode). Counts by outcome; 0 crashed,
+0 timeouts (> 2 s) and no executed code are the targets.
 
 Run: ``.venv/bin/python benchmarks/fuzz.py [--count N] [--compile K] [--quick]``. Writes
 ``benchmarks/results/fuzz.json`` (not with ``--quick``).

@@ -133,13 +133,16 @@ CHILD = textwrap.dedent("""\
     import sys, time
     from pathlib import Path
     import mbgen
-    path, out, ready, go = sys.argv[1:]
+    path, out, ready, go, how = sys.argv[1:]
     Path(ready).touch()
     deadline = time.monotonic() + 60
     while not Path(go).exists():
         if time.monotonic() > deadline:
             sys.exit("never told to go")
         time.sleep(0.005)
+    if how == "cli":  # `mbgen compile`, as a user starts it
+        from mbgen.cli.main import cli
+        cli.main(["compile", path, "--build-dir", out], standalone_mode=False)
     mech = mbgen.load(path, out_dir=out)
     assert abs(mech.phi(mech.q0)).max() < 1e-9
     print(mech.directory)
@@ -147,14 +150,15 @@ CHILD = textwrap.dedent("""\
 
 
 def test_concurrent_compiles_into_same_out_dir(tmp_path: Path) -> None:
+    """Three processes at once, two of them `mbgen compile`: one build, no left-overs."""
     out = tmp_path / "out"
     source = tmp_path / "fourbars1.yaml"
     shutil.copy(reference("fourbars1"), source)
     children = []
-    for k in range(2):
+    for k, how in enumerate(["load", "cli", "cli"]):
         ready, go = tmp_path / f"ready{k}", tmp_path / "go"
         children.append((ready, subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(source), str(out), str(ready), str(go)],
+            [sys.executable, "-c", CHILD, str(source), str(out), str(ready), str(go), how],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)))
     deadline = time.monotonic() + 60
     while not all(ready.exists() for ready, _ in children):  # both imported mbgen
@@ -166,8 +170,8 @@ def test_concurrent_compiles_into_same_out_dir(tmp_path: Path) -> None:
     for _, child in children:
         stdout, stderr = child.communicate(timeout=120)
         assert child.returncode == 0, stderr
-        directories.append(stdout.strip())
-    assert directories[0] == directories[1]
+        directories.append(stdout.strip().splitlines()[-1])
+    assert directories[0] == directories[1] == directories[2]
     builds = _builds(out, "fourbars1")
     assert [str(b) for b in builds] == [directories[0]]
     assert _leftovers(out) == []
@@ -177,6 +181,50 @@ def test_concurrent_compiles_into_same_out_dir(tmp_path: Path) -> None:
     mech = mbgen.load(str(source), out_dir=str(out))
     assert str(mech.directory) == directories[0]
     assert (mech.n, mech.m) == (4, 3)
+
+
+def _command_lines_naming(path: Path) -> list[str]:
+    """Command lines of the running processes that mention ``path`` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # not a process, or it ended meanwhile
+            continue
+        if str(path) in line:
+            found.append(line)
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_compile_killed_midway_leaves_nothing_behind(tmp_path: Path, out_dir: Path) -> None:
+    """SIGKILL while the C compiler runs: its compilers die with it, and the next load
+    removes the staging directory (its owner is gone) and builds normally."""
+    import os
+    import signal
+
+    source = tmp_path / "killed.yaml"
+    source.write_text(reference("pendulum1").read_text() + f"# {time.time()}\n")  # new hash
+    script = ("import sys; from mbgen.cli.main import cli; "
+              "cli.main(['compile', sys.argv[1], '--build-dir', sys.argv[2]])")
+    child = subprocess.Popen([sys.executable, "-c", script, str(source), str(out_dir)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not (started := list((out_dir / "killed").glob(".tmp-*/mechanism.c"))):
+        assert time.monotonic() < deadline and child.poll() is None, "no compile seen"
+        time.sleep(0.005)
+    staging = started[0].parent
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    deadline = time.monotonic() + 5
+    while _command_lines_naming(staging):
+        assert time.monotonic() < deadline, "a compiler outlived mbgen"
+        time.sleep(0.05)
+    assert staging.exists()  # nobody could clean up ...
+    mech = mbgen.load(str(source), out_dir=str(out_dir))  # ... until the next compile
+    assert not staging.exists() and _leftovers(out_dir / "killed") == []
+    shutil.rmtree(out_dir / "killed")  # the session's cache: no build per run
+    assert abs(mech.phi(mech.q0)).max() < 1e-9
 
 
 def test_missing_file_raises_mechanism_error(tmp_path: Path) -> None:

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import csv
+import os
+import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -74,6 +79,10 @@ def test_simulate_writes_csv_and_plots(run, tmp_path: Path, out_dir: Path) -> No
         picture = csv_path.parent / f"fourbar_{suffix}.png"
         assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(csv_path.parent.glob(".*"))  # no temporary files left behind
+    umask = os.umask(0)
+    os.umask(umask)
+    for written in csv_path.parent.iterdir():  # not mkstemp's 0600: the user's mode
+        assert stat.S_IMODE(written.stat().st_mode) == 0o666 & ~umask, written
 
 
 @pytest.mark.parametrize("integrator", ["trapezoidal", "variational"])
@@ -141,14 +150,42 @@ def test_simulate_by_factor_graph_matches_the_integrator(run, tmp_path: Path,  #
     (["--force", "theta0=__import__('os')"], "unexpected character"),
     (["--force", "nope=1"], "unknown coordinate"),
     (["--q0", "1,2"], "expected 5 values"),
+    (["--force", "theta0=1/0"], "'1/0' is not finite (a division by zero?)"),
+    (["--force", "theta0=1e300"], "'1e300' is larger than 1e+15 in magnitude"),
+    (["--force", "theta0=1/t"], "the force on theta0, 1/t, is not finite at t = 0 s"),
+    (["--force", "theta0=sqrt(t - 0.05)"], "is not finite at t = 0 s"),
+    (["--q0", "theta0=inf"], "values must be finite"),
+    (["--q0", "x1=nan"], "values must be finite"),
+    (["--q0", "x1=100"], "no assembly found from q = [100,"),
 ])
 def test_simulate_rejects_bad_options(run, tmp_path: Path, out_dir: Path, args: list[str],  # noqa: ANN001
                                       message: str) -> None:
+    """Each names what is wrong (non-finite forces and far-off or NaN starts were all
+    reported as "Φq loses rank")."""
     code, output = run("simulate", str(reference("fourbars1-with-rel-angle")),
                        "--t-end", "0.1", "--dt", "0.01", "--out", str(tmp_path / "x.csv"),
                        "--build-dir", str(out_dir), *args)
-    assert code == 2 and message in output
+    text = " ".join(output.split())
+    assert code == 2 and message in text, output
+    assert "loses rank" not in text.split("failed:")[0] and "Traceback" not in text
     assert not (tmp_path / "x.csv").exists()
+
+
+@pytest.mark.parametrize("force", ["theta0=9^9^9", "theta0=2^1000000000",
+                                   "theta0=1e999999999", "theta0=" + "(" * 300 + "1" + ")" * 300])
+def test_simulate_refuses_runaway_forces_quickly(run, compiled, tmp_path: Path,  # noqa: ANN001
+                                                 out_dir: Path, force: str) -> None:
+    import time
+
+    compiled(reference("fourbars1-with-rel-angle"))  # the build exists: only parsing is timed
+    start = time.perf_counter()
+    code, output = run("simulate", str(reference("fourbars1-with-rel-angle")), "--t-end",
+                       "0.1", "--dt", "0.01", "--force", force, "--out",
+                       str(tmp_path / "x.csv"), "--build-dir", str(out_dir))
+    assert time.perf_counter() - start < 2.0
+    text = " ".join(output.split())
+    assert code == 2 and "Invalid value for --force" in text and "Traceback" not in text
+    assert any(f in text for f in ("exponent", "not a finite number", "nested deeper"))
 
 
 def test_bad_mechanism_file_is_one_located_error_line(run, tmp_path: Path) -> None:  # noqa: ANN001
@@ -273,6 +310,11 @@ def test_simulate_adds_sensors_and_multipliers_and_decimates(run, tmp_path: Path
     (["--t-end", "0.001", "--dt", "1"], "not a whole number of steps"),
     (["--t-end", "1", "--dt", "0.4"], "(2.5 steps)"),
     (["--t-end", "1", "--dt", "0.1", "--q0", "x1=nan"], "values must be finite"),
+    (["--t-end", "1", "--dt", "0.1", "--q0", "inf,0,1,2"], "values must be finite"),
+    (["--t-end", "1", "--dt", "0"], "t_end and dt must be positive"),
+    (["--t-end", "-1", "--dt", "0.1"], "t_end and dt must be positive"),
+    (["--t-end", "1", "--dt", "-0.1"], "t_end and dt must be positive"),
+    (["--t-end", "nan", "--dt", "0.1"], "t_end and dt must be positive"),
     (["--t-end", "1", "--dt", "0.1", "--solver", "factor-graph", "--dt", "0.3"],
      "not a whole number of steps"),
 ])
@@ -281,7 +323,93 @@ def test_simulate_refuses_times_it_cannot_honour(run, tmp_path: Path, out_dir: P
     code, output = run("simulate", str(SHIPPED_DIR / "fourbar.yaml"), *args, "--out",
                        str(tmp_path / "x.csv"), "--build-dir", str(out_dir))
     assert code in (1, 2) and message in " ".join(output.split())
+    assert "Traceback" not in output and "✓" not in output
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_simulate_says_when_the_constraints_are_not_kept(run, tmp_path: Path,  # noqa: ANN001
+                                                         out_dir: Path) -> None:
+    """Explicit Euler without projection drifts off the constraints (max ‖Φ‖ 0.55): no ✓,
+    exit code 1 and the time it happened; the CSV is kept for inspection."""
+    args = ("simulate", str(SHIPPED_DIR / "fourbar.yaml"), "--t-end", "1", "--dt", "0.01",
+            "--integrator", "euler", "--projection", "none", "--out", str(tmp_path / "x.csv"),
+            "--build-dir", str(out_dir))
+    code, output = run(*args)
+    text = " ".join(output.split())
+    assert code == 1 and "✓" not in text and "✗ fourbar" in text, text
+    assert "the constraint error ‖Φ‖ reaches 0.553 (tolerance 0.004 = --phi-tol 0.001 × " \
+        "size²), first exceeded at t = 0.17 s" in text
+    assert read_csv(tmp_path / "x.csv")[1].shape[0] == 101
+    code, output = run(*args, "--phi-tol", "1")
+    assert code == 0 and "✓ fourbar" in output
+
+
+def test_simulate_names_a_singular_start(run, tmp_path: Path, out_dir: Path) -> None:  # noqa: ANN001
+    """A parallelogram started with all points on a line (a change point): the rocker
+    only looks redundant there. It stretched to 5 m with --projection none (and ✓), and
+    stopped as "over-constrained" with the default projection."""
+    path = tmp_path / "parallelogram.yaml"
+    path.write_text("points:\n  - {x: 0, y: 0, fixed: true}\n  - {x: 1, y: 0}\n"
+                    "  - {x: 3, y: 0}\n  - {x: 2, y: 0, fixed: true}\nplanar_bodies:\n"
+                    "  - {points: [0, 1], mass: 1.0}\n  - {points: [1, 2], mass: 1.0}\n"
+                    "  - {name: rocker, points: [3, 2], mass: 1.0}\n")
+    for projection in ("none", "manifold"):
+        code, output = run("simulate", str(path), "--t-end", "1", "--dt", "0.01",
+                           "--projection", projection, "--out", str(tmp_path / "x.csv"),
+                           "--build-dir", str(out_dir))
+        text = " ".join(output.split())
+        assert code == 2 and "Traceback" not in text and "✓" not in text
+        assert "constraint row 2 (rocker: |p3-p2| = const) is redundant at the file's " \
+            "initial positions but not next to them: they are a singular configuration" in text
+        assert "not an over-constrained model" in text
+        assert not (tmp_path / "x.csv").exists()
+
+
+def test_simulate_summary_is_sane_for_zero_energy_and_odd_names(run, tmp_path: Path,  # noqa: ANN001
+                                                                out_dir: Path) -> None:
+    """The double pendulum starts with E(0) = 0: the relative energy change was divided by
+    1e-12 (≈1e+04); a 100 000-character name with markup hung rich's highlighter or raised
+    MarkupError."""
+    import time
+
+    code, output = run("simulate", str(SHIPPED_DIR / "double-pendulum.yaml"), "--t-end",
+                       "0.5", "--dt", "1e-3", "--out", str(tmp_path / "x.csv"),
+                       "--build-dir", str(out_dir))
+    drift = float(" ".join(output.split()).split("relative energy change = ")[1].split()[0])
+    assert code == 0 and drift < 1e-8, output
+    path = tmp_path / "named.yaml"
+    name = "[/bold] [red" + "a" * 100_000
+    path.write_text(f"name: '{name}'\npoints:\n  - {{x: 0, y: 0, fixed: true}}\n"
+                    "  - {x: 1, y: 0}\nplanar_bodies:\n  - {points: [0, 1], mass: 1.0}\n")
+    code, output = run("compile", str(path), "--build-dir", str(out_dir))
+    assert code == 0, output[:300]
+    start = time.perf_counter()
+    code, output = run("simulate", str(path), "--t-end", "0.1", "--dt", "0.01", "--out",
+                       str(tmp_path / "y.csv"), "--build-dir", str(out_dir))
+    assert time.perf_counter() - start < 2.0
+    assert code == 0 and "✓ [/bold] [redaaa" in output and "Traceback" not in output
+
+
+def test_sigterm_while_writing_the_csv_leaves_no_temporary(tmp_path: Path, compiled,  # noqa: ANN001
+                                                           out_dir: Path) -> None:
+    """SIGTERM ends the command through its cleanup: the hidden temporary CSV (1 GB in
+    the report) is removed."""
+    import signal
+
+    compiled(SHIPPED_DIR / "fourbar.yaml")
+    script = "import sys; from mbgen.cli.main import cli; cli.main(sys.argv[1:])"
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, "simulate", str(SHIPPED_DIR / "fourbar.yaml"),
+         "--t-end", "300", "--dt", "1e-3", "--out", str(tmp_path / "x.csv"),
+         "--build-dir", str(out_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".x.csv.*")):
+        assert time.monotonic() < deadline and child.poll() is None, "no CSV being written"
+        time.sleep(0.002)
+    child.send_signal(signal.SIGTERM)
+    _, errors = child.communicate(timeout=60)
+    assert child.returncode == 128 + signal.SIGTERM and b"Traceback" not in errors
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_binary_file_is_a_located_error(tmp_path: Path) -> None:
@@ -291,6 +419,15 @@ def test_a_binary_file_is_a_located_error(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "latin.yaml:2: not a UTF-8 text file (byte 0xe9 at offset 26)" in \
         " ".join(result.output.split())
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe")
+    for command in (["compile"], ["info"], ["simulate", "--t-end", "1", "--dt", "0.1",
+                                            "--out", str(tmp_path / "x.csv")]):
+        result = CliRunner().invoke(cli, [command[0], str(binary), *command[1:],
+                                          "--build-dir", str(tmp_path / "gen")])
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        assert "binary.yaml:1: not a UTF-8 text file (byte 0x89 at offset 0)" in \
+            " ".join(result.output.split()), result.output
 
 
 def test_compile_checks_the_named_independent_coordinates(tmp_path: Path) -> None:

@@ -249,3 +249,31 @@ def test_python_yaml_tags_are_located_errors(value: str, line: int, tmp_path: Pa
     assert info.value.line == line
     assert info.value.key == "points[1].x"
     assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("10^-16", 1e-16),
+    ("(1/3)^30", 3.0**-30),
+    ("0.001^-5", 1e15),
+])
+def test_small_powers_are_not_refused_as_large(text: str, value: float) -> None:
+    """The magnitude check read 10^-16 as 10^16."""
+    assert float(parse_expression(text, SCOPE)) == pytest.approx(value)
+
+
+def test_large_integers_are_printed_as_c_doubles(tmp_path: Path) -> None:
+    """An integer beyond 2^53 was printed as a C integer literal, which overflows (the
+    warning hidden by -w): mass: 1e15*1e15 became a wrong constant in the mass matrix."""
+    import subprocess
+
+    from mbgen.codegen.c_printer import kernel_body
+
+    mass = parse_expression("1e15*1e15*3", SCOPE)
+    lines = kernel_body([mass * X, 7 * X], {X: "q[0]"})
+    assert lines == ["out[0] = 3e+30*q[0];", "out[1] = 7*q[0];"]
+    program = tmp_path / "literal.c"
+    program.write_text("#include <stdio.h>\nint main(void) { double q[1] = {2.0}, out[2];\n"
+                       + "\n".join(lines) + '\nprintf("%.17g", out[0]); return 0; }\n')
+    subprocess.run(["cc", "-w", "-o", str(tmp_path / "literal"), str(program)], check=True)
+    printed = subprocess.run([str(tmp_path / "literal")], capture_output=True, text=True)
+    assert float(printed.stdout) == 6e30

@@ -6,6 +6,9 @@ from pathlib import Path
 
 import click
 import numpy as np
+from rich.markup import escape
+
+from mbgen.cli import status_console
 
 RESIDUAL_TOL = 1e-6  # |Φ(q0)| above this (relative to the size of q0) is reported
 
@@ -17,7 +20,6 @@ def check(file: Path) -> None:
     constraints, rank and degrees of freedom, the named independent coordinates."""
     import sympy as sp
 
-    from mbgen.cli import status_console
     from mbgen.errors import MechanismError
     from mbgen.model.parser import load_mechanism
     from mbgen.symbolic.model import build_symbolic_model
@@ -49,7 +51,7 @@ def check(file: Path) -> None:
                       f"{abs(residual[worst]):.3g} at row {worst} "
                       f"({model.constraints[worst].label}); the position problem will move "
                       "it (see --q0 of simulate)")
-    console.print(f"[green]✓[/] {file}: n = {model.n} coordinates, m = {model.m} "
+    console.print(f"[green]✓[/] {escape(str(file))}: n = {model.n} coordinates, m = {model.m} "
                   f"constraints, rank {rank}, {dof} DOF, "
                   f"{len(mechanism.sensors)} sensor(s); max |Φ(q0)| = "
                   f"{float(np.abs(residual).max(initial=0.0)):.1e}")

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 import numpy as np
+from rich.markup import escape
 
-from mbgen.cli import BUILD_DIR
+from mbgen.cli import BUILD_DIR, status_console
 
 
 @click.command()
@@ -40,7 +41,7 @@ def estimate(file: Path, readings_path: Path, particles: int, sigma_a: float,
     coordinate's expected value with <name>_lo/<name>_hi (95 %), ess and p_branch<k>."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from mbgen.cli import load_with_status, status_console
+    from mbgen.cli import load_with_status
     from mbgen.dynamics.output import write_table
     from mbgen.estimation.particle_filter import ParticleFilter
     from mbgen.estimation.readings import read_readings
@@ -89,11 +90,11 @@ def estimate(file: Path, readings_path: Path, particles: int, sigma_a: float,
     pictures = _plot(data, labels, len(observer.branches), csv_path, mech.name) if plot \
         else []
     final = data[-1, -len(observer.branches):]
-    console.print(f"[green]✓[/] {mech.name}: {len(times)} steps of {step:g} s, {particles} "
-                  f"particles; branch probabilities at the end "
+    console.print(f"[green]✓[/] {escape(mech.name)}: {len(times)} steps of {step:g} s, "
+                  f"{particles} particles; branch probabilities at the end "
                   f"{np.round(final, 3).tolist()}"
                   + (f"; re-initialized {restarts} time(s)" if restarts else ""))
-    console.print(f"  wrote {csv_path}" + "".join(f"\n  wrote {p}" for p in pictures))
+    console.print(escape(f"  wrote {csv_path}" + "".join(f"\n  wrote {p}" for p in pictures)))
 
 
 def _plot(data: np.ndarray, labels: list[str], branches: int, csv_path: Path,

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 import numpy as np
+from rich.markup import escape
 
-from mbgen.cli import BUILD_DIR
+from mbgen.cli import BUILD_DIR, status_console
 
 
 def _pairs(values: tuple[str, ...], option: str, parts: int) -> dict[str, tuple[float, ...]]:
@@ -69,7 +70,7 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from mbgen.cli import load_with_status, status_console
+    from mbgen.cli import load_with_status
     from mbgen.estimation.identify import Recording, Settings
     from mbgen.estimation.identify import identify as run
     from mbgen.estimation.readings import read_readings
@@ -117,7 +118,7 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
     state = "[green]✓[/] converged" if result.converged else "[yellow]![/] stopped"
     console.print(f"{state} in {result.iterations} iterations, {result.seconds:.2f} s "
                   f"({result.message}); final cost {result.cost:.6g}")
-    console.print(f"  wrote {out_path}")
+    console.print(escape(f"  wrote {out_path}"))
     if plot:
         labels = [f"{label} [{unit}]" for label, unit in zip(mech.sensor_labels,
                                                              mech.sensor_units, strict=True)]

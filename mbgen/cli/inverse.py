@@ -6,8 +6,9 @@ import time
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
-from mbgen.cli import BUILD_DIR
+from mbgen.cli import BUILD_DIR, status_console
 
 
 @click.command()
@@ -39,7 +40,7 @@ def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
     actuator applies on its coordinate)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from mbgen.cli import load_with_status, status_console
+    from mbgen.cli import load_with_status
     from mbgen.dynamics.inverse import coordinate_indices, inverse_dynamics_direct
     from mbgen.dynamics.output import plot_inverse, write_csv
     from mbgen.dynamics.trajectory import read_trajectory, trajectory_from_expressions
@@ -83,7 +84,7 @@ def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
     names = mech.coordinate_names
     peaks = ", ".join(f"{names[i]}: {abs(result.forces[:, k]).max():.4g}"
                       for k, i in enumerate(result.actuated))
-    console.print(f"[green]✓[/] {mech.name}: {len(result.t)} samples ({method}) in "
+    console.print(f"[green]✓[/] {escape(mech.name)}: {len(result.t)} samples ({method}) in "
                   f"{elapsed:.3f} s; peak |force| {peaks}; max following error "
                   f"{abs(result.following_error).max():.2e}")
-    console.print(f"  wrote {csv_path}" + "".join(f"\n  wrote {p}" for p in pictures))
+    console.print(escape(f"  wrote {csv_path}" + "".join(f"\n  wrote {p}" for p in pictures)))

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 import numpy as np
+from rich.markup import escape
 
-from mbgen.cli import BUILD_DIR
+from mbgen.cli import BUILD_DIR, status_console
 
 
 @click.command()
@@ -20,15 +21,15 @@ from mbgen.cli import BUILD_DIR
 @BUILD_DIR
 def draw(file: Path, png: Path, q_text: str | None, build_dir: Path | None) -> None:
     """Draw FILE's mechanism: bodies, ground, sliders, springs, sensors, point labels."""
-    from mbgen.cli import load_with_status, status_console
+    from mbgen.cli import load_with_status
     from mbgen.cli.simulate import initial_state
     from mbgen.dynamics.drawing import draw_png
 
     mech, _ = load_with_status(file, build_dir)
     q, _ = initial_state(mech, q_text, None)
     drawing = draw_png(mech, q, png, title=f"{mech.name}" + ("" if q_text else " at q0"))
-    status_console.print(f"[green]✓[/] {mech.name}: {len(drawing.bodies)} bodies, "
-                               f"{len(drawing.ground)} fixed points; wrote {png}")
+    status_console.print(f"[green]✓[/] {escape(mech.name)}: {len(drawing.bodies)} bodies, "
+                         f"{len(drawing.ground)} fixed points; wrote {escape(str(png))}")
 
 
 def read_states(path: Path, names: list[str], hint: str = "CSV",
@@ -74,7 +75,7 @@ def animate(csv_path: Path, file: Path, movie: Path, fps: int, trace: str | None
     every coordinate). An estimate's branch probabilities are drawn as bars."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from mbgen.cli import load_with_status, status_console
+    from mbgen.cli import load_with_status
     from mbgen.dynamics.drawing import animate as make
 
     mech, _ = load_with_status(file, build_dir)
@@ -103,4 +104,5 @@ def animate(csv_path: Path, file: Path, movie: Path, fps: int, trace: str | None
                                                                   total=total))
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    console.print(f"[green]✓[/] {mech.name}: {frames} frames at {fps} fps; wrote {movie}")
+    console.print(f"[green]✓[/] {escape(mech.name)}: {frames} frames at {fps} fps; wrote "
+                  f"{escape(str(movie))}")

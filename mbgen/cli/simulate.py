@@ -9,10 +9,13 @@ from typing import Any
 
 import click
 import numpy as np
+from rich.markup import escape
 
-from mbgen.cli import BUILD_DIR
+from mbgen.cli import BUILD_DIR, err_console, status_console
 from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.runtime.integration import INTEGRATORS
+
+PHI_TOL = 1e-3  # default --phi-tol: max ‖Φ‖ / size² above it is reported as an error
 
 
 def parse_state(text: str | None, mech: CompiledMechanism, base: np.ndarray,
@@ -54,11 +57,65 @@ def initial_state(mech: CompiledMechanism, q0: str | None, qd0: str | None,
     qd, qd_names = parse_state(qd0, mech, np.zeros(mech.n), "--qd0")
     dof = mech.n - len(mech.active_rows)
     keep = len(q_names) == dof
-    q = mech.solve_position(q, z=q_names if keep else None, minimum_norm=not keep)
+    solved, statuses = mech.solve_position(q, z=q_names if keep else None,
+                                           minimum_norm=not keep, errors="status")
+    status = int(statuses[0])
+    if status:  # Newton's own reason ("Φq loses rank") hid that q was far off
+        off = np.abs(mech.phi(q))
+        row = int(off.argmax()) if off.size else 0
+        message = (f"no assembly found from q = [{', '.join(f'{v:g}' for v in q)}]: it is "
+                   f"off the constraints by up to {off.max(initial=0.0):.3g} (row {row}: "
+                   f"{mech.constraint_labels[row] if off.size else '-'}), and the position "
+                   f"problem failed: {mech.status_text(status)}")
+        if q0 is None:
+            from mbgen.errors import SingularConfigurationError
+
+            raise SingularConfigurationError(f"the file's initial positions: {message}")
+        raise click.BadParameter(message, param_hint="--q0")
+    q = solved
+    singular_start(mech, q)
     if len(qd_names) == dof:
         indices = [mech.coordinate_index(name) for name in qd_names]
         return q, mech.solve_velocity(q, qd[indices], z=qd_names)
     return q, mech.project_velocity(q, qd)
+
+
+def singular_start(mech: CompiledMechanism, q: np.ndarray, step: float = 1e-3) -> None:
+    """Refuses a mechanism whose file positions are a singular configuration (a dead or
+    change point, where Φq loses rank): the rows dropped there as redundant only look
+    redundant, and a run either ignores them (the rocker of a collinear parallelogram
+    stretched to 5 m) or stops saying the model is over-constrained. Told apart from true
+    redundancy by moving the start q a little along the kept rows: a truly redundant row
+    still holds, a spurious one does not."""
+    redundant = np.setdiff1d(np.arange(mech.m), mech.active_rows)
+    if not redundant.size:
+        return
+    size = max(1.0, float(np.abs(q).max(initial=0.0)))
+    tolerance = 1e-4 * (step * size) ** 2  # a spurious row is off by about (step·size)²
+    _, _, vt = np.linalg.svd(mech.phi_q(q)[mech.active_rows])
+    null = vt[len(mech.active_rows):]
+    rng = np.random.default_rng(0)
+    offsets = [np.abs(mech.phi(q)[redundant])]
+    for _ in range(3 if len(null) else 0):
+        direction = rng.standard_normal(len(null)) @ null
+        guess = q + step * size * direction / np.linalg.norm(direction)
+        solved, statuses = mech.solve_position(guess, minimum_norm=True, errors="status")
+        status = int(statuses[0])
+        if status == mech.lib.MB_INCONSISTENT:  # the C core's own check of those rows
+            offsets.append(np.abs(mech.phi(guess)[redundant]))
+        elif not status:
+            offsets.append(np.abs(mech.phi(solved)[redundant]))
+    for off in offsets:
+        if off.max() > tolerance:
+            from mbgen.errors import SingularConfigurationError
+
+            row = int(redundant[int(off.argmax())])
+            raise SingularConfigurationError(
+                f"constraint row {row} ({mech.constraint_labels[row]}) is redundant at the "
+                "file's initial positions but not next to them: they are a singular "
+                "configuration (a dead point or change point, where the constraint "
+                "Jacobian Φq loses rank), not an over-constrained model; give the points "
+                "initial positions away from it")
 
 
 def parse_forces(specs: tuple[str, ...], mech: CompiledMechanism,
@@ -94,7 +151,27 @@ def parse_forces(specs: tuple[str, ...], mech: CompiledMechanism,
             raise click.BadParameter(str(exc), param_hint="--force") from None
         totals[coordinate] = totals.get(coordinate, sp.Integer(0)) + sp.Float(gain) * expr
     # lambdify prints the already-parsed SymPy expression; no user text reaches it.
-    return {name: sp.lambdify(t, expr, "numpy") for name, expr in totals.items()}
+    return {name: _finite_force(name, expr, sp.lambdify(t, expr, "numpy"))
+            for name, expr in totals.items()}
+
+
+def _finite_force(name: str, expr: Any, function: Callable[[np.ndarray], np.ndarray],
+                  ) -> Callable[[np.ndarray], np.ndarray]:
+    """``function`` refusing non-finite values by name and time (``1/t`` at t = 0 was
+    reported as a rank loss of Φq)."""
+
+    def force(times: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            values = np.broadcast_to(np.asarray(function(times), dtype=float),
+                                     np.shape(times))
+        bad = ~np.isfinite(values)
+        if bad.any():
+            when = float(np.broadcast_to(times, values.shape)[bad].flat[0])
+            raise click.BadParameter(f"the force on {name}, {expr}, is not finite at "
+                                     f"t = {when:g} s", param_hint="--force")
+        return values
+
+    return force
 
 
 def run_factor_graph(mech: CompiledMechanism, t_end: float, dt: float, integrator: str,
@@ -171,6 +248,10 @@ def write_readings(result: Any, path: Path, noise: float, every: int, seed: int)
 @click.option("--projection", type=click.Choice(["manifold", "energy", "none"]),
               default="manifold", show_default=True,
               help="After each step (dependent coordinates): back onto Φ=0, Φq q̇=0.")
+@click.option("--phi-tol", type=click.FloatRange(min=0, min_open=True), default=PHI_TOL,
+              show_default=True, help="Largest accepted constraint error max ‖Φ‖, times "
+              "the mechanism's size squared (the largest |q0|, at least 1); a run above it "
+              "writes its CSV but ends with an error and exit code 1.")
 @click.option("--q0", help='Initial q: "v1,v2,..." or "name=value,..." (as many names as '
               "DOF: those are kept and the rest assembled by Newton).")
 @click.option("--qd0", help="Initial q̇, same forms (named DOF kept, the rest solved).")
@@ -197,15 +278,16 @@ def write_readings(result: Any, path: Path, noise: float, every: int, seed: int)
 @BUILD_DIR
 def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
              compliance: float | None, damping: float | None, solver: str,
-             window: int, smoother: str, coords: str, projection: str, q0: str | None,
-             qd0: str | None, forces: tuple[str, ...], csv_path: Path, plot: bool,
+             window: int, smoother: str, coords: str, projection: str, phi_tol: float,
+             q0: str | None, qd0: str | None, forces: tuple[str, ...], csv_path: Path,
+             plot: bool,
              extras: tuple[str, ...], every: int, sensors_out: Path | None,
              sensor_noise: float, sensor_period: float | None, seed: int,
              build_dir: Path | None) -> None:
     """Simulate FILE's forward dynamics and write t, q, q̇, q̈, energy and ‖Φ‖ to a CSV."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from mbgen.cli import detail, load_with_status, status_console
+    from mbgen.cli import detail, load_with_status
     from mbgen.dynamics import simulate as run
     from mbgen.dynamics.output import plot as write_plots
     from mbgen.dynamics.output import write_csv
@@ -260,14 +342,43 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
         pictures = write_plots(result, csv_path) if plot else []
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    energy = result.energy
-    drift = abs(energy[-1] - energy[0]) / max(abs(energy[0]), 1e-12)
     how = f"{integrator}, {coords}"
     if factor_graph:
         how += (f", factor graph: window {window}, {smoother} smoother, "
                 f"{result.settings['mean_iterations']:.2f} iterations per step")
-    console.print(f"[green]✓[/] {mech.name}: {len(result.t) - 1} steps of {dt:g} s "
-                  f"({how}) in {elapsed:.3f} s; "
-                  f"max ‖Φ‖ = {result.constraint_error.max():.2e}, "
-                  f"relative energy change = {drift:.2e}")
-    console.print(f"  wrote {csv_path}" + "".join(f"\n  wrote {p}" for p in pictures))
+    violated = constraint_violation(result, phi_tol)
+    console.print(f"{'[red]✗[/]' if violated else '[green]✓[/]'} {escape(mech.name)}: "
+                  f"{len(result.t) - 1} steps of {dt:g} s ({how}) in {elapsed:.3f} s; "
+                  f"max ‖Φ‖ = {result.constraint_error.max():.2e}, {energy_change(result)}")
+    console.print(escape(f"  wrote {csv_path}" + "".join(f"\n  wrote {p}" for p in pictures)))
+    if violated:
+        err_console.print(f"[red]error: {escape(violated)}[/]")
+        raise click.exceptions.Exit(1)
+
+
+def energy_change(result: Any) -> str:
+    """The energy change from start to end, relative to the energy in play: |E(0)| or the
+    largest kinetic energy, whichever is larger (dividing by E(0) alone reported 1e+06
+    for a chain whose E(0) is 0); absolute when nothing moves and E(0) = 0."""
+    parts = result.mechanism.energy_parts(result.q, result.qd).reshape(len(result.t), -1)
+    energy = parts.sum(axis=1)
+    change = abs(float(energy[-1] - energy[0]))
+    scale = max(abs(float(energy[0])), float(np.abs(parts[:, 0]).max(initial=0.0)))
+    if scale > 0:
+        return f"relative energy change = {change / scale:.2e}"
+    return f"energy change = {change:.2e} (E(0) = 0 and no motion)"
+
+
+def constraint_violation(result: Any, phi_tol: float) -> str | None:
+    """None when max ‖Φ‖ stays within ``phi_tol`` × size² (Φ holds squared lengths; size:
+    the largest |q0|, at least 1); else what is wrong, so no ✓ is printed over rows that
+    are not a motion of the mechanism (a stretched rocker, drift without projection)."""
+    error = result.constraint_error
+    limit = phi_tol * max(1.0, float(np.abs(result.mechanism.q0).max(initial=0.0))) ** 2
+    bad = np.flatnonzero(~(error <= limit))  # NaN counts as bad
+    if not bad.size:
+        return None
+    return (f"the constraint error ‖Φ‖ reaches {np.nanmax(error):.3g} (tolerance {limit:.3g}"
+            f" = --phi-tol {phi_tol:g} × size²), first exceeded at t = "
+            f"{result.t[bad[0]]:.6g} s: the rows are not a motion of the mechanism (use "
+            "--projection manifold or a smaller --dt, or raise --phi-tol)")

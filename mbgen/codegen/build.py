@@ -11,16 +11,22 @@ and the glue includes that header, so declarations and definitions cannot disagr
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import io
 import json
 import os
+import re
 import shutil
+import signal
+import socket
 import subprocess
+import sys
 import sysconfig
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import cffi
 
@@ -59,16 +65,56 @@ class CompileError(MbgenError):
 STALE_STAGING = 3600.0  # seconds: a staging directory this old is a killed compile's
 
 
+# A staging directory names its owner: .tmp-<digest>-p<pid>@<host>-<random>
+_OWNER = re.compile(r"^\.tmp-[0-9a-f]+-p(\d+)@(.*)-[^-]+$")
+
+
+def _staging_prefix(digest: str) -> str:
+    return f".tmp-{digest}-p{os.getpid()}@{socket.gethostname()}-"
+
+
+def _owner_is_dead(name: str) -> bool:
+    """The compile that made this staging directory ran on this machine and is gone."""
+    match = _OWNER.match(name)
+    if match is None or match.group(2) != socket.gethostname():
+        return False
+    try:
+        os.kill(int(match.group(1)), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):
+        return False
+    return False
+
+
 def _remove_stale_staging(parent: Path) -> None:
     """Staging directories left by compiles that were killed (SIGKILL leaves no chance to
-    clean up); a live compile's is younger than any build takes."""
+    clean up): those whose owner process is gone, and any older than a build takes."""
     now = time.time()
     for stale in parent.glob(".tmp-*"):
         try:
-            if stale.is_dir() and now - stale.stat().st_mtime > STALE_STAGING:
+            if stale.is_dir() and (_owner_is_dead(stale.name)
+                                   or now - stale.stat().st_mtime > STALE_STAGING):
                 shutil.rmtree(stale, ignore_errors=True)
         except OSError:
             continue  # removed meanwhile by a concurrent compile
+
+
+def _child_options() -> dict[str, Any]:
+    """Linux: the compilers get SIGKILL when mbgen dies (after a SIGKILL of mbgen, the
+    ones it started kept writing into a staging directory nobody would install). prctl is
+    looked up here, so the child only calls it between fork and exec."""
+    if not sys.platform.startswith("linux"):
+        return {}
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def die_with_parent() -> None:  # pragma: no cover - runs in the child
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+    return {"preexec_fn": die_with_parent}
+
+
+_CHILD = _child_options()
 
 
 def compile_mechanism(path: str | Path, out_dir: str | Path,
@@ -100,7 +146,7 @@ def compile_mechanism(path: str | Path, out_dir: str | Path,
 
     target.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_staging(target.parent)
-    staging = Path(tempfile.mkdtemp(prefix=f".tmp-{digest}-", dir=target.parent))
+    staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(digest), dir=target.parent))
     try:
         start = time.perf_counter()
         say("compiling C")
@@ -140,7 +186,7 @@ def _compile_c(kernels_c: Path, glue_c: Path, output: Path, out_dir: Path) -> No
         _archive_core([Path(job[-1]) for job in core_jobs], archive)
     link = [compiler, "-shared", str(kernels_o), str(glue_o), str(archive), "-o", str(output),
             "-lm"]
-    result = subprocess.run(link, capture_output=True, text=True)
+    result = subprocess.run(link, capture_output=True, text=True, **_CHILD)
     if result.returncode != 0:
         raise CompileError(f"linking failed ({' '.join(link)}):\n{result.stderr[-4000:]}")
 
@@ -156,7 +202,8 @@ def _core_jobs(compiler: str, workdir: Path) -> list[list[str]]:
 
 
 def _run_parallel(jobs: list[list[str]]) -> None:
-    running = [subprocess.Popen(job, stderr=subprocess.PIPE, text=True) for job in jobs]
+    running = [subprocess.Popen(job, stderr=subprocess.PIPE, text=True, **_CHILD)
+               for job in jobs]
     failures = []
     for job, process in zip(jobs, running, strict=True):
         _, errors = process.communicate()
@@ -173,7 +220,7 @@ def _archive_core(objects: list[Path], archive: Path) -> None:
     os.close(handle)
     os.unlink(tmp)
     result = subprocess.run([os.environ.get("AR", "ar"), "rcs", tmp, *map(str, objects)],
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, **_CHILD)
     if result.returncode != 0:
         raise CompileError(f"archiving the C core failed:\n{result.stderr[-4000:]}")
     os.replace(tmp, archive)

@@ -25,6 +25,13 @@ class KernelPrinter(C99CodePrinter):
             raise KeyError(f"symbol {expr} has no C name")
         return name
 
+    def _print_Integer(self, expr: sp.Integer) -> str:
+        """Integers beyond 2^53 as double literals: a C integer literal overflows its type
+        (``mass: 1e15*1e15`` became a wrong constant, the warning hidden by ``-w``)."""
+        if abs(int(expr)) > 2**53:
+            return repr(float(expr))
+        return super()._print_Integer(expr)
+
     def _print_Pow(self, expr: sp.Pow) -> str:
         base, exp = expr.base, expr.exp
         if exp.is_Integer and 1 < abs(int(exp)) <= 4:

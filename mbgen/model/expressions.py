@@ -79,6 +79,11 @@ MAX_LENGTH = 2000  # characters of one expression
 MAX_DEPTH = 50  # nesting of parentheses, signs, powers and calls
 MAX_MAGNITUDE = 1e15  # absolute value of any number written in the file
 MAX_EXPONENT = 100  # absolute value of a numeric exponent
+# Limits on what an expression becomes once the names it uses (derived parameters, point
+# coordinates) are substituted: exact arithmetic and shared subtrees must not run away.
+MAX_DIGITS = 100  # digits of an exact number (numerator or denominator)
+MAX_NODES = 20_000  # size of the expression tree, shared subtrees counted each time
+MAX_TREE_DEPTH = 200  # depth of that tree (SymPy recurses on it)
 
 
 def check_number(value: float, what: str) -> None:
@@ -87,6 +92,40 @@ def check_number(value: float, what: str) -> None:
         raise ExpressionError(f"{what} is not a finite number")
     if abs(value) > MAX_MAGNITUDE:
         raise ExpressionError(f"{what} is larger than {MAX_MAGNITUDE:g} in magnitude")
+
+
+def check_size(expr: sp.Expr, text: str) -> None:
+    """Refuses an expression whose tree or exact numbers run away, in time proportional
+    to its distinct subtrees: derived parameters that each use the previous one twice
+    double the tree (SymPy then compares and prints it for ever), a chain of sin() nests it
+    past Python's recursion limit, and a product of literals kept 4 300 digits (which
+    SymPy's C printer cannot convert)."""
+    shown = text if len(text) <= 60 else text[:60] + "…"
+    measured: dict[int, tuple[int, int]] = {}  # id(node) -> (size, depth), capped
+    stack: list[tuple[sp.Basic, bool]] = [(expr, False)]
+    while stack:
+        node, ready = stack.pop()
+        if id(node) in measured:
+            continue
+        if node.args and not ready:
+            stack.append((node, True))
+            stack.extend((arg, False) for arg in node.args if id(arg) not in measured)
+            continue
+        children = [measured[id(arg)] for arg in node.args]
+        size = min(1 + sum(c[0] for c in children), MAX_NODES + 1)
+        depth = min(1 + max((c[1] for c in children), default=0), MAX_TREE_DEPTH + 1)
+        measured[id(node)] = (size, depth)
+        if isinstance(node, sp.Rational) and max(abs(node.p), node.q).bit_length() > \
+                MAX_DIGITS * math.log2(10):
+            raise ExpressionError(f"{shown!r} makes an exact number of more than "
+                                  f"{MAX_DIGITS} digits")
+    size, depth = measured[id(expr)]
+    if size > MAX_NODES:
+        raise ExpressionError(f"{shown!r} grows to more than {MAX_NODES} terms once the "
+                              "names it uses are substituted")
+    if depth > MAX_TREE_DEPTH:
+        raise ExpressionError(f"{shown!r} is nested deeper than {MAX_TREE_DEPTH} levels "
+                              "once the names it uses are substituted")
 
 
 class _Parser:
@@ -127,6 +166,7 @@ class _Parser:
         value = self.expr()
         if self.peek().kind != "end":
             self.fail(self.peek(), "expected an operator")
+        check_size(value, self.text)
         if value.has(sp.zoo, sp.oo, -sp.oo, sp.nan):
             raise ExpressionError(f"{self.text!r} is not finite (a division by zero?)")
         return value
@@ -167,7 +207,8 @@ class _Parser:
                 size = abs(float(exponent))
                 if size > MAX_EXPONENT:
                     self.fail(token, f"exponent {size:g} is larger than {MAX_EXPONENT}")
-                if base.is_number and float(abs(base)) > 0 and size * math.log10(
+                # signed: 10^-16 is small, not large
+                if base.is_number and float(abs(base)) > 0 and float(exponent) * math.log10(
                         float(abs(base))) > math.log10(MAX_MAGNITUDE):
                     self.fail(token, f"a power larger than {MAX_MAGNITUDE:g}")
             return base ** exponent

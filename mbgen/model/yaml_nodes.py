@@ -41,7 +41,7 @@ class Node:
             raise self.error("expected a mapping of keys to values")
         children: dict[str, Node] = {}
         for key_node, value_node in self.raw.value:
-            name = str(key_node.value)
+            name = key_name(key_node, self.file, self.key)
             path = f"{self.key}.{name}" if self.key else name
             if name not in allowed:
                 raise MechanismError(
@@ -91,6 +91,12 @@ class Node:
 
     def plain(self) -> Any:
         """The node as plain Python data (for display-only data such as ``visual``)."""
+        size = _expanded_size(self.raw)
+        if size is None:
+            raise self.error("a value that contains itself (a recursive alias)")
+        if size > MAX_PLAIN_VALUES:  # written out to meta.json, a bomb took 7.7 GB
+            raise self.error(f"more than {MAX_PLAIN_VALUES} values once aliases are "
+                             "expanded (an alias bomb?)")
         return self._construct(lambda loader: loader.construct_document(self.raw))
 
     def _construct(self, build: Callable[[yaml.SafeLoader], Any]) -> Any:
@@ -102,10 +108,56 @@ class Node:
             raise self.error(f"unsupported YAML value: {problem}") from None
 
 
+MAX_PLAIN_VALUES = 10_000  # values in display-only data (``visual``), aliases expanded
+_PLAIN_TAGS = {f"tag:yaml.org,2002:{kind}" for kind in ("str", "int", "float", "bool", "null")}
+
+
+def key_name(key: yaml.Node, file: str, parent: str) -> str:
+    """A mapping key as text; a list, a mapping or an explicitly tagged value used as a key
+    is a located error (its raw ``ScalarNode(...)`` repr was printed as the key)."""
+    line = key.start_mark.line + 1
+    if not isinstance(key, yaml.ScalarNode):
+        kind = "list" if isinstance(key, yaml.SequenceNode) else "mapping"
+        raise MechanismError(f"a key must be a name, got a {kind}", file, line, parent)
+    if key.tag not in _PLAIN_TAGS:
+        tag = key.tag.replace("tag:yaml.org,2002:", "!!")
+        raise MechanismError(f"a key must be a name, got {key.value[:60]!r} tagged {tag}",
+                             file, line, parent)
+    return str(key.value)
+
+
+def _expanded_size(root: yaml.Node) -> int | None:
+    """Nodes of ``root`` with every alias expanded (capped just above the limit), in time
+    proportional to the distinct nodes; None when a node contains itself."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()  # being expanded: the ancestors of the current node
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        children = [] if isinstance(node, yaml.ScalarNode) else (
+            [c for pair in node.value for c in pair] if isinstance(node, yaml.MappingNode)
+            else list(node.value))
+        if done:
+            open_nodes.discard(id(node))
+            sizes[id(node)] = min(1 + sum(sizes[id(c)] for c in children),
+                                  MAX_PLAIN_VALUES + 1)
+        elif id(node) not in sizes:
+            if id(node) in open_nodes or any(id(c) in open_nodes for c in children):
+                return None
+            open_nodes.add(id(node))
+            stack.append((node, True))
+            stack.extend((c, False) for c in children if id(c) not in sizes)
+    return sizes[id(root)]
+
+
 def read_document(text: str, file: str) -> Node:
     """Parse a whole mechanism file into a located root node."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.reader.ReaderError as exc:  # a control character: it has no mark, only a position
+        line = text.count("\n", 0, exc.position) + 1
+        raise MechanismError(f"invalid YAML: unacceptable character U+{exc.character:04X} "
+                             f"({exc.reason})", file, line) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

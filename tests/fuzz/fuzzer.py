@@ -30,6 +30,8 @@ KEYS = ["points", "planar_bodies", "parameters", "fixed", "mass", "length", "I0"
         "x", "y", "sensors", "sliders", "springs", "gravity", "name", "type", "noise",
         "relative_coordinates", "independent_coordinates", "visual", "unknown_key",
         "!!python/object/apply:os.system", "<<", "&a", "*a"]
+# Each derived parameter small, the chain runaway: doubling tree, deep nesting, big exacts.
+GROWTH = ["{a}*({a} + 1)", "sin({a})", "1e15*{a}", "{a}^2", "{a} + {a}"]
 STRUCTURES = [
     "!!python/object/apply:os.system ['touch {marker}']",
     "!!python/name:os.system",
@@ -40,6 +42,7 @@ STRUCTURES = [
     "\"\\x00\"",
     "!!binary aGVsbG8=",
     "? complex key\n  : value",
+    "{{? [a, b]: 1, !!binary aGVsbG8=: 2}}",
     "|\n  multi\n  line",
 ]
 
@@ -84,6 +87,10 @@ def mutate(text: str, rng: random.Random, marker: Path) -> str:
         elif kind == 6:  # a hostile structure as a value
             structure = rng.choice(STRUCTURES).format(marker=marker)
             lines.insert(k, f"{rng.choice(KEYS)}: {structure}")
+        elif kind == 7 and rng.random() < 0.3:  # derived parameters that grow
+            growth = rng.choice(GROWTH)
+            lines[k:k] = [f"  g0: {rng.choice(NUMBERS[:3])}"] + [
+                f"  g{i}: {growth.format(a=f'g{i - 1}')}" for i in range(1, 300)]
         elif kind == 7:  # deep nesting in an expression
             depth = rng.choice([10, 60, 300, 5000])
             lines.insert(k, f"  L{depth}: {'(' * depth}1{')' * depth}")
