@@ -37,7 +37,7 @@ console = Console(highlight=False)
 #: Errors: always shown.
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 #: Status lines, progress bars and summaries: silenced by ``mbgen --quiet``.
-status_console = Console(stderr=True, highlight=False)
+status_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class Verbosity:

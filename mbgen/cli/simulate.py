@@ -149,7 +149,8 @@ def parse_forces(specs: tuple[str, ...], mech: CompiledMechanism,
             expr = parse_expression(text, {"t": t})
         except ExpressionError as exc:
             raise click.BadParameter(str(exc), param_hint="--force") from None
-        totals[coordinate] = totals.get(coordinate, sp.Integer(0)) + sp.Float(gain) * expr
+        scaled = expr if gain == 1.0 else sp.Float(gain) * expr
+        totals[coordinate] = totals.get(coordinate, sp.Integer(0)) + scaled
     # lambdify prints the already-parsed SymPy expression; no user text reaches it.
     return {name: _finite_force(name, expr, sp.lambdify(t, expr, "numpy"))
             for name, expr in totals.items()}
