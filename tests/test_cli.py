@@ -315,6 +315,7 @@ def test_simulate_adds_sensors_and_multipliers_and_decimates(run, tmp_path: Path
     (["--t-end", "-1", "--dt", "0.1"], "t_end and dt must be positive"),
     (["--t-end", "1", "--dt", "-0.1"], "t_end and dt must be positive"),
     (["--t-end", "nan", "--dt", "0.1"], "t_end and dt must be positive"),
+    (["--t-end", "1", "--dt", "nan"], "t_end and dt must be positive and finite"),
     (["--t-end", "1", "--dt", "0.1", "--solver", "factor-graph", "--dt", "0.3"],
      "not a whole number of steps"),
 ])

@@ -91,8 +91,7 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
                          f"{', '.join(INTEGRATORS)})")
     if coords not in FORMULATIONS:
         raise ValueError(f"coords must be one of {FORMULATIONS}, got {coords!r}")
-    if not (dt > 0 and t_end > 0):
-        raise ValueError("t_end and dt must be positive")
+    step_count(t_end, dt)  # positive, finite and a whole number of steps, or a clear error
     if project not in PROJECTIONS:
         raise ValueError(f"project must be one of {', '.join(PROJECTIONS)}, got {project!r}")
     if integrator in VARIATIONAL or integrator == "spook":
