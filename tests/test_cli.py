@@ -115,10 +115,14 @@ def test_simulate_drives_an_actuator_by_its_name(run, tmp_path: Path,  # noqa: A
                          ("free", "theta1=0")):
         path = tmp_path / f"{label}.csv"
         code, output = run("simulate", mechanism, "--t-end", "0.3", "--dt", "1e-3",
-                           "--force", force, "--out", str(path), "--build-dir", str(out_dir))
+                           "--force", force, "--with", "forces", "--out", str(path),
+                           "--build-dir", str(out_dir))
         assert code == 0, output
-        runs[label] = read_csv(path)[1]
+        header, runs[label] = read_csv(path)
+        assert header[-1] == "force_theta1"  # the applied force, gain included
     np.testing.assert_allclose(runs["actuator"], runs["force"], rtol=0, atol=1e-12)
+    t = runs["actuator"][:, 0]
+    np.testing.assert_allclose(runs["actuator"][:, -1], 0.4 * np.sin(5 * t), atol=1e-12)
     assert np.abs(runs["actuator"] - runs["free"]).max() > 1e-3
     code, output = run("simulate", mechanism, "--t-end", "0.1", "--dt", "0.01", "--force",
                        "motr=1", "--out", str(tmp_path / "x.csv"), "--build-dir", str(out_dir))

@@ -194,7 +194,9 @@ def run_factor_graph(mech: CompiledMechanism, t_end: float, dt: float, integrato
 
     simulator = FactorGraphSimulator(mech, dt, window=window, coords=coords,
                                      smoother=smoother, integrator=integrator)
-    return simulator.run(t_end, q0, qd0, force, progress)
+    result = simulator.run(t_end, q0, qd0, force, progress)
+    result.forces = dict(forces)
+    return result
 
 
 def reading_stride(mech: CompiledMechanism, dt: float, period: float) -> int:
@@ -263,8 +265,10 @@ def write_readings(result: Any, path: Path, noise: float, every: int, seed: int)
 @click.option("--out", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
               required=True, help="CSV to write.")
 @click.option("--plot", is_flag=True, help="Also write PNG plots next to the CSV.")
-@click.option("--with", "extras", type=click.Choice(["sensors", "lambda"]), multiple=True,
-              help="Add columns: the sensor outputs (by label), the multipliers λ.")
+@click.option("--with", "extras", type=click.Choice(["sensors", "lambda", "forces"]),
+              multiple=True, help="Add columns: the sensor outputs (by label), the "
+              "multipliers λ, the applied generalized forces (force_<coordinate>, actuators' "
+              "gain·u included).")
 @click.option("--every", type=click.IntRange(min=1), default=1, show_default=True,
               help="Write every K-th step (the last one always).")
 @click.option("--sensors-out", type=click.Path(dir_okay=False, path_type=Path),

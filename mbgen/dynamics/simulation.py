@@ -33,6 +33,7 @@ class SimulationResult:
     qd: Array
     qdd: Array
     settings: dict[str, Any] = field(default_factory=dict)
+    forces: Mapping[str, ForceFunction] = field(default_factory=dict)  # the inputs applied
 
     @property
     def coordinate_names(self) -> list[str]:
@@ -51,8 +52,10 @@ class SimulationResult:
     def columns(self, extras: tuple[str, ...] = (), every: int = 1,
                 ) -> tuple[list[str], Array]:
         """CSV columns: t, q, q̇, q̈, energy, ‖Φ‖, then per ``extras`` the sensor outputs
-        ("sensors": one column per label) and the multipliers ("lambda": lambda_<row>);
-        every ``every``-th row (the last one always included)."""
+        ("sensors": one column per label), the multipliers ("lambda": lambda_<row>) and
+        the applied generalized forces ("forces": force_<coordinate> for every coordinate
+        that has one, actuators' included); every ``every``-th row (the last one always
+        included)."""
         names = self.coordinate_names
         header = (["t"] + names + [f"{c}_dot" for c in names] + [f"{c}_ddot" for c in names]
                   + ["energy", "phi_norm"])
@@ -64,8 +67,13 @@ class SimulationResult:
             elif extra == "lambda":
                 header += [f"lambda_{i}" for i in range(self.mechanism.m)]
                 blocks.append(self.mechanism.lagrange_multipliers(self.q, self.qd))
+            elif extra == "forces":
+                header += [f"force_{name}" for name in self.forces]
+                blocks += [np.broadcast_to(np.asarray(force(self.t), dtype=float),
+                                           self.t.shape) for force in self.forces.values()]
             else:
-                raise ValueError(f"unknown extra column set {extra!r} (sensors, lambda)")
+                raise ValueError(f"unknown extra column set {extra!r} (sensors, lambda, "
+                                 "forces)")
         rows = np.unique(np.r_[np.arange(0, len(self.t), every), len(self.t) - 1])
         return header, np.column_stack(blocks)[rows]
 
@@ -137,7 +145,7 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
     t = np.arange(nsteps + 1) * dt
     settings = {"integrator": integrator, "coords": coords, "dt": dt, "t_end": t_end,
                 "project": project, "baumgarte": baumgarte, **dict(spook or {})}
-    return SimulationResult(mechanism, t, out_q, out_qd, out_qdd, settings)
+    return SimulationResult(mechanism, t, out_q, out_qd, out_qdd, settings, dict(forces or {}))
 
 
 def step_count(t_end: float, dt: float) -> int:
