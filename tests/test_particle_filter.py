@@ -96,3 +96,26 @@ def test_bad_particles_and_hopeless_readings(compiled: Compiled, gyro_fourbar: P
 def test_a_mechanism_without_sensors_is_refused(compiled: Compiled) -> None:
     with pytest.raises(ValueError, match="declare them under `sensors:`"):
         ParticleFilter(compiled(SHIPPED_DIR / "double-pendulum.yaml"))
+
+
+def test_angles_are_averaged_on_the_circle(compiled) -> None:  # noqa: ANN001
+    """Particles on both sides of ±π average to π (the linear mean says 0), with an
+    interval around it; a coordinate in metres keeps its linear mean, and an angle a
+    turn away stays in the particles' turn."""
+    mech = compiled(SHIPPED_DIR / "actuated-double-pendulum.yaml")
+    observer = ParticleFilter(mech, particles=4, seed=0)
+    theta2 = mech.coordinate_index("theta2")
+    q = np.tile(mech.q0, (4, 1))
+    q[:, theta2] = [np.pi - 0.1, -np.pi + 0.1, np.pi - 0.05, -np.pi + 0.05]
+    q[:, 0] = [0.1, 0.2, 0.3, 0.4]
+    observer.q = q
+    observer.log_w = np.log(np.array([0.4, 0.3, 0.2, 0.1]))
+    estimate = observer.estimate()
+    deviation = np.array([-0.1, 0.1, -0.05, 0.05])
+    expected = np.pi + np.angle(np.exp(1j * deviation) @ np.array([0.4, 0.3, 0.2, 0.1]))
+    assert estimate.mean[theta2] == pytest.approx(expected, abs=1e-12)
+    assert estimate.low[theta2] == pytest.approx(np.pi - 0.1)
+    assert estimate.high[theta2] == pytest.approx(np.pi + 0.1)
+    assert estimate.mean[0] == pytest.approx(0.2)
+    observer.q[:, theta2] += 2 * np.pi  # one turn on
+    assert observer.estimate().mean[theta2] == pytest.approx(expected + 2 * np.pi, abs=1e-12)

@@ -232,14 +232,29 @@ class ParticleFilter:
         return self.estimate(restarted)
 
     def estimate(self, reinitialized: bool = False) -> Estimate:
+        """Weighted mean and 95 % interval of every coordinate; angles by circular
+        statistics (particles at π − 0.1 and −π + 0.1 average to π, not 0), in the turn of
+        the heaviest particle."""
         w = np.exp(self.log_w)
         w = w / w.sum()
-        mean = w @ self.q
-        order = np.argsort(self.q, axis=0)
+        angle = np.array([unit == "rad" for unit in self.mech.coordinate_units])
+        reference = self.q[int(np.argmax(w))]
+        # angles as deviations from the heaviest particle, wrapped to (−π, π]
+        values = np.where(angle, reference + _wrap(self.q - reference), self.q)
+        mean = w @ values
+        circular = np.arctan2(w @ np.sin(values), w @ np.cos(values))
+        mean = np.where(angle, reference + _wrap(circular - reference), mean)
+        values = np.where(angle, mean + _wrap(values - mean), values)
+        order = np.argsort(values, axis=0)
         cumulative = np.cumsum(w[order], axis=0)
-        low = np.take_along_axis(self.q, order, 0)[
+        low = np.take_along_axis(values, order, 0)[
             (cumulative < 0.025).sum(axis=0).clip(0, self.count - 1), np.arange(self.mech.n)]
-        high = np.take_along_axis(self.q, order, 0)[
+        high = np.take_along_axis(values, order, 0)[
             (cumulative < 0.975).sum(axis=0).clip(0, self.count - 1), np.arange(self.mech.n)]
         branches = np.bincount(self.branch, weights=w, minlength=len(self.branches))
         return Estimate(mean, low, high, self.ess(), branches, reinitialized)
+
+
+def _wrap(angle: Array) -> Array:
+    """Angles to (−π, π]."""
+    return np.pi - np.mod(np.pi - angle, 2 * np.pi)
