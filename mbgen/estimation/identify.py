@@ -231,7 +231,7 @@ class _Problem:
         mech, rows = self.mech, self.impulses.rows
         q, v, p = self.split(x)
         q1, v1, p1 = self.split(trial)
-        dq, dv, dp = q1 - q, v1 - v, p1 - p
+        dq, dp = q1 - q, p1 - p
         jac = mech.phi_q(q, p)[:, rows]
         phi_target = (mech.phi(q, p)[:, rows] + np.einsum("kri,ki->kr", jac, dq)
                       + mech.phi_p(q, p)[:, rows] @ dp)
@@ -244,7 +244,6 @@ class _Problem:
             q1 = q1 - _least_norm(jac1, mech.phi(q1, p1)[:, rows] - phi_target)
         jac1 = mech.phi_q(q1, p1)[:, rows]
         v1 = v1 - _least_norm(jac1, np.einsum("kri,ki->kr", jac1, v1) - rate_target)
-        del dv
         return self.pack(q1, v1, trial[self.state_size:])
 
     def fitted(self, x: Array, readings_shape: tuple[int, int]) -> Array:
