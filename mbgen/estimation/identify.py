@@ -377,7 +377,8 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
                                settings.warm_iterations)
     result = levenberg_marquardt(problem, warm.x, problem.state_size, low, high,
                                  settings.max_iterations, callback=record,
-                                 correct=problem.correct, scaling="levenberg", atol=1e-5)
+                                 correct=problem.correct, scaling="levenberg", atol=1e-5,
+                                 border_rtol=1e-4)
     std, identifiable = _parameter_uncertainty(result.normal, result.cost,
                                                len(result.residuals) - len(result.x))
     seconds = time.perf_counter() - start

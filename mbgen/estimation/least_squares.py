@@ -176,6 +176,7 @@ def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
                         callback: Callable[[int, float], None] | None = None,
                         correct: Callable[[Array, Array], Array] | None = None,
                         scaling: str = "marquardt", atol: float = 0.0,
+                        border_rtol: float = 0.0,
                         ) -> LeastSquaresResult:
     """Minimize ½‖fun(x)‖² from x0 within [lower, upper] (Marquardt's scaling by diag JᵀJ,
     steps projected onto the box); JᵀJ is banded in the first ``banded`` unknowns (see
@@ -186,7 +187,10 @@ def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
     scaled by the mean of that diagonal ("levenberg": it does not block a direction that
     combines stiff unknowns with a weak one, where Marquardt's scaling damps it by the
     stiff ones' curvature). Stops when a step lowers the cost by less than ``ftol``·cost
-    or ``atol``, or moves x by less than ``xtol``·‖x‖."""
+    or ``atol``, or moves x by less than ``xtol``·‖x‖, or (``border_rtol``) when three
+    steps in a row lower the cost by less than 1e-4 of itself and move no border unknown
+    by more than ``border_rtol`` of its size: the states may still creep, the answer
+    does not change."""
     x = np.asarray(x0, dtype=float).copy()
     lower = np.full(x.size, -np.inf) if lower is None else np.asarray(lower, dtype=float)
     upper = np.full(x.size, np.inf) if upper is None else np.asarray(upper, dtype=float)
@@ -198,6 +202,7 @@ def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
     iteration = 0
     assert jac is not None
     gradient, normal = _normal_equations(jac, r, banded)
+    settled = 0  # consecutive steps that left the border unknowns where they were
     for iteration in range(1, max_iterations + 1):
         diagonal = normal.diagonal()
         scale = (np.maximum(diagonal, 1e-12 * max(diagonal.max(), 1e-300))
@@ -221,6 +226,8 @@ def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
                                           "no step lowers the cost")
         moved = float(np.linalg.norm(trial - x))
         decrease = cost - cost_trial
+        border_moved = np.abs(trial[banded:] - x[banded:]) <= border_rtol * np.abs(x[banded:])
+        settled = settled + 1 if decrease <= 1e-4 * cost and border_moved.all() else 0
         x = trial
         r, jac = fun(x, True)
         assert jac is not None
@@ -232,6 +239,10 @@ def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
                 or moved <= xtol * (float(np.linalg.norm(x)) + xtol)):
             converged = True
             message = "converged: the cost or the step stopped changing"
+            break
+        if settled >= 3:
+            converged = True
+            message = "converged: the border unknowns stopped changing"
             break
     return LeastSquaresResult(x, cost, r, normal, iteration, converged, message)
 
