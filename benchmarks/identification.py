@@ -46,7 +46,8 @@ from mbgen.estimation.identify import Recording, Settings, identify  # noqa: E40
 NAMES = ["m1", "m2", "I1", "I2", "a1", "a2", "b1", "b2", "c1", "c2", "K", "tilt", "offset2"]
 FINE, EVERY, NOISE = 1e-3, 10, 1e-4
 WEIGHED = ("m1", "m2", "a1", "a2")
-IMPULSE_NOISE = 1e-4
+IMPULSE_NOISE = 2e-5
+SUBSTEPS = 2
 
 
 def command(t: np.ndarray) -> np.ndarray:
@@ -86,7 +87,7 @@ def main() -> None:
                           settings=Settings(**settings))
         return result, time.perf_counter() - start
 
-    base, seconds = run(impulse_noise=IMPULSE_NOISE)
+    base, seconds = run(impulse_noise=IMPULSE_NOISE, substeps=SUBSTEPS)
     figures = [Figure("wall time, 13 parameters", seconds, "s", 10.0,
                       f"{base.iterations} iterations, {len(base.t)} states"
                       + ("" if base.converged else ", NOT converged"))]
@@ -98,9 +99,12 @@ def main() -> None:
         figures.append(Figure(f"{name}: |error| / std", float(abs(value - truth[name]) / std), "σ",
                               3.0, f"std {std:.3g}"))
     scale = np.abs([truth[n] for n in NAMES])
-    for label, settings in (("dynamics weight ×0.1", {"impulse_noise": 10 * IMPULSE_NOISE}),
-                            ("dynamics weight ×10", {"impulse_noise": IMPULSE_NOISE / 10}),
-                            ("step halved", {"impulse_noise": IMPULSE_NOISE, "substeps": 2})):
+    for label, settings in (("dynamics weight ×0.1", {"impulse_noise": 10 * IMPULSE_NOISE,
+                                                      "substeps": SUBSTEPS}),
+                            ("dynamics weight ×10", {"impulse_noise": IMPULSE_NOISE / 10,
+                                                     "substeps": SUBSTEPS}),
+                            ("step halved", {"impulse_noise": IMPULSE_NOISE,
+                                             "substeps": 2 * SUBSTEPS})):
         other, _ = run(**settings)
         relative = np.abs(other.values - base.values) / scale
         figures.append(Figure(f"robustness, {label}: largest change",
@@ -111,7 +115,7 @@ def main() -> None:
                               float(in_std.max()), "σ", None,
                               f"of {NAMES[int(np.argmax(in_std))]}"))
     dynamic = [k for k, n in enumerate(NAMES) if n not in ("tilt", "offset2")]
-    spook, _ = run(impulse_noise=IMPULSE_NOISE, scheme="spook")
+    spook, _ = run(impulse_noise=IMPULSE_NOISE, substeps=SUBSTEPS, scheme="spook")
     for label, result in (("midpoint (default)", base), ("SPOOK instead", spook)):
         error = np.abs(result.values / scale - 1)[dynamic]
         figures.append(Figure(f"{label}: largest error of m, I, a, b, c, K",

@@ -128,8 +128,8 @@ class BlockJacobian:
             width = g.band.shape[2]
             if width:
                 index = g.start[:, None] + np.arange(width)
-                top += np.bincount(index.ravel(), np.einsum("kai,ka->ki", g.band, rg).ravel(),
-                                   minlength=self.banded)
+                product = (rg[:, None, :] @ g.band)[:, 0]  # batched matmul: BLAS, not einsum
+                top += np.bincount(index.ravel(), product.ravel(), minlength=self.banded)
             bottom = bottom + np.einsum("kap,ka->p", g.border, rg)
         return np.concatenate([top, np.broadcast_to(bottom, self.groups[0].border.shape[2])])
 
@@ -142,15 +142,17 @@ class BlockJacobian:
         corner = np.zeros((p, p))
         for g in self.groups:
             w = g.band.shape[2]
-            corner += np.einsum("kap,kaq->pq", g.border, g.border)
+            flat = g.border.reshape(-1, p)
+            corner += flat.T @ flat
             if not w:
                 continue
-            gram = np.einsum("kai,kaj->kij", g.band, g.band)
+            transposed = g.band.transpose(0, 2, 1)
+            gram = transposed @ g.band
             i, j = np.triu_indices(w)
             index = (j - i)[None, :] * n + g.start[:, None] + i[None, :]
             bands += np.bincount(index.ravel(), gram[:, i, j].ravel(), minlength=bands.size)
             rows = (g.start[:, None] + np.arange(w)).ravel()
-            cross = np.einsum("kai,kap->kip", g.band, g.border).reshape(-1, p)
+            cross = (transposed @ g.border).reshape(-1, p)
             for column in range(p):
                 border[:, column] += np.bincount(rows, cross[:, column], minlength=n)
         return BorderedMatrix(bands.reshape(max(width, 1), n), border, corner)
