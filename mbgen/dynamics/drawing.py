@@ -212,11 +212,10 @@ def animate(mechanism: CompiledMechanism, t: Array, q: Array, path: Path, fps: i
     duration = float(t[-1] - t[0])
     frames = max(1, int(round(duration * fps)) + 1)
     times = t[0] + np.arange(frames) / fps
-    shown = [("", q[np.searchsorted(t, times).clip(0, len(t) - 1)])]
+    rows = _rows_at(t, times)
+    shown = [("", q[rows])]  # (title, states at the frames) per drawing
     if truth is not None:
-        shown = [("estimate", shown[0][1]), ("ground truth", truth[1][np.searchsorted(
-            truth[0], times).clip(0, len(truth[0]) - 1)])]
-    rows = np.searchsorted(t, times).clip(0, len(t) - 1)
+        shown = [("estimate", q[rows]), ("ground truth", truth[1][_rows_at(truth[0], times)])]
     geometry = Geometry(mechanism)
     widths = [1.0] * len(shown) + ([0.4] if branches is not None else [])
     fig, axes = plt.subplots(1, len(widths), figsize=(1 + 6 * sum(widths), 6), squeeze=False,
@@ -240,8 +239,9 @@ def animate(mechanism: CompiledMechanism, t: Array, q: Array, path: Path, fps: i
         bar_ax.set(ylim=(0, 1), ylabel="probability", title="assembly branch")
 
     def frame(k: int) -> None:
-        for drawing, title, (label, states) in zip(drawings, titles, shown, strict=True):
-            draw(axes[0][0], geometry, states[k], drawing=drawing)
+        for ax, drawing, title, (label, states) in zip(axes[0], drawings, titles, shown,
+                                                       strict=False):
+            draw(ax, geometry, states[k], drawing=drawing)
             title.set_text(f"{mechanism.name}{': ' + label if label else ''}: "
                            f"t = {times[k]:.3f} s")
         for drawing, path_xy in zip(drawings, traced, strict=False):
@@ -271,3 +271,8 @@ def animate(mechanism: CompiledMechanism, t: Array, q: Array, path: Path, fps: i
     atomic_write(path, save)
     plt.close(fig)
     return frames
+
+
+def _rows_at(t: Array, times: Array) -> Array:
+    """For each of ``times``, the first row of the time column t (N,) at or after it."""
+    return np.searchsorted(t, times).clip(0, len(t) - 1)
