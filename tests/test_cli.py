@@ -533,15 +533,21 @@ def test_estimate_rejects_bad_readings(run, tmp_path: Path, out_dir: Path, text:
     (["draw", "MECH", "--out", "OUT/d.png", "--q", "nope=1"], "unknown coordinate 'nope'"),
     (["estimate", "DOUBLE", "--sensors", "READINGS", "--out", "OUT/e.csv"],
      "has no sensors"),
+    (["animate", "RUN", "--mechanism", "MECH", "--out", "OUT/a.gif", "--truth", "READINGS"],
+     "--truth: READINGS: no column for x1, y1, x2, y2"),
 ])
 def test_new_commands_reject_bad_options(tmp_path: Path, out_dir: Path, args: list[str],
                                          message: str) -> None:
     readings = tmp_path / "readings.csv"
     readings.write_text("t,x\n0,1\n")
+    run = tmp_path / "run.csv"
+    run.write_text("t,x1,y1,x2,y2\n0,1,0,1,2\n")
     target = tmp_path / "result"
     names = {"MECH": str(SHIPPED_DIR / "fourbar.yaml"), "OUT": str(target),
-             "DOUBLE": str(SHIPPED_DIR / "double-pendulum.yaml"), "READINGS": str(readings)}
+             "DOUBLE": str(SHIPPED_DIR / "double-pendulum.yaml"), "READINGS": str(readings),
+             "RUN": str(run)}
     argv = [names.get(a, a.replace("OUT", str(target))) for a in args]
+    message = message.replace("READINGS", str(readings))
     result = CliRunner().invoke(cli, [*argv, "--build-dir", str(out_dir)])
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split())

@@ -36,6 +36,10 @@ def test_mbgen_schema_prints_it(tmp_path: Path) -> None:
     out = tmp_path / "m.schema.json"
     result = CliRunner().invoke(cli, ["schema", "--out", str(out)])
     assert result.exit_code == 0 and out.read_text() == schema_text()
+    missing = tmp_path / "no-such-dir" / "m.schema.json"
+    result = CliRunner().invoke(cli, ["schema", "--out", str(missing)])
+    assert result.exit_code == 1 and "No such file or directory" in result.output
+    assert str(missing) in " ".join(result.output.split()) and "Traceback" not in result.output
 
 
 @pytest.mark.parametrize("path", ALL_MECHANISMS, ids=mechanism_id)
