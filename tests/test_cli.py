@@ -475,9 +475,8 @@ def test_estimate_from_simulated_readings(run, tmp_path: Path, out_dir: Path) ->
     assert code == 0, output
     header, data = read_csv(readings)
     assert header == ["t", "rocker_gyro"] and data.shape == (1001, 2)
-    code, output = run("estimate", str(path), "--sensors", str(readings), "--particles",
-                       "300", "--sigma-s", "0.0175", "--z-range", "0.1", "--speed", "0.1",
-                       "--out", str(estimate), "--plot", "--build-dir", str(out_dir))
+    code, output = run("estimate", str(path), "--sensors", str(readings), "--sigma-s",
+                       "0.0175", "--out", str(estimate), "--plot", "--build-dir", str(out_dir))
     assert code == 0, output
     header, est = read_csv(estimate)
     assert header[:4] == ["t", "x1", "x1_lo", "x1_hi"] and header[-3:] == [

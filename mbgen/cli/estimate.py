@@ -16,7 +16,10 @@ from mbgen.cli import BUILD_DIR, status_console
 @click.option("--sensors", "readings_path", type=click.Path(exists=True, dir_okay=False,
                                                             path_type=Path), required=True,
               help="Readings CSV: t, then one column per sensor label (empty: no reading).")
-@click.option("--particles", type=click.IntRange(min=1), default=300, show_default=True)
+@click.option("--particles", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--pool", type=click.IntRange(min=1), default=20, show_default=True,
+              help="The initial belief holds this many times --particles, until the "
+              "readings have narrowed it to what --particles can carry.")
 @click.option("--sigma-a", type=float, default=1.0, show_default=True,
               help="Acceleration noise of the prediction.")
 @click.option("--sigma-s", type=float, default=None,
@@ -24,17 +27,17 @@ from mbgen.cli import BUILD_DIR, status_console
 @click.option("--dt", type=float, default=None, help="Filter step (default: the readings' "
               "period).")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--z-range", type=float, default=None, help="Half-width of the initial "
-              "belief in the independent coordinates around q0 (default: the mechanism's "
-              "size).")
-@click.option("--speed", type=float, default=1.0, show_default=True,
-              help="Largest initial |ż| of the belief.")
+@click.option("--spread", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Initial belief within ±SPREAD of q0 in every coordinate (default: "
+              "every configuration the mechanism can take, in every branch).")
+@click.option("--speed", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="Initial velocities uniform within ±SPEED per coordinate.")
 @click.option("--out", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
               required=True, help="Estimate CSV to write.")
 @click.option("--plot", is_flag=True, help="Also write the estimate and branch PNGs.")
 @BUILD_DIR
-def estimate(file: Path, readings_path: Path, particles: int, sigma_a: float,
-             sigma_s: float | None, dt: float | None, seed: int, z_range: float | None,
+def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a: float,
+             sigma_s: float | None, dt: float | None, seed: int, spread: float | None,
              speed: float, csv_path: Path,
              plot: bool, build_dir: Path | None) -> None:
     """Estimate FILE's state and assembly branch from sensor readings: writes t, each
@@ -56,8 +59,8 @@ def estimate(file: Path, readings_path: Path, particles: int, sigma_a: float,
         raise click.BadParameter(f"must be positive, got {step}", param_hint="--dt")
     try:
         observer = ParticleFilter(mech, particles=particles, sigma_a=sigma_a,
-                                  sigma_s=sigma_s, seed=seed, z_range=z_range,
-                                  speed=speed)
+                                  sigma_s=sigma_s, seed=seed, spread=spread,
+                                  speed=speed, pool=pool)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     times = t[0] + step * np.arange(int(round((t[-1] - t[0]) / step)) + 1)
@@ -82,14 +85,14 @@ def estimate(file: Path, readings_path: Path, particles: int, sigma_a: float,
             bar.advance(task)
     names = mech.coordinate_names
     header = ["t"] + [f"{n}{s}" for n in names for s in ("", "_lo", "_hi")] + ["ess"] + [
-        f"p_branch{b}" for b in range(len(observer.branches))]
+        f"p_branch{b}" for b in range(observer.branches.count)]
     data = np.array(rows)
     write_table(csv_path, header, data)
     labels = [f"{name} [{unit}]" for name, unit in zip(names, mech.coordinate_units,
                                                         strict=True)]
-    pictures = _plot(data, labels, len(observer.branches), csv_path, mech.name) if plot \
+    pictures = _plot(data, labels, observer.branches.count, csv_path, mech.name) if plot \
         else []
-    final = data[-1, -len(observer.branches):]
+    final = data[-1, -observer.branches.count:]
     console.print(f"[green]✓[/] {escape(mech.name)}: {len(times)} steps of {step:g} s, "
                   f"{particles} particles; branch probabilities at the end "
                   f"{np.round(final, 3).tolist()}"

@@ -2,12 +2,21 @@
 Giménez-Fernández, "Multibody dynamic systems as Bayesian networks", Algorithm 1).
 
 Each particle is a full state (q, q̇) on the constraint manifold plus the label of the
-assembly branch it was drawn in. A state carries its branch with it: the prediction moves
-q continuously (every position problem starts from the particle's own last q), so the
-label set at initialization stays true. Branches are found automatically (the position
-problem at the initial independent coordinates from many guesses, distinct solutions
-kept) and particles are drawn in each by continuation from its solution, so the labels
-mean the same thing for every particle.
+assembly branch it was drawn in (branches are found automatically, see
+mbgen.estimation.branches). A state carries its branch with it: the prediction moves q
+continuously (every position problem starts from the particle's own last q).
+
+Three departures from the paper, each because its set-up failed without it (the paper's
+simulated experiment from a uniform belief, 100 particles: wrong branch or wrong crank
+angle in most seeds):
+- the branch is a static variable, so its posterior is a mixture: every branch keeps its
+  own particles, weights and resampling, and its probability takes the likelihood of its
+  own particles. Resampling noise can no longer lose the true branch before the readings
+  tell the branches apart; a branch is dropped only when its probability is negligible;
+- the uniform belief starts with `pool` times more particles and comes down to the
+  requested number once the readings leave less than that many effective ones;
+- resampled particles are moved apart by a kernel of the cloud's spread (regularized
+  particle filter), so that copies of one particle do not stay together.
 
 Every step is a handful of batched C calls over all particles (forward dynamics, the
 position and velocity projections, the sensor model); particles whose state fails (a
@@ -22,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mbgen.estimation.branches import Branches, find_branches, sample_configurations
 from mbgen.runtime.compiled import CompiledMechanism
 
 Array = np.ndarray
@@ -40,43 +50,27 @@ class Estimate:
     reinitialized: bool  # all weights had vanished: the filter started over
 
 
-def find_branches(mech: CompiledMechanism, z: list[int], z_value: Array, guesses: int = 64,
-                  spread: float | None = None, seed: int = 0) -> Array:
-    """The distinct assemblies (branches, k x n) with q[z] = z_value, from random guesses
-    around q0; sorted, so the same mechanism always numbers them the same way."""
-    rng = np.random.default_rng(seed)
-    scale = spread if spread is not None else max(1.0, float(np.abs(mech.q0).max()))
-    # q0 itself, then guesses ever farther from it (a large mechanism's Newton needs
-    # nearby ones, a small one's other branches need far ones)
-    reach = scale * np.geomspace(0.02, 1.0, guesses)[:, None]
-    start = mech.q0 + reach * rng.uniform(-1.0, 1.0, (guesses, mech.n))
-    start[0] = mech.q0
-    start[:, z] = z_value
-    solved, status = mech.solve_position(start, z=z, errors="status")
-    found: list[Array] = []
-    for q in solved[status == 0]:
-        if all(np.abs(q - other).max() > 1e-6 * scale for other in found):
-            found.append(q)
-    if not found:
-        raise ValueError(f"no assembly found with {[mech.coordinate_names[i] for i in z]} "
-                         f"= {np.asarray(z_value).tolist()}")
-    return np.array(sorted(found, key=lambda q: tuple(np.round(q, 9))))
-
-
 class ParticleFilter:
     """Tracks a mechanism's state and assembly branch from its sensors.
 
     ``sigma_a``: acceleration noise of the prediction (m/s² or rad/s² per coordinate);
     ``sigma_s``: standard deviation of each sensor output (default: the file's ``noise``,
-    else 1e-3). ``z``: the independent coordinates the initial belief is drawn over
-    (default: the mechanism's); ``z_range`` its half-width around q0 (default: the
-    mechanism's size); ``speed``: the largest initial |ż|.
+    else 1e-3). The initial belief is uniform over the branches and, in each, over every
+    configuration the mechanism can take (``spread=None``) or over those within ±spread
+    of q0 in every coordinate; velocities are uniform within ±``speed`` per coordinate,
+    projected on Φq q̇ = 0. The belief starts with ``pool`` times as many particles, which
+    the first readings weigh and resampling brings down to ``particles``: a sample of
+    the whole state space dense enough that some particles explain the first readings.
+    A branch whose probability falls under ``prune`` is ruled out and its particles go
+    to the others. ``branches``: the mechanism's, when already found (many filters on one
+    mechanism).
     """
 
     def __init__(self, mech: CompiledMechanism, particles: int = 100, sigma_a: float = 1.0,
                  sigma_s: float | Array | None = None, seed: int = 0,
-                 z: list[str] | None = None, z_range: float | None = None,
-                 speed: float = 1.0) -> None:
+                 spread: float | None = None, speed: float = 1.0,
+                 prune: float = 1e-6, pool: int = 20, roughening: float = 1.0,
+                 branches: Branches | None = None) -> None:
         if not mech.sensor_labels:
             raise ValueError(f"{mech.name} has no sensors: declare them under `sensors:` in "
                              "its file (gyroscope, encoder, position, velocity)")
@@ -88,59 +82,41 @@ class ParticleFilter:
         self.sigma_s = default if sigma_s is None else np.broadcast_to(
             np.asarray(sigma_s, dtype=float), default.shape).copy()
         self.rng = np.random.default_rng(seed)
-        names = z or mech.independent_coordinates()
-        self.z = [mech.coordinate_index(c) if isinstance(c, str) else int(c) for c in names]
-        self.z_range = z_range if z_range is not None else max(
-            1.0, float(np.ptp(mech.q0)))
-        self.speed = speed
-        self.branches = find_branches(mech, self.z, mech.q0[self.z])
-        self.ranges = [self._reach(b) for b in self.branches]
+        self.spread = spread
+        self.speed = float(speed)
+        self.prune = float(prune)
+        self.pool = max(1, int(pool))
+        self.roughening = float(roughening)
+        self.branches = branches or find_branches(mech, seed=seed)
         self.initialize()
-
-    def _reach(self, solution: Array, steps: int = 200) -> tuple[Array, Array]:
-        """How far each independent coordinate can move from a branch's assembly (the
-        others held) before the branch ends, within ±z_range: the initial belief's box."""
-        low, high = solution[self.z].copy(), solution[self.z].copy()
-        for j in range(len(self.z)):
-            for sign, bound in ((-1.0, low), (1.0, high)):
-                path = np.repeat(solution[self.z][None], steps, axis=0)
-                path[:, j] += sign * np.linspace(0.0, self.z_range, steps)
-                _, status = self.mech.solve_position_path(solution, path, self.z,
-                                                          errors="status")
-                failed = np.flatnonzero(status != 0)
-                reached = (failed[0] if failed.size else steps) - 1  # before the first fail
-                bound[j] = path[max(reached, 0), j]
-        return low, high
 
     # -- belief ------------------------------------------------------------------------------
     def initialize(self) -> None:
-        """Uniform over the independent coordinates (q0 ± z_range), their rates and the
-        branches: each particle is continued from its branch's assembly to its own z."""
-        mech, M = self.mech, self.count
+        """The initial belief: the same number of particles in every branch it covers."""
+        mech, M = self.mech, self.count * self.pool
+        if self.spread is None:
+            candidates, their_branch = self.branches.samples, self.branches.label
+        else:
+            candidates = sample_configurations(mech, max(4 * M, 1000), self.rng,
+                                               self.spread)
+            if len(candidates) == 0:
+                raise ValueError(f"no configuration within ±{self.spread} of q0 could be "
+                                 "assembled: widen the spread")
+            their_branch = self.branches.of(candidates)
+        present = np.unique(their_branch)
+        label = present[np.arange(M) % len(present)]
         q = np.empty((M, mech.n))
-        label = np.empty(M, dtype=int)
-        filled = 0
-        for _ in range(50):
-            if filled == M:
-                break
-            branch = self.rng.integers(len(self.branches), size=M - filled)
-            for b in branch:
-                low, high = self.ranges[b]
-                zt = self.rng.uniform(low, high)
-                path = np.linspace(self.branches[b][self.z], zt, 25)
-                solved, status = mech.solve_position_path(self.branches[b], path, self.z,
-                                                          errors="status")
-                if status[-1] == 0 and filled < M:
-                    q[filled], label[filled] = solved[-1], b
-                    filled += 1
-        if filled < M:
-            raise ValueError("could not draw the initial particles: is z_range reachable?")
-        rates = np.zeros((M, mech.n))
-        rates[:, self.z] = self.rng.uniform(-self.speed, self.speed, (M, len(self.z)))
+        for b in present:
+            mine = np.flatnonzero(their_branch == b)
+            q[label == b] = candidates[self.rng.choice(mine, size=int((label == b).sum()))]
+        rates = self.speed * self.rng.uniform(-1.0, 1.0, (M, mech.n))
         self.q = q
-        self.qd = mech.solve_velocity(q, rates[:, self.z], z=self.z)
+        self.qd, status = mech.project_velocity(q, rates, errors="status")
         self.branch = label
-        self.log_w = np.full(M, -np.log(M))
+        self.log_p = np.full(self.branches.count, -np.inf)
+        self.log_p[present] = -np.log(len(present))
+        self.log_w = np.where(status == 0, 0.0, -np.inf)  # a singular sample weighs nothing
+        self._normalize_within_branches()
 
     # -- one step ----------------------------------------------------------------------------
     def predict(self, dt: float) -> None:
@@ -177,29 +153,101 @@ class ParticleFilter:
 
     def update(self, readings: Mapping[str, float] | Array) -> bool:
         """Weights times the likelihood of the readings (missing or NaN: no reading from
-        that sensor); normalized in log space; systematic resampling when ESS < M/2.
-        Returns whether the filter had to start over (every weight vanished)."""
+        that sensor), in log space. Each branch's probability takes the likelihood of its
+        own particles; within a branch the weights are normalized and resampled
+        (systematic, when the branch's ESS falls under half its particles). Returns
+        whether the filter had to start over (every weight vanished)."""
         y = self._readings(readings)
         seen = np.isfinite(y)
-        hopeless = False
         if seen.any():
-            h = self.mech.sensors(self.q, self.qd).reshape(self.count, -1)
+            h = self.mech.sensors(self.q, self.qd).reshape(len(self.q), -1)
             r = (h[:, seen] - y[seen]) / self.sigma_s[seen]
             likelihood = -0.5 * (r * r).sum(axis=1)
-            self.log_w = self.log_w + likelihood
+            likelihood[np.isnan(likelihood)] = -np.inf  # a broken particle weighs nothing
             # no particle within HOPELESS σ of the readings: every weight has vanished
             # (in floating point they would be exact zeros)
-            best = np.nanmax(likelihood) if np.isfinite(likelihood).any() else -np.inf
-            hopeless = best < -0.5 * HOPELESS**2 * int(seen.sum())
-        self.log_w[np.isnan(self.log_w)] = -np.inf  # a broken particle weighs nothing
-        top = np.max(self.log_w)
-        if hopeless or not np.isfinite(top):
+            if not likelihood.max() >= -0.5 * HOPELESS**2 * int(seen.sum()):
+                self.initialize()
+                return True
+            self.log_w = self.log_w + likelihood
+        self.log_p = self.log_p + self._normalize_within_branches()
+        top = self.log_p.max()
+        if not np.isfinite(top):
             self.initialize()
             return True
-        self.log_w -= top + np.log(np.exp(self.log_w - top).sum())
-        if self.ess() < self.count / 2:
-            self._resample()
+        self.log_p -= top + np.log(np.exp(self.log_p - top).sum())
+        self._resample()
         return False
+
+    def _normalize_within_branches(self) -> Array:
+        """Normalize each branch's weights to sum 1; returns the log of what each summed to
+        (B,), the likelihood of the readings given the branch."""
+        total = np.full(self.branches.count, -np.inf)
+        self.log_w[np.isnan(self.log_w)] = -np.inf
+        for b in np.unique(self.branch):
+            mine = self.branch == b
+            top = self.log_w[mine].max()
+            if not np.isfinite(top):  # every particle of the branch broke
+                self.log_w[mine] = 0.0
+                continue
+            total[b] = top + np.log(np.exp(self.log_w[mine] - top).sum())
+            self.log_w[mine] -= total[b]
+        return total
+
+    def _resample(self) -> None:
+        """Systematic resampling within each branch whose ESS fell under half its
+        particles; a branch ruled out (probability under ``prune``) gives its particles to
+        the others, drawn by their weights."""
+        alive = self.log_p >= np.log(self.prune)
+        if not alive[self.branch].all():
+            self.log_p[~alive] = -np.inf
+            self.log_p -= np.log(np.exp(self.log_p).sum())
+        if not alive[self.branch].all() or (len(self.q) > self.count
+                                            and self.ess() < self.count):
+            self._share(np.flatnonzero(alive))
+            return
+        for b in np.unique(self.branch):
+            mine = np.flatnonzero(self.branch == b)
+            w = np.exp(self.log_w[mine])
+            if 1.0 / (w * w).sum() < len(mine) / 2:
+                pick = mine[_systematic(w, len(mine), self.rng)]
+                self.q[mine], self.qd[mine] = self._roughen(self.q[pick], self.qd[pick])
+                self.log_w[mine] = -np.log(len(mine))
+
+    def _roughen(self, q: Array, qd: Array) -> tuple[Array, Array]:
+        """Resampled particles (k, n) moved apart by a Gaussian kernel of the cloud's own
+        spread (the regularized particle filter): copies of one particle would otherwise
+        stay together, and a cloud that lost the truth could not find it again. Moved
+        states go back onto the manifold; one that cannot stays where it was."""
+        k = len(q)
+        if k < 2 or not self.roughening:
+            return q, qd
+        dim = 2 * max(self.mech.dof, 1)
+        h = self.roughening * (4.0 / (dim + 2)) ** (1 / (dim + 4)) * k ** (-1 / (dim + 4))
+        q_new = q + h * q.std(axis=0) * self.rng.standard_normal(q.shape)
+        qd_new = qd + h * qd.std(axis=0) * self.rng.standard_normal(qd.shape)
+        q_new, status = self.mech.solve_position(q_new, minimum_norm=True, errors="status")
+        qd_new, status_v = self.mech.project_velocity(np.where(status[:, None] == 0, q_new, q),
+                                                      qd_new, errors="status")
+        good = ((status == 0) & (status_v == 0))[:, None]
+        return np.where(good, q_new, q), np.where(good, qd_new, qd)
+
+    def _share(self, alive: Array) -> None:
+        """Resample to ``count`` particles shared evenly among the live branches, each
+        drawing its share from its own particles by their weights."""
+        share = np.full(len(alive), self.count // len(alive))
+        share[: self.count % len(alive)] += 1
+        index = np.concatenate([
+            np.flatnonzero(self.branch == b)[_systematic(
+                np.exp(self.log_w[self.branch == b]), k, self.rng)]
+            for b, k in zip(alive, share, strict=True) if k > 0])
+        self.q, self.qd, self.branch = self.q[index], self.qd[index], self.branch[index]
+        self.log_w = np.zeros(len(index))
+        self._normalize_within_branches()
+
+    def weights(self) -> Array:
+        """Each particle's probability (M,): its branch's times its weight within it."""
+        return np.exp(self.log_p[self.branch] + self.log_w)
 
     def _readings(self, readings: Mapping[str, float] | Array) -> Array:
         labels = self.mech.sensor_labels
@@ -212,16 +260,8 @@ class ParticleFilter:
         return np.asarray(readings, dtype=float).reshape(len(labels))
 
     def ess(self) -> float:
-        w = np.exp(self.log_w)
+        w = self.weights()
         return float(1.0 / (w * w).sum())
-
-    def _resample(self) -> None:
-        """Systematic resampling: one random offset, M evenly spaced pointers."""
-        w = np.exp(self.log_w)
-        positions = (self.rng.random() + np.arange(self.count)) / self.count
-        index = np.minimum(np.searchsorted(np.cumsum(w), positions), self.count - 1)
-        self.q, self.qd, self.branch = self.q[index], self.qd[index], self.branch[index]
-        self.log_w = np.full(self.count, -np.log(self.count))
 
     def step(self, dt: float, readings: Mapping[str, float] | Array | None) -> Estimate:
         """Predict over dt, then weigh by the readings (None: no reading this step)."""
@@ -235,7 +275,7 @@ class ParticleFilter:
         """Weighted mean and 95 % interval of every coordinate; angles by circular
         statistics (particles at π − 0.1 and −π + 0.1 average to π, not 0), in the turn of
         the heaviest particle."""
-        w = np.exp(self.log_w)
+        w = self.weights()
         w = w / w.sum()
         angle = np.array([unit == "rad" for unit in self.mech.coordinate_units])
         reference = self.q[int(np.argmax(w))]
@@ -248,11 +288,18 @@ class ParticleFilter:
         order = np.argsort(values, axis=0)
         cumulative = np.cumsum(w[order], axis=0)
         low = np.take_along_axis(values, order, 0)[
-            (cumulative < 0.025).sum(axis=0).clip(0, self.count - 1), np.arange(self.mech.n)]
+            (cumulative < 0.025).sum(axis=0).clip(0, len(w) - 1), np.arange(self.mech.n)]
         high = np.take_along_axis(values, order, 0)[
-            (cumulative < 0.975).sum(axis=0).clip(0, self.count - 1), np.arange(self.mech.n)]
-        branches = np.bincount(self.branch, weights=w, minlength=len(self.branches))
-        return Estimate(mean, low, high, self.ess(), branches, reinitialized)
+            (cumulative < 0.975).sum(axis=0).clip(0, len(w) - 1), np.arange(self.mech.n)]
+        return Estimate(mean, low, high, self.ess(), np.exp(self.log_p), reinitialized)
+
+
+def _systematic(weights: Array, count: int, rng: np.random.Generator) -> Array:
+    """Indices (count,) drawn by systematic resampling: one offset, evenly spaced pointers."""
+    positions = (rng.random() + np.arange(count)) / count
+    cumulative = np.cumsum(weights)
+    return np.minimum(np.searchsorted(cumulative / cumulative[-1], positions),
+                      len(weights) - 1)
 
 
 def _wrap(angle: Array) -> Array:
