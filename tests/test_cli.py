@@ -532,6 +532,12 @@ def test_estimate_rejects_bad_readings(run, tmp_path: Path, out_dir: Path, text:
     (["draw", "MECH", "--out", "OUT/d.png", "--q", "nope=1"], "unknown coordinate 'nope'"),
     (["estimate", "DOUBLE", "--sensors", "READINGS", "--out", "OUT/e.csv"],
      "has no sensors"),
+    (["estimate", "MECH", "--sensors", "READINGS", "--out", "OUT/e.csv", "--spread", "0"],
+     "Invalid value for '--spread': 0.0 is not in the range x>0."),
+    (["estimate", "MECH", "--sensors", "READINGS", "--out", "OUT/e.csv", "--pool", "0"],
+     "Invalid value for '--pool': 0 is not in the range x>=1."),
+    (["estimate", "MECH", "--sensors", "READINGS", "--out", "OUT/e.csv", "--speed", "-1"],
+     "Invalid value for '--speed': -1.0 is not in the range x>=0."),
     (["animate", "RUN", "--mechanism", "MECH", "--out", "OUT/a.gif", "--truth", "READINGS"],
      "--truth: READINGS: no column for x1, y1, x2, y2"),
 ])

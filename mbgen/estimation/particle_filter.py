@@ -141,15 +141,21 @@ class ParticleFilter:
         k3q = qd + 0.5 * dt * k2v
         k4v = acceleration(q + dt * k3q, qd + dt * k3v)
         k4q = qd + dt * k3v
-        q_new = q + dt / 6 * (k1q + 2 * k2q + 2 * k3q + k4q)
-        qd_new = qd + dt / 6 * (k1v + 2 * k2v + 2 * k3v + k4v)
-        q_new, status = mech.solve_position(q_new, minimum_norm=True, errors="status")
-        qd_new, status_v = mech.project_velocity(np.where(status[:, None] == 0, q_new, q),
-                                                 qd_new, errors="status")
-        bad = (status != 0) | (status_v != 0) | ~np.isfinite(q_new).all(axis=1)
-        self.log_w[bad] = -np.inf
-        self.q = np.where(bad[:, None], q, q_new)
-        self.qd = np.where(bad[:, None], qd, qd_new)
+        self.q, self.qd, moved = self._onto_manifold(
+            q + dt / 6 * (k1q + 2 * k2q + 2 * k3q + k4q),
+            qd + dt / 6 * (k1v + 2 * k2v + 2 * k3v + k4v), q, qd)
+        self.log_w[~moved] = -np.inf
+
+    def _onto_manifold(self, q: Array, qd: Array, q_old: Array, qd_old: Array,
+                       ) -> tuple[Array, Array, Array]:
+        """(q, q̇) (M, n) moved the least onto Φ = 0 and Φq q̇ = 0; a state that cannot be
+        moved there keeps its old values (M, n). Also returns which moved (M,)."""
+        q, status = self.mech.solve_position(q, minimum_norm=True, errors="status")
+        qd, status_v = self.mech.project_velocity(np.where(status[:, None] == 0, q, q_old),
+                                                  qd, errors="status")
+        moved = (status == 0) & (status_v == 0) & np.isfinite(q).all(axis=1)
+        return (np.where(moved[:, None], q, q_old), np.where(moved[:, None], qd, qd_old),
+                moved)
 
     def update(self, readings: Mapping[str, float] | Array) -> bool:
         """Weights times the likelihood of the readings (missing or NaN: no reading from
@@ -199,38 +205,46 @@ class ParticleFilter:
         particles; a branch ruled out (probability under ``prune``) gives its particles to
         the others, drawn by their weights."""
         alive = self.log_p >= np.log(self.prune)
-        if not alive[self.branch].all():
+        ruled_out = not alive[self.branch].all()
+        if ruled_out:
             self.log_p[~alive] = -np.inf
             self.log_p -= np.log(np.exp(self.log_p).sum())
-        if not alive[self.branch].all() or (len(self.q) > self.count
-                                            and self.ess() < self.count):
+        if ruled_out or (len(self.q) > self.count and self.ess() < self.count):
             self._share(np.flatnonzero(alive))
             return
+        picked = []
         for b in np.unique(self.branch):
             mine = np.flatnonzero(self.branch == b)
             w = np.exp(self.log_w[mine])
             if 1.0 / (w * w).sum() < len(mine) / 2:
                 pick = mine[_systematic(w, len(mine), self.rng)]
-                self.q[mine], self.qd[mine] = self._roughen(self.q[pick], self.qd[pick])
+                self.q[mine], self.qd[mine] = self.q[pick], self.qd[pick]
                 self.log_w[mine] = -np.log(len(mine))
+                picked.append(mine)
+        if picked:
+            self._roughen(picked)
 
-    def _roughen(self, q: Array, qd: Array) -> tuple[Array, Array]:
-        """Resampled particles (k, n) moved apart by a Gaussian kernel of the cloud's own
-        spread (the regularized particle filter): copies of one particle would otherwise
-        stay together, and a cloud that lost the truth could not find it again. Moved
-        states go back onto the manifold; one that cannot stays where it was."""
-        k = len(q)
-        if k < 2 or not self.roughening:
-            return q, qd
+    def _roughen(self, groups: list[Array]) -> None:
+        """Move the particles just resampled (each group: one branch's indices) apart by a
+        Gaussian kernel of their group's own spread (the regularized particle filter):
+        copies of one particle would otherwise stay together, and a cloud that lost the
+        truth could not find it again. One projection for all groups; a state that cannot
+        go back onto the manifold stays where it was."""
+        if not self.roughening:
+            return
         dim = 2 * max(self.mech.dof, 1)
-        h = self.roughening * (4.0 / (dim + 2)) ** (1 / (dim + 4)) * k ** (-1 / (dim + 4))
-        q_new = q + h * q.std(axis=0) * self.rng.standard_normal(q.shape)
-        qd_new = qd + h * qd.std(axis=0) * self.rng.standard_normal(qd.shape)
-        q_new, status = self.mech.solve_position(q_new, minimum_norm=True, errors="status")
-        qd_new, status_v = self.mech.project_velocity(np.where(status[:, None] == 0, q_new, q),
-                                                      qd_new, errors="status")
-        good = ((status == 0) & (status_v == 0))[:, None]
-        return np.where(good, q_new, q), np.where(good, qd_new, qd)
+        index = np.concatenate(groups)
+        q, qd = self.q[index], self.qd[index]
+        scale_q, scale_qd = np.empty_like(q), np.empty_like(qd)
+        start = 0
+        for group in groups:
+            k, rows = len(group), slice(start, start + len(group))
+            h = self.roughening * (4.0 / (dim + 2)) ** (1 / (dim + 4)) * k ** (-1 / (dim + 4))
+            scale_q[rows], scale_qd[rows] = h * q[rows].std(axis=0), h * qd[rows].std(axis=0)
+            start += k
+        self.q[index], self.qd[index], _ = self._onto_manifold(
+            q + scale_q * self.rng.standard_normal(q.shape),
+            qd + scale_qd * self.rng.standard_normal(qd.shape), q, qd)
 
     def _share(self, alive: Array) -> None:
         """Resample to ``count`` particles shared evenly among the live branches, each
