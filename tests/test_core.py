@@ -1,4 +1,4 @@
-"""The C core: both linear-algebra paths, Baumgarte terms, multipliers, per-state status,
+"""The C core: its three linear-algebra paths, Baumgarte terms, multipliers, per-state status,
 caller-supplied outputs, solver options, and declarations checked by the C compiler."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from mbgen.runtime.compiled import CompiledMechanism
 
 Compiled = Callable[[Path], CompiledMechanism]
 FD_STEP = 1e-5
-METHODS = ("dense", "sparse")
+METHODS = ("dense", "sparse", "unrolled")
 
 
 @pytest.fixture
@@ -127,9 +127,10 @@ def test_independent_jacobians_match_finite_differences(method_of, path: Path,
     np.testing.assert_allclose(only, zdd, rtol=1e-13, atol=1e-13)
 
 
-# -- the two linear-algebra paths agree ------------------------------------------------------
+# -- the linear-algebra paths agree -----------------------------------------------------------
 
-def _both_paths(mech: CompiledMechanism, call: Callable[[], object]) -> list[object]:
+def _every_path(mech: CompiledMechanism, call: Callable[[], object]) -> list[object]:
+    """call() on each of METHODS; the first (dense) is the reference of the comparisons."""
     results = []
     for method in METHODS:
         mech.options.method = method
@@ -138,10 +139,12 @@ def _both_paths(mech: CompiledMechanism, call: Callable[[], object]) -> list[obj
     return results
 
 
-def _assert_relative(a: np.ndarray, b: np.ndarray, what: str, tol: float = 1e-12) -> None:
-    scale = max(float(np.abs(b).max()), 1e-300)
-    error = float(np.abs(a - b).max()) / scale
-    assert error <= tol, f"{what}: sparse and dense differ by {error:.2e} (relative)"
+def _assert_agree(results: list, what: str, tol: float = 1e-12) -> None:
+    reference = np.asarray(results[0])
+    scale = max(float(np.abs(reference).max()), 1e-300)
+    for method, result in zip(METHODS[1:], results[1:], strict=True):
+        error = float(np.abs(np.asarray(result) - reference).max()) / scale
+        assert error <= tol, f"{what}: {method} and dense differ by {error:.2e} (relative)"
 
 
 def _check_paths_agree(mech: CompiledMechanism, states: int) -> None:
@@ -149,35 +152,57 @@ def _check_paths_agree(mech: CompiledMechanism, states: int) -> None:
     q, qd = (np.array(x) for x in zip(*(manifold_state(mech, s) for s in range(states)),
                                       strict=True))
     Q = rng.standard_normal((states, mech.n))
-    dense, sparse = _both_paths(mech, lambda: mech.forward_dynamics_jacobians(q, qd, Q))
-    for name, a, b in zip(("q̈", "∂q̈/∂q", "∂q̈/∂q̇", "∂q̈/∂Q"), sparse, dense, strict=True):
-        _assert_relative(a, b, name, 1e-11 if name != "q̈" else 1e-12)
-    lam_dense, lam_sparse = _both_paths(mech, lambda: mech.lagrange_multipliers(q, qd, Q))
-    _assert_relative(lam_sparse, lam_dense, "λ")
+    results = _every_path(mech, lambda: mech.forward_dynamics_jacobians(q, qd, Q))
+    for k, name in enumerate(("q̈", "∂q̈/∂q", "∂q̈/∂q̇", "∂q̈/∂Q")):
+        _assert_agree([r[k] for r in results], name, 1e-11 if k else 1e-12)
+    _assert_agree(_every_path(mech, lambda: mech.lagrange_multipliers(q, qd, Q)), "λ")
     guess = q + 1e-3 * rng.standard_normal(q.shape)
     for minimum_norm in (True, False):
-        pos = _both_paths(mech, lambda mn=minimum_norm: mech.solve_position(
-            guess, z=mech.partition(q[0])[0], minimum_norm=mn))
-        _assert_relative(pos[1], pos[0], f"position (minimum_norm={minimum_norm})")
-    vel = _both_paths(mech, lambda: mech.project_velocity(q, qd + 0.1))
-    _assert_relative(vel[1], vel[0], "velocity projection")
+        _assert_agree(_every_path(mech, lambda mn=minimum_norm: mech.solve_position(
+            guess, z=mech.partition(q[0])[0], minimum_norm=mn)),
+            f"position (minimum_norm={minimum_norm})")
+    _assert_agree(_every_path(mech, lambda: mech.project_velocity(q, qd + 0.1)),
+                  "velocity projection")
     ind = mech.partition(q[0])[0]
-    zd = _both_paths(mech, lambda: mech.independent_dynamics(q, qd, Q, z=ind))
-    for name, a, b in zip(("z̈", "∂z̈/∂z", "∂z̈/∂ż", "∂z̈/∂Q"), zd[1], zd[0], strict=True):
-        _assert_relative(a, b, name, 1e-10)
+    results = _every_path(mech, lambda: mech.independent_dynamics(q, qd, Q, z=ind))
+    for k, name in enumerate(("z̈", "∂z̈/∂z", "∂z̈/∂ż", "∂z̈/∂Q")):
+        _assert_agree([r[k] for r in results], name, 1e-10)
 
 
 @pytest.mark.parametrize("path", ALL_MECHANISMS, ids=mechanism_id)
-def test_sparse_and_dense_paths_agree(compiled: Compiled, path: Path) -> None:
+def test_linear_algebra_paths_agree(compiled: Compiled, path: Path) -> None:
     _check_paths_agree(compiled(path), states=2)
 
 
 @pytest.mark.parametrize("bodies", [3, 20, 100])
-def test_sparse_and_dense_paths_agree_on_chains(compiled: Compiled, chains: dict[int, Path],
-                                                bodies: int) -> None:
+def test_linear_algebra_paths_agree_on_chains(compiled: Compiled, chains: dict[int, Path],
+                                              bodies: int) -> None:
     mech = compiled(chains[bodies])
     assert mech.n == 2 * bodies
     _check_paths_agree(mech, states=1)
+
+
+def test_unrolled_code_where_small_and_not_redundant(compiled: Compiled,
+                                                     chains: dict[int, Path]) -> None:
+    """auto takes the compiler's unrolled KKT code on small mechanisms; redundant rows (the
+    robot) and large systems (100 bodies) keep the generic sparse code, which "unrolled"
+    then falls back to; refinement needs the assembled matrix, so it takes the generic
+    code too."""
+    expected = {compiled(ALL_MECHANISMS[1]): "unrolled", compiled(chains[3]): "unrolled",
+                compiled(chains[100]): "sparse"}
+    robot = next(p for p in ALL_MECHANISMS if "pick-and-place" in p.name)
+    expected[compiled(robot)] = "sparse"
+    for mech, path in expected.items():
+        assert mech.linear_algebra == path
+        mech.options.method = "unrolled"
+        assert mech.linear_algebra == path
+        mech.options.method = "auto"
+    mech = compiled(ALL_MECHANISMS[1])
+    mech.options.refine = 1
+    try:
+        assert mech.linear_algebra == "sparse"
+    finally:
+        mech.options.refine = 0
 
 
 def test_sparse_factor_grows_linearly_on_chains(compiled: Compiled,
@@ -278,7 +303,7 @@ def test_solver_options_reach_the_core(compiled: Compiled) -> None:
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_dead_point_and_massless_detected_on_both_paths(tmp_path: Path, method: str) -> None:
+def test_dead_point_and_massless_detected_on_every_path(tmp_path: Path, method: str) -> None:
     parallelogram = tmp_path / "parallelogram.yaml"
     parallelogram.write_text(
         "points:\n  - {x: 0, y: 0, fixed: true}\n  - {x: cos(pi/3), y: sin(pi/3)}\n"

@@ -311,10 +311,10 @@ def test_wrong_shapes_rejected(compiled: Compiled) -> None:
         mech.generalized_forces(np.zeros((3, mech.n)), np.zeros((2, mech.n)))
 
 
-@pytest.mark.parametrize("method", ["sparse", "dense"])
-def test_parameter_sensitivity_on_both_paths_with_baumgarte(method: str,
+@pytest.mark.parametrize("method", ["sparse", "dense", "unrolled"])
+def test_parameter_sensitivity_on_every_path_with_baumgarte(method: str,
                                                             compiled: Compiled) -> None:
-    """∂q̈/∂p through either factorization, with the Baumgarte terms (which bring ∂Φ/∂p and
+    """∂q̈/∂p through every factorization, with the Baumgarte terms (which bring ∂Φ/∂p and
     ∂(Φq q̇)/∂p into the right-hand side), batched over states."""
     mech = compiled(reference("fourbars1"))
     states = list(random_configurations(mech, 3, seed=21))

@@ -26,7 +26,7 @@ def states(mech: CompiledMechanism, count: int = 3) -> list[tuple[np.ndarray, np
     return result
 
 
-@pytest.mark.parametrize("method", ["dense", "sparse"])
+@pytest.mark.parametrize("method", ["dense", "sparse", "unrolled"])
 @pytest.mark.parametrize("path", ALL_MECHANISMS, ids=mechanism_id)
 def test_evaluator_matches_the_batched_api(compiled: Compiled, path: Path, method: str,
                                            ) -> None:

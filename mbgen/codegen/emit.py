@@ -11,6 +11,7 @@ import sympy as sp
 from mbgen import __version__
 from mbgen.codegen.c_printer import kernel_body
 from mbgen.codegen.cache import templates_dir
+from mbgen.codegen.kkt import kkt_program
 from mbgen.codegen.ordering import coupling_graph, minimum_degree_order
 from mbgen.symbolic.derive import KernelSet
 
@@ -63,10 +64,14 @@ def generate(kernels: KernelSet, progress: Any = None) -> GeneratedSource:
             "cols": [index[1] for index, _ in k.entries] if len(k.shape) > 1 else [],
             "body": kernel_body([e for _, e in k.entries], names),
         })
+    order = coordinate_order(kernels)
+    kkt = kkt_program(model.n, model.m, order,
+                      [index for index, _ in kernels["mass"].entries],
+                      [index for index, _ in kernels["phi_q"].entries])
     context = {
         "version": __version__, "source": mechanism.source.replace("*/", "* /"),
         "name": mechanism.name.replace("*/", "* /"), "n": model.n, "m": model.m,
-        "np": len(model.params), "kernels": rendered, "order": coordinate_order(kernels),
+        "np": len(model.params), "kernels": rendered, "order": order, "kkt": kkt,
     }
     c_source = template_environment().get_template("mechanism.c.j2").render(context)
     return GeneratedSource(c_source, build_meta(kernels))

@@ -30,6 +30,7 @@ struct mb_plan {
     int r, d;            /* active rows, degrees of freedom n - r */
     int* rows;           /* active constraint rows (r) */
     int* rowpos;         /* constraint row -> position among active rows, or -1 */
+    int unrolled;        /* the model's unrolled KKT factorization fits this plan */
     mb_sparse sp;
 };
 
@@ -49,13 +50,12 @@ struct mb_workspace {
     /* sparse KKT path */
     double *Kx, *Lx, *D, *y, *x, *res, *Z, *akkt, *aux, *ones;
     double* JT;                   /* a Jacobian's transpose, n x N */
-    int *jnode, *jcol;            /* a Jacobian's right-hand side as a flat entry list */
-    double* jval;
     double* X2;
     int* held;
     double gamma;
     const double* sigma;          /* compliance block of the last factorization, or NULL */
     int factored_sparse;          /* the last solve used the sparse factors */
+    int factored_fixed;           /* ... and they are the model's unrolled ones (node order) */
 };
 
 /* Workspace contents: Jacobian memory; the dense dynamics' blocks even when the options

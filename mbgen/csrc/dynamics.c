@@ -63,6 +63,7 @@ int mb_dynamics_one(mb_ws* w, const double* q, const double* qd, const double* Q
         memcpy(w->qdd, b, sizeof(double) * (size_t)n);
         memcpy(la, b + n, sizeof(double) * (size_t)r);
     } else {
+        w->factored_sparse = w->factored_fixed = 0;
         mb_dense_build_A(w);
         st = mb_dense_partition(w, NULL, 0, 0);
         if (!st) st = mb_dense_factor_mass(w, q, p);
@@ -139,42 +140,22 @@ static void terms_times(const mb_ws* w, const term* t, int count, const double* 
         }
 }
 
-/* The terms as one list of (row of Z, output column, value): `map` sends a KKT node
- * (coordinate i, or n + active row k) to its row of Z (NULL: the node itself). */
-static int flatten_terms(const mb_ws* w, const term* t, int count, const int* map,
-                         int* node, int* col, double* value)
-{
-    int len = 0;
-    for (int s = 0; s < count; ++s)
-        for (int e = 0; e < t[s].k->nnz; ++e) {
-            int i = t[s].k->row[e];
-            if (t[s].constraint_rows) {
-                i = w->plan->rowpos[i];
-                if (i < 0) continue;
-                i += w->n;
-            }
-            const double v = t[s].sign * t[s].v[e];
-            if (v == 0.0) continue;
-            node[len] = map ? map[i] : i;
-            col[len] = t[s].k->col[e];
-            value[len++] = v;
-        }
-    return len;
-}
-
-/* ∂q̈/∂q = [P G] [X; Y] and ∂q̈/∂q̇ alike, [P G] being the q rows of the KKT inverse (both
- * paths provide them in w->Z). Z is symmetric on the sparse path, so column j of the
- * product accumulates whole rows of Z (contiguous, vectorized AXPYs) in w->JT, which is
- * transposed at the end; the dense path's [P G] rows are used the same way through its
- * transpose, built in w->JT first. */
+/* ∂q̈/∂q = [P G] [X; Y] and ∂q̈/∂q̇ alike, [P G] being the q rows of the KKT inverse (every
+ * path provides them in w->Z, row `node` of Z holding column `node` of [P G]: Z is
+ * symmetric on the sparse paths, the dense path stores [P G]ᵀ). So each term entry (node,
+ * column j, value v) adds v times a contiguous row of Z to column j of the product (a
+ * vectorized AXPY into w->JT, transposed at the end). The generic sparse Z is in
+ * elimination order (the q rows scattered, whole rows needed); the others are in node
+ * order, where the first n entries of a row are all the q rows. */
 void mb_dynamics_jacobians(mb_ws* w, const double* q, const double* qd, const double* p,
                            double* Jq, double* Jqd, double* JQ)
 {
     const int n = w->n;
-    const int* map = w->factored_sparse ? w->plan->sp.iperm : NULL;
-    const size_t stride = (size_t)(n + w->r);  /* a row of Z (either path) */
+    const int* map = w->factored_sparse && !w->factored_fixed ? w->plan->sp.iperm : NULL;
+    const size_t stride = (size_t)(n + w->r);  /* a row of Z */
+    const size_t used = map ? stride : (size_t)n;  /* the part of a row holding q rows */
     term t[8];
-    if (map) mb_sparse_inverse(w);
+    if (w->factored_sparse) mb_sparse_inverse(w);
     else mb_dense_inverse_columns(w, w->Z);
     if (JQ)
         for (int a = 0; a < n; ++a) {
@@ -185,18 +166,26 @@ void mb_dynamics_jacobians(mb_ws* w, const double* q, const double* qd, const do
         double* out = wrt == 0 ? Jq : Jqd;
         if (!out) continue;
         const int count = jacobian_terms(w, q, qd, p, wrt, t);
-        const int len = flatten_terms(w, t, count, map, w->jnode, w->jcol, w->jval);
-        double* JT = w->JT;
-        memset(JT, 0, sizeof(double) * (size_t)n * stride);
-        for (int e = 0; e < len; ++e) {
-            const double v = w->jval[e];
-            const double* z = w->Z + (size_t)w->jnode[e] * stride;
-            double* dst = JT + (size_t)w->jcol[e] * stride;
-            for (size_t i = 0; i < stride; ++i) dst[i] += v * z[i];
+        double* JT = w->JT;  /* n columns of `used` entries */
+        memset(JT, 0, sizeof(double) * (size_t)n * used);
+        for (int s = 0; s < count; ++s) {
+            const mb_kernel* k = t[s].k;
+            for (int e = 0; e < k->nnz; ++e) {
+                int node = k->row[e];
+                if (t[s].constraint_rows) {
+                    node = w->plan->rowpos[node];
+                    if (node < 0) continue;
+                    node += n;
+                }
+                const double v = t[s].sign * t[s].v[e];
+                const double* z = w->Z + (size_t)(map ? map[node] : node) * stride;
+                double* dst = JT + (size_t)k->col[e] * used;
+                for (size_t i = 0; i < used; ++i) dst[i] += v * z[i];
+            }
         }
         for (int a = 0; a < n; ++a) {
             const size_t pa = (size_t)(map ? map[a] : a);
-            for (int j = 0; j < n; ++j) out[a * n + j] = JT[(size_t)j * stride + pa];
+            for (int j = 0; j < n; ++j) out[a * n + j] = JT[(size_t)j * used + pa];
         }
     }
 }

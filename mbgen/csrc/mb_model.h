@@ -19,10 +19,24 @@ typedef struct {
     const int* col;     /* second index of each nonzero (NULL for vectors) */
 } mb_kernel;
 
+/* The dynamics' KKT factorization [M + γAᵀA, Aᵀ; A, 0] (all constraint rows, sparse.c's
+ * elimination order) unrolled for this mechanism's pattern (mbgen/codegen/kkt.py): the
+ * same arithmetic as sparse.c without its index loops. Generated for small mechanisms. */
+typedef struct {
+    int size;   /* n + m */
+    int nnz_l;  /* entries of L */
+    /* L, D and γ from mass and Φq values (kernel order); status as mb_sparse_factor */
+    int (*factor)(const double* mv, const double* a, double mass_tol, double pivot_tol,
+                  double* L, double* D, double* gamma);
+    void (*solve)(const double* L, const double* D, double* x);  /* x <- K⁻¹ x, node order */
+    void (*inverse)(const double* L, const double* D, double* Z); /* K⁻¹, node order */
+} mb_kkt;
+
 struct mb_model {
     int n, m, np;
     mb_kernel kernel[MB_KERNEL_COUNT];
     const int* coordinate_order;  /* fill-reducing elimination order of q (length n) */
+    const mb_kkt* kkt;            /* NULL: the generic sparse code */
 };
 
 #endif

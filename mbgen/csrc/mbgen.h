@@ -47,8 +47,10 @@ enum {
     MB_K_SENSORS_P, MB_K_COEFFICIENTS, MB_K_COEFFICIENTS_P, MB_KERNEL_COUNT
 };
 
-/* Linear-algebra path of the dynamics and kinematics. */
-enum { MB_METHOD_AUTO = 0, MB_METHOD_DENSE = 1, MB_METHOD_SPARSE = 2 };
+/* Linear-algebra path of the dynamics and kinematics: AUTO takes the unrolled KKT code
+ * where the module has it, else SPARSE from a few coordinates on, else DENSE; UNROLLED
+ * falls back to SPARSE where there is none; SPARSE never takes the unrolled code. */
+enum { MB_METHOD_AUTO = 0, MB_METHOD_DENSE = 1, MB_METHOD_SPARSE = 2, MB_METHOD_UNROLLED = 3 };
 
 /* Integrators and projections of mb_simulate (semi-implicit Euler: q̇ first, then q with
  * the new q̇). */
@@ -77,6 +79,8 @@ int mb_kernel_nnz(const mb_model* model, int kernel);
 mb_plan* mb_plan_new(const mb_model* model, const int* rows, int nrows);
 void mb_plan_free(mb_plan* plan);
 int mb_plan_uses_sparse(const mb_plan* plan, const mb_options* options);
+/* The dynamics' KKT system runs on the module's unrolled code (mb_model.h). */
+int mb_plan_uses_unrolled(const mb_plan* plan, const mb_options* options);
 int mb_plan_factor_size(const mb_plan* plan);  /* nonzeros of the sparse L factor */
 
 /* Sparse values (count x nnz) of one kernel. */

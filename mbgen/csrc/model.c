@@ -124,6 +124,10 @@ mb_plan* mb_plan_new(const mb_model* model, const int* rows, int nrows)
         plan->rowpos[rows[k]] = k;
     }
     if (mb_sparse_analyze(plan) != MB_OK) { mb_plan_free(plan); return NULL; }
+    /* every row, in order: the pattern the compiler unrolled (its L fits the generic one's
+     * memory, being the factor of a sub-pattern in the same order) */
+    plan->unrolled = model->kkt && nrows == model->m && model->kkt->nnz_l <= plan->sp.nnz_l;
+    for (int k = 0; k < nrows; ++k) if (rows[k] != k) plan->unrolled = 0;
     return plan;
 }
 
@@ -139,8 +143,14 @@ void mb_plan_free(mb_plan* plan)
 int mb_plan_uses_sparse(const mb_plan* plan, const mb_options* options)
 {
     if (options->method == MB_METHOD_DENSE) return 0;
-    if (options->method == MB_METHOD_SPARSE) return 1;
-    return plan->model->n >= MB_SPARSE_FROM_N;
+    if (options->method != MB_METHOD_AUTO) return 1;
+    return plan->unrolled || plan->model->n >= MB_SPARSE_FROM_N;
+}
+
+int mb_plan_uses_unrolled(const mb_plan* plan, const mb_options* options)
+{
+    return plan->unrolled && options->refine == 0 &&
+           (options->method == MB_METHOD_AUTO || options->method == MB_METHOD_UNROLLED);
 }
 
 int mb_plan_factor_size(const mb_plan* plan)
@@ -166,9 +176,6 @@ static void layout(mb_ws* w, arena* a, int flags)
     const size_t D = sizeof(double), I = sizeof(int);
     const size_t wide = n > r ? n : r, d = (size_t)w->d;
     const int dense = (flags & MB_WS_DENSE) || !mb_plan_uses_sparse(w->plan, w->opt);
-    /* at most every entry of every kernel a Jacobian right-hand side is made of */
-    size_t terms = 1;
-    for (int k = 0; k < MB_KERNEL_COUNT; ++k) terms += 2 * (size_t)model->kernel[k].nnz;
     for (int k = 0; k < MB_KERNEL_COUNT; ++k)
         w->kv[k] = (double*)take(a, D * ((size_t)model->kernel[k].nnz + 1));
     w->Q = (double*)take(a, D * n);
@@ -213,9 +220,6 @@ static void layout(mb_ws* w, arena* a, int flags)
         w->Z = (double*)take(a, D * N * N);
         w->X2 = (double*)take(a, D * N * N);
         w->JT = (double*)take(a, D * n * N);
-        w->jnode = (int*)take(a, I * terms);
-        w->jcol = (int*)take(a, I * terms);
-        w->jval = (double*)take(a, D * terms);
     }
 }
 

@@ -289,7 +289,17 @@ int mb_sparse_factor(mb_ws* w, const double* q, const double* p, const double* h
     const int n = w->n, N = sp->size;
     double* a = w->akkt;
     double* Kx = w->Kx;
-    w->factored_sparse = 0;
+    w->factored_sparse = w->factored_fixed = 0;
+    w->sigma = sigma;
+    if (!hdiag && !nz && !sigma && mb_plan_uses_unrolled(plan, w->opt)) {
+        mb_eval_one(model, MB_K_MASS, q, NULL, p, w->kv[MB_K_MASS]);
+        memcpy(a, w->kv[MB_K_PHI_Q], sizeof(double) * (size_t)ka->nnz);  /* mb_sparse_rhs */
+        const int st = model->kkt->factor(w->kv[MB_K_MASS], a, w->opt->mass_tol,
+                                          w->opt->pivot_tol, w->Lx, w->D, &w->gamma);
+        if (st) return st;
+        w->factored_sparse = w->factored_fixed = 1;
+        return MB_OK;
+    }
     memcpy(a, w->kv[MB_K_PHI_Q], sizeof(double) * (size_t)ka->nnz);
     if (nz) {  /* held coordinates: their columns leave A (O(n + nnz), no search) */
         int* held = w->held;
@@ -299,17 +309,13 @@ int mb_sparse_factor(mb_ws* w, const double* q, const double* p, const double* h
             if (held[ka->col[e]]) a[e] = 0.0;
     }
     double hmax = 0.0, amax2 = 0.0;
-    memset(Kx, 0, sizeof(double) * (size_t)sp->nnz_k);
+    double* mv = w->kv[MB_K_MASS];
     if (hdiag) {
-        for (int i = 0; i < n; ++i) Kx[sp->diag[i]] = hdiag[i];
         hmax = 1.0;
     } else {
-        double* mv = w->kv[MB_K_MASS];
         mb_eval_one(model, MB_K_MASS, q, NULL, p, mv);
-        for (int e = 0; e < km->nnz; ++e) {
-            if (sp->mass_map[e] >= 0) Kx[sp->mass_map[e]] += mv[e];
+        for (int e = 0; e < km->nnz; ++e)
             if (km->row[e] == km->col[e] && mv[e] > hmax) hmax = mv[e];
-        }
     }
     {
         double* norm2 = w->tmp_r;
@@ -327,7 +333,12 @@ int mb_sparse_factor(mb_ws* w, const double* q, const double* p, const double* h
         for (int k = 0; k < w->r; ++k)
             if (sigma[k] > 0.0 && gamma * sigma[k] > 0.5) gamma = 0.5 / sigma[k];
     w->gamma = gamma;
-    w->sigma = sigma;
+    memset(Kx, 0, sizeof(double) * (size_t)sp->nnz_k);
+    if (hdiag)
+        for (int i = 0; i < n; ++i) Kx[sp->diag[i]] = hdiag[i];
+    else
+        for (int e = 0; e < km->nnz; ++e)
+            if (sp->mass_map[e] >= 0) Kx[sp->mass_map[e]] += mv[e];
     if (sigma)
         for (int k = 0; k < w->r; ++k)
             Kx[sp->diag[n + k]] = -sigma[k] / (1.0 - gamma * sigma[k]);
@@ -393,6 +404,11 @@ void mb_sparse_solve(mb_ws* w, const double* b, double* x)
     const int N = sp->size;
     double* sol = w->x;
     double* res = w->res;
+    if (w->factored_fixed) {
+        if (x != b) memcpy(x, b, sizeof(double) * (size_t)N);
+        w->model->kkt->solve(w->Lx, w->D, x);
+        return;
+    }
     for (int i = 0; i < N; ++i) res[i] = b[sp->perm[i]];
     memcpy(sol, res, sizeof(double) * (size_t)N);
     ldl_solve(w, sol);
@@ -411,11 +427,16 @@ void mb_sparse_solve(mb_ws* w, const double* b, double* x)
     for (int k = 0; w->sigma && k < w->r; ++k) x[w->n + k] /= 1.0 - w->gamma * w->sigma[k];
 }
 
-/* Z = K⁻¹ (N x N, permuted order, both triangles) by the Takahashi recurrence
- * Z_ij = δ_ij / D_i - Σ_{k>i} L_ki Z_kj, one row at a time from the last; each row is
- * mirrored at once because the rows above read Z_kj on both sides of the diagonal. */
+/* Z = K⁻¹ (N x N, permuted order, both triangles; node order from the unrolled factors)
+ * by the Takahashi recurrence Z_ij = δ_ij / D_i - Σ_{k>i} L_ki Z_kj, one row at a time
+ * from the last; each row is mirrored at once because the rows above read Z_kj on both
+ * sides of the diagonal. */
 void mb_sparse_inverse(mb_ws* w)
 {
+    if (w->factored_fixed) {
+        w->model->kkt->inverse(w->Lx, w->D, w->Z);
+        return;
+    }
     const mb_sparse* sp = &w->plan->sp;
     const int N = sp->size;
     const int* Lp = sp->Lp; const int* Li = sp->Li; const double* Lx = w->Lx;

@@ -76,6 +76,13 @@ class DynamicsMixin(CallHelpers):
         return bool(self.lib.mb_plan_uses_sparse(self.plan, self.options.struct))
 
     @property
+    def linear_algebra(self) -> str:
+        """The dynamics' path under the current options: "dense", "sparse" or "unrolled"."""
+        if self.lib.mb_plan_uses_unrolled(self.plan, self.options.struct):
+            return "unrolled"
+        return "sparse" if self.uses_sparse else "dense"
+
+    @property
     def dof(self) -> int:
         return self.n - len(self.active_rows)
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-METHODS = {"auto": 0, "dense": 1, "sparse": 2}
+METHODS = {"auto": 0, "dense": 1, "sparse": 2, "unrolled": 3}
 
 
 class SolverOptions:
     """Tolerances, iteration limit, Baumgarte terms and linear-algebra path of every call.
 
-    ``method``: "auto" (dense null-space method for small mechanisms, sparse KKT
-    factorization from 4 coordinates on), "dense" or "sparse"; both give the same
-    results to round-off.
+    ``method``: "auto" (the KKT factorization unrolled for the mechanism's pattern where
+    the module has it, i.e. small mechanisms without redundant constraints; else the
+    sparse KKT factorization from 4 coordinates on, the dense null-space method below),
+    "dense", "sparse" (the generic sparse code) or "unrolled" (sparse where there is no
+    unrolled code). All give the same results to round-off.
     """
 
     _FIELDS = ("pivot_tol", "mass_tol", "newton_tol", "max_iter", "refine")

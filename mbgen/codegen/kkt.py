@@ -1,0 +1,166 @@
+"""Straight-line LDLᵀ of a small mechanism's KKT matrix, unrolled for its fixed pattern.
+
+The core factors K = [M + γAᵀA, Aᵀ; A, 0] (mbgen/csrc/sparse.c) with loops over a pattern
+analysed at run time. For a small mechanism those loops cost more than the arithmetic
+(the double pendulum's 6 x 6 system: ~70 % of q̈ with Jacobians went to index handling).
+Its pattern is known when compiling, so the compiler writes the factorization, the solve
+and the inverse as plain C statements over constant indices, as SymForce or CasADi do
+for their expressions. Same elimination order, pivots, checks and γ as the generic code;
+only the loops are gone. Emitted when every constraint row is active and the unrolled
+code stays below OPERATION_BUDGET multiply-adds (larger systems keep the generic O(n)
+code, whose loops are then cheap next to the arithmetic).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# Multiply-adds of factor + solve + inverse above which nothing is unrolled: the chain of
+# 10 bars (N = 30) stays below, keeping compile time and code size small.
+OPERATION_BUDGET = 6000
+
+
+@dataclass
+class KktProgram:
+    """C statements of the three functions (bodies only) and the factor's size."""
+
+    size: int
+    nnz_l: int
+    factor: list[str]
+    solve: list[str]
+    inverse: list[str]
+
+
+def elimination_order(n: int, m: int, order: Sequence[int],
+                      a_entries: Sequence[tuple[int, int]]) -> list[int]:
+    """KKT nodes (coordinates 0..n-1, rows n..n+m-1) by elimination position: the
+    coordinates in `order`, each row right after the last coordinate it involves (as
+    elimination_order in sparse.c, with every row active)."""
+    position = {coordinate: t for t, coordinate in enumerate(order)}
+    last = [-1] * m
+    for row, col in a_entries:
+        last[row] = max(last[row], position[col])
+    perm = [n + k for k in range(m) if last[k] < 0]
+    for t, coordinate in enumerate(order):
+        perm.append(coordinate)
+        perm.extend(n + k for k in range(m) if last[k] == t)
+    return perm
+
+
+def kkt_program(n: int, m: int, order: Sequence[int], mass_entries: Sequence[tuple[int, int]],
+                a_entries: Sequence[tuple[int, int]]) -> KktProgram | None:
+    """The unrolled functions, or None when the system exceeds the budget.
+
+    `mass_entries` and `a_entries` are the (row, col) of the mass and Φq kernels' nonzeros
+    in kernel order: the generated code reads their values as mv[e] and a[e].
+    """
+    perm = elimination_order(n, m, order, a_entries)
+    size = n + m
+    pos = {node: p for p, node in enumerate(perm)}
+    values: dict[tuple[int, int], list[str]] = {}  # (lower pos, upper pos) -> C terms
+
+    def add(node_i: int, node_j: int, term: str) -> None:
+        a, b = sorted((pos[node_i], pos[node_j]))
+        values.setdefault((a, b), []).append(term)
+
+    for e, (i, j) in enumerate(mass_entries):
+        if pos[i] <= pos[j]:  # one triangle, as the core's mass_map
+            add(i, j, f"mv[{e}]")
+    by_row: dict[int, list[int]] = {}
+    for e, (row, col) in enumerate(a_entries):
+        by_row.setdefault(row, []).append(e)
+        add(n + row, col, f"a[{e}]")
+    for entries in by_row.values():
+        for s, e1 in enumerate(entries):
+            for e2 in entries[s:]:
+                add(a_entries[e1][1], a_entries[e2][1], f"g * a[{e1}] * a[{e2}]")
+
+    # symbolic factorization: column patterns of L (positions below the diagonal)
+    below: list[set[int]] = [set() for _ in range(size)]
+    for a, b in values:
+        if a != b:
+            below[a].add(b)
+    columns: list[list[int]] = []
+    children: list[list[int]] = [[] for _ in range(size)]
+    for j in range(size):
+        pattern = set(below[j])
+        for c in children[j]:
+            pattern.update(i for i in columns[c] if i != j)
+        columns.append(sorted(pattern))
+        if pattern:
+            children[min(pattern)].append(j)
+    rows: list[list[int]] = [[] for _ in range(size)]  # row i of L: its columns k < i
+    slot: dict[tuple[int, int], int] = {}
+    for j, column in enumerate(columns):
+        for i in column:
+            slot[(i, j)] = len(slot)
+            rows[i].append(j)
+
+    operations = (sum(len(rows[i]) * len(rows[j]) for j in range(size) for i in columns[j])
+                  + 2 * len(slot) + sum((size - j) * len(columns[j]) for j in range(size)))
+    if operations > OPERATION_BUDGET:
+        return None
+
+    def entry(a: int, b: int) -> str:
+        return " + ".join(values.get((a, b), [])) or "0.0"
+
+    def lx(i: int, j: int) -> str:
+        return f"L[{slot[(i, j)]}]"
+
+    # γ = (largest diagonal mass entry, or 1) / (largest squared row norm of Φq), as sparse.c
+    factor = ["double h = 0.0, r2 = 0.0;"]
+    factor.extend(f"if (mv[{e}] > h) h = mv[{e}];"
+                  for e, (i, j) in enumerate(mass_entries) if i == j)
+    factor.append("const double scale = h > 0.0 ? h : 1.0;")
+    for entries in by_row.values():
+        norm2 = " + ".join(f"a[{e}] * a[{e}]" for e in entries)
+        factor.append(f"{{ const double s = {norm2}; if (s > r2) r2 = s; }}")
+    if m:
+        factor.append("if (!(r2 > 0.0)) return MB_SINGULAR_PHIQ;")
+    factor.append(f"const double g = {'scale / r2' if m else '0.0 * r2'};")
+    factor.append("*gamma = g;")
+    factor.append("mass_tol *= scale;")
+    for j in range(size):
+        factor.append(f"/* position {j}: {'coordinate' if perm[j] < n else 'row'} "
+                      f"{perm[j] if perm[j] < n else perm[j] - n} */")
+        for k in rows[j]:
+            factor.append(f"const double t{j}_{k} = {lx(j, k)} * D[{k}];")
+        reduction = "".join(f" - {lx(j, k)} * t{j}_{k}" for k in rows[j])
+        factor.append(f"D[{j}] = {entry(j, j)}{reduction};")
+        if perm[j] < n:
+            factor.append(f"if (!(D[{j}] > mass_tol)) "
+                          f"return D[{j}] != D[{j}] ? MB_NOT_FINITE : MB_SINGULAR_MASS;")
+        else:
+            factor.append(f"if (!(-D[{j}] * g > pivot_tol)) "
+                          f"return D[{j}] != D[{j}] ? MB_NOT_FINITE : MB_SINGULAR_PHIQ;")
+        if columns[j]:
+            factor.append(f"const double inv{j} = 1.0 / D[{j}];")
+        for i in columns[j]:
+            shared = sorted(set(rows[i]) & set(rows[j]))
+            reduction = "".join(f" - {lx(i, k)} * t{j}_{k}" for k in shared if k < j)
+            factor.append(f"{lx(i, j)} = ({entry(j, i)}{reduction}) * inv{j};")
+    factor.append("return MB_OK;")
+
+    solve = [f"double y{p} = x[{perm[p]}];" for p in range(size)]
+    for j in range(size):
+        solve.extend(f"y{i} -= {lx(i, j)} * y{j};" for i in columns[j])
+    solve.extend(f"y{j} /= D[{j}];" for j in range(size))
+    for j in reversed(range(size)):
+        solve.extend(f"y{j} -= {lx(i, j)} * y{i};" for i in columns[j])
+    solve.extend(f"x[{perm[p]}] = y{p};" for p in range(size))
+
+    # Takahashi: Z_ij = δ_ij / D_i - Σ_{k>i} L_ki Z_kj, rows from the last; Z is written in
+    # node order (both triangles) and read back from it
+    def z(a: int, b: int) -> str:
+        return f"Z[{perm[a] * size + perm[b]}]"
+
+    inverse: list[str] = []
+    for i in reversed(range(size)):
+        for j in range(size - 1, i, -1):
+            terms = " - ".join(f"{lx(k, i)} * {z(k, j) if k <= j else z(j, k)}"
+                               for k in columns[i])
+            inverse.append(f"{z(i, j)} = {z(j, i)} = {'-' + terms if terms else '0.0'};")
+        reduction = "".join(f" - {lx(k, i)} * {z(k, i)}" for k in columns[i])
+        inverse.append(f"{z(i, i)} = 1.0 / D[{i}]{reduction};")
+    return KktProgram(size, len(slot), factor, solve, inverse)
