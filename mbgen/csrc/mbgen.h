@@ -92,6 +92,12 @@ int mb_eval_dense(const mb_model* model, int kernel, long count, const double* q
     long q_stride, const double* x, long x_stride, const double* p, long p_stride, int rows,
     int cols, double* out);
 
+/* Several kernels at one state in one call, each as a dense array (what a factor needs at
+ * once: Φ with Φq, a sensor model with its Jacobians): kernel[k], whose second input is
+ * x[k] (NULL when it takes none), into out[k] of rows[k] x cols[k]. */
+int mb_eval_dense_set(const mb_model* model, int count, const int* kernel, const double* q,
+    double** x, const double* p, const int* rows, const int* cols, double** out);
+
 /* q̈ (n), λ (m, zero on rows outside the plan) and optionally the exact Jacobians
  * ∂q̈/∂q, ∂q̈/∂q̇, ∂q̈/∂Q (n x n each). Any output pointer may be NULL. */
 int mb_forward_dynamics(const mb_plan* plan, const mb_options* options, long count,

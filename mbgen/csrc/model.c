@@ -103,6 +103,18 @@ int mb_eval_dense(const mb_model* model, int kernel, long count, const double* q
     return MB_OK;
 }
 
+int mb_eval_dense_set(const mb_model* model, int count, const int* kernel, const double* q,
+                      double** x, const double* p, const int* rows, const int* cols,
+                      double** out)
+{
+    for (int k = 0; k < count; ++k) {
+        const int st = mb_eval_dense(model, kernel[k], 1, q, 0, x[k], 0, p, 0, rows[k],
+                                     cols[k], out[k]);
+        if (st) return st;
+    }
+    return MB_OK;
+}
+
 mb_plan* mb_plan_new(const mb_model* model, const int* rows, int nrows)
 {
     if (nrows < 0 || nrows > model->m || nrows > model->n) return NULL;

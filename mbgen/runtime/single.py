@@ -58,18 +58,40 @@ class StateEvaluator:
         self._out_plain = (qdd, null, null, null, null)
         self._out_multipliers = (qdd, lam, null, null, null)
         self._out_jacobians = (qdd, null, *jacobians)
-        self._ptr_constraints = (ptr(self._phi), ptr(self._phi_q))
-        self._ptr_sensors = (ptr(self._h), ptr(self._h_q), ptr(self._h_qd))
-        self._ptr_qdd_in = ptr(self._qdd_in)
-        self._ptr_rates = (ptr(self._rate), ptr(self._rate_q), ptr(self._acc_q),
-                           ptr(self._acc_qd), ptr(self._acc_v_q))
         self._sensors = sensors
-        self._kernels = (lib.MB_K_PHI, lib.MB_K_PHI_Q, lib.MB_K_SENSORS,
-                         lib.MB_K_SENSORS_Q, lib.MB_K_SENSORS_QD, lib.MB_K_PHIQ_V_Q,
-                         lib.MB_K_DPHIQ_QD, lib.MB_K_DPHIQ_QD_Q, lib.MB_K_DPHIQ_QD_QD)
+        # kernels evaluated together, one C call per method: (kernel, second input, out)
+        qd_in, qdd_in = self._ptr_qd, ptr(self._qdd_in)
+        self._constraint_set = self._kernel_set(
+            (lib.MB_K_PHI, null, self._phi[:m]), (lib.MB_K_PHI_Q, null, self._phi_q))
+        self._velocity_set = self._kernel_set(
+            (lib.MB_K_PHI_Q, null, self._phi_q), (lib.MB_K_PHIQ_V_Q, qd_in, self._rate_q))
+        self._acceleration_set = self._kernel_set(
+            (lib.MB_K_PHI_Q, null, self._phi_q), (lib.MB_K_DPHIQ_QD, qd_in, self._rate),
+            (lib.MB_K_DPHIQ_QD_Q, qd_in, self._acc_q),
+            (lib.MB_K_DPHIQ_QD_QD, qd_in, self._acc_qd),
+            (lib.MB_K_PHIQ_V_Q, qdd_in, self._acc_v_q))
+        self._sensor_set = self._kernel_set(
+            (lib.MB_K_SENSORS, qd_in, self._h[:sensors]), (lib.MB_K_SENSORS_Q, qd_in, self._h_q),
+            (lib.MB_K_SENSORS_QD, qd_in, self._h_qd))
 
     def _pointer(self, array: Array) -> Any:
         return self._ffi.from_buffer("double[]", array)
+
+    def _kernel_set(self, *entries: tuple[int, Any, Array]) -> tuple[Any, ...]:
+        """The arguments of mb_eval_dense_set but q and p for (kernel, x pointer, output
+        (rows,) or (rows, cols))."""
+        ffi = self._ffi
+        shapes = [out.shape if out.ndim == 2 else (out.shape[0], 1) for _, _, out in entries]
+        return (len(entries), ffi.new("int[]", [k for k, _, _ in entries]),
+                ffi.new("double*[]", [x for _, x, _ in entries]),
+                ffi.new("int[]", [rows for rows, _ in shapes]),
+                ffi.new("int[]", [cols for _, cols in shapes]),
+                ffi.new("double*[]", [self._pointer(out) for _, _, out in entries]))
+
+    def _evaluate(self, kernel_set: tuple[Any, ...]) -> None:
+        count, kernels, x, rows, cols, out = kernel_set
+        self._lib.mb_eval_dense_set(self._model, count, kernels, self._ptr_q, x,
+                                    self._p.pointer, rows, cols, out)
 
     def _load(self, q: Any, qd: Any = None, Q: Any = None) -> Any:
         """Copies the inputs into the evaluator's buffers; the C pointer of Q (or NULL)."""
@@ -107,27 +129,16 @@ class StateEvaluator:
         self._dynamics(q, qd, Q, self._out_jacobians)
         return (self._qdd, *self._jacobians)
 
-    def _dense(self, kernel: int, x: Any, rows: int, cols: int, out: Any) -> None:
-        null = self._ffi.NULL
-        self._lib.mb_eval_dense(self._model, kernel, 1, self._ptr_q, 0,
-                                x if x is not None else null, 0, self._p.pointer, 0, rows,
-                                cols, out)
-
     def constraints(self, q: Any) -> tuple[Array, Array]:
         """(Φ (m), Φq (m x n)) at one configuration."""
         self._load(q)
-        phi, phi_q = self._kernels[:2]
-        self._dense(phi, None, self.m, 1, self._ptr_constraints[0])
-        self._dense(phi_q, None, self.m, self.n, self._ptr_constraints[1])
+        self._evaluate(self._constraint_set)
         return self._phi[:self.m], self._phi_q
 
     def velocity_constraints(self, q: Any, qd: Any) -> tuple[Array, Array, Array]:
         """(Φq q̇ (m), ∂(Φq q̇)/∂q, ∂(Φq q̇)/∂q̇ = Φq (m x n each)) at one state."""
         self._load(q, qd)
-        m, n = self.m, self.n
-        _, rate_q, *_ = self._ptr_rates
-        self._dense(self._kernels[1], None, m, n, self._ptr_constraints[1])
-        self._dense(self._kernels[5], self._ptr_qd, m, n, rate_q)
+        self._evaluate(self._velocity_set)
         np.matmul(self._phi_q, self._qd, out=self._rate)
         return self._rate, self._rate_q, self._phi_q
 
@@ -138,14 +149,7 @@ class StateEvaluator:
         The residual is zero where q̈ satisfies the acceleration constraints."""
         self._load(q, qd)
         self._qdd_in[:] = qdd
-        m, n = self.m, self.n
-        rate, _, acc_q, acc_qd, acc_v_q = self._ptr_rates
-        phi_q, dphiq_qd, dphiq_qd_q, dphiq_qd_qd = (self._kernels[1], *self._kernels[6:])
-        self._dense(phi_q, None, m, n, self._ptr_constraints[1])
-        self._dense(dphiq_qd, self._ptr_qd, m, 1, rate)
-        self._dense(dphiq_qd_q, self._ptr_qd, m, n, acc_q)
-        self._dense(dphiq_qd_qd, self._ptr_qd, m, n, acc_qd)
-        self._dense(self._kernels[5], self._ptr_qdd_in, m, n, acc_v_q)
+        self._evaluate(self._acceleration_set)
         self._rate += self._phi_q @ self._qdd_in
         self._acc_q += self._acc_v_q
         return self._rate, self._acc_q, self._acc_qd, self._phi_q
@@ -153,9 +157,6 @@ class StateEvaluator:
     def sensors_with_jacobians(self, q: Any, qd: Any) -> tuple[Array, Array, Array]:
         """(h (k), ∂h/∂q, ∂h/∂q̇ (k x n each)) of the file's k sensors at one state."""
         self._load(q, qd)
-        k, n = self._sensors, self.n
-        h, h_q, h_qd = self._ptr_sensors
-        self._dense(self._kernels[2], self._ptr_qd, k, 1, h)
-        self._dense(self._kernels[3], self._ptr_qd, k, n, h_q)
-        self._dense(self._kernels[4], self._ptr_qd, k, n, h_qd)
+        self._evaluate(self._sensor_set)
+        k = self._sensors
         return self._h[:k], self._h_q, self._h_qd
