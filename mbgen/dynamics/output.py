@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mbgen.dynamics.inverse import InverseResult
 from mbgen.dynamics.simulation import SimulationResult
+
+if TYPE_CHECKING:  # importing it would import SciPy's splines: 0.5 s of every simulate
+    from mbgen.dynamics.inverse import InverseResult
 
 
 def atomic_write(path: Path, write: callable) -> None:  # type: ignore[valid-type]
