@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jinja2
+import numpy as np
 import sympy as sp
 
 from mbgen import __version__
@@ -13,6 +14,7 @@ from mbgen.codegen.c_printer import kernel_body
 from mbgen.codegen.cache import templates_dir
 from mbgen.codegen.kkt import kkt_program
 from mbgen.codegen.ordering import coupling_graph, minimum_degree_order
+from mbgen.redundancy import independent_rows
 from mbgen.symbolic.derive import KernelSet
 
 # Every kernel is f(q, x, p) with x one of q̇, v, λ (the core's mb_kernel_fn).
@@ -49,6 +51,18 @@ def coordinate_order(kernels: KernelSet) -> list[int]:
     return minimum_degree_order(coupling_graph(kernels.model.n, mass, rows.values()))
 
 
+def rows_independent_at_q0(kernels: KernelSet) -> list[int]:
+    """The constraint rows the runtime's dynamics will use (the same rule, mbgen/redundancy.py),
+    from Φq evaluated at q0 here."""
+    mech = kernels.model.mechanism
+    values = dict(zip(kernels.symbols["q"], mech.initial_coordinates(), strict=True))
+    values.update(mech.parameter_values)
+    jacobian = np.zeros((kernels.model.m, kernels.model.n))
+    for (i, j), expr in kernels["phi_q"].entries:
+        jacobian[i, j] = float(expr.xreplace(values))
+    return independent_rows(jacobian)[0]
+
+
 def generate(kernels: KernelSet, progress: Any = None) -> GeneratedSource:
     """Render the module's C source; ``progress(kernel_name)`` is called per kernel."""
     model = kernels.model
@@ -65,7 +79,7 @@ def generate(kernels: KernelSet, progress: Any = None) -> GeneratedSource:
             "body": kernel_body([e for _, e in k.entries], names),
         })
     order = coordinate_order(kernels)
-    kkt = kkt_program(model.n, model.m, order,
+    kkt = kkt_program(model.n, rows_independent_at_q0(kernels), order,
                       [index for index, _ in kernels["mass"].entries],
                       [index for index, _ in kernels["phi_q"].entries])
     context = {

@@ -6,9 +6,10 @@ analysed at run time. For a small mechanism those loops cost more than the arith
 Its pattern is known when compiling, so the compiler writes the factorization, the solve
 and the inverse as plain C statements over constant indices, as SymForce or CasADi do
 for their expressions. Same elimination order, pivots, checks and γ as the generic code;
-only the loops are gone. Emitted when every constraint row is active and the unrolled
-code stays below OPERATION_BUDGET multiply-adds (larger systems keep the generic O(n)
-code, whose loops are then cheap next to the arithmetic).
+only the loops are gone. Emitted for the constraint rows independent at q0 (those the
+runtime's dynamics use, see mbgen/redundancy.py) when the unrolled code stays below
+OPERATION_BUDGET multiply-adds; larger systems keep the generic O(n) code, whose loops
+are then cheap next to the arithmetic.
 """
 
 from __future__ import annotations
@@ -16,17 +17,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# Multiply-adds of factor + solve + inverse above which nothing is unrolled: the chain of
-# 10 bars (N = 30) stays below, keeping compile time and code size small.
-OPERATION_BUDGET = 6000
+# Multiply-adds of factor + solve + inverse above which nothing is unrolled, keeping code
+# size and compile time small: the pick-and-place robot (N = 42, ~9 700) and a chain of
+# 20 bars (N = 60, ~9 500) stay below, a chain of 50 bars does not.
+OPERATION_BUDGET = 12000
 
 
 @dataclass
 class KktProgram:
-    """C statements of the three functions (bodies only) and the factor's size."""
+    """C statements of the three functions (bodies only), the factor's size and the
+    constraint rows it is for."""
 
     size: int
     nnz_l: int
+    rows: list[int]
     factor: list[str]
     solve: list[str]
     inverse: list[str]
@@ -36,7 +40,7 @@ def elimination_order(n: int, m: int, order: Sequence[int],
                       a_entries: Sequence[tuple[int, int]]) -> list[int]:
     """KKT nodes (coordinates 0..n-1, rows n..n+m-1) by elimination position: the
     coordinates in `order`, each row right after the last coordinate it involves (as
-    elimination_order in sparse.c, with every row active)."""
+    elimination_order in sparse.c); `a_entries` are (row, coordinate) of the m rows."""
     position = {coordinate: t for t, coordinate in enumerate(order)}
     last = [-1] * m
     for row, col in a_entries:
@@ -48,14 +52,20 @@ def elimination_order(n: int, m: int, order: Sequence[int],
     return perm
 
 
-def kkt_program(n: int, m: int, order: Sequence[int], mass_entries: Sequence[tuple[int, int]],
-                a_entries: Sequence[tuple[int, int]]) -> KktProgram | None:
-    """The unrolled functions, or None when the system exceeds the budget.
+def kkt_program(n: int, active: Sequence[int], order: Sequence[int],
+                mass_entries: Sequence[tuple[int, int]],
+                phi_q_entries: Sequence[tuple[int, int]]) -> KktProgram | None:
+    """The unrolled functions for the constraint rows `active`, or None when the system
+    exceeds the budget.
 
-    `mass_entries` and `a_entries` are the (row, col) of the mass and Φq kernels' nonzeros
-    in kernel order: the generated code reads their values as mv[e] and a[e].
+    `mass_entries` and `phi_q_entries` are the (row, col) of the mass and Φq kernels'
+    nonzeros in kernel order: the generated code reads their values as mv[e] and a[e].
     """
-    perm = elimination_order(n, m, order, a_entries)
+    position_of_row = {row: k for k, row in enumerate(active)}
+    m = len(active)
+    a_entries = {e: (position_of_row[row], col) for e, (row, col) in enumerate(phi_q_entries)
+                 if row in position_of_row}
+    perm = elimination_order(n, m, order, list(a_entries.values()))
     size = n + m
     pos = {node: p for p, node in enumerate(perm)}
     values: dict[tuple[int, int], list[str]] = {}  # (lower pos, upper pos) -> C terms
@@ -68,7 +78,7 @@ def kkt_program(n: int, m: int, order: Sequence[int], mass_entries: Sequence[tup
         if pos[i] <= pos[j]:  # one triangle, as the core's mass_map
             add(i, j, f"mv[{e}]")
     by_row: dict[int, list[int]] = {}
-    for e, (row, col) in enumerate(a_entries):
+    for e, (row, col) in a_entries.items():
         by_row.setdefault(row, []).append(e)
         add(n + row, col, f"a[{e}]")
     for entries in by_row.values():
@@ -97,8 +107,11 @@ def kkt_program(n: int, m: int, order: Sequence[int], mass_entries: Sequence[tup
             slot[(i, j)] = len(slot)
             rows[i].append(j)
 
-    operations = (sum(len(rows[i]) * len(rows[j]) for j in range(size) for i in columns[j])
-                  + 2 * len(slot) + sum((size - j) * len(columns[j]) for j in range(size)))
+    row_sets = [set(r) for r in rows]
+    factor_ops = sum(2 * len(rows[j]) + sum(len(row_sets[i] & row_sets[j]) for i in columns[j])
+                     for j in range(size))
+    inverse_ops = sum((size - j) * len(columns[j]) for j in range(size))
+    operations = factor_ops + 2 * len(slot) + inverse_ops
     if operations > OPERATION_BUDGET:
         return None
 
@@ -163,4 +176,4 @@ def kkt_program(n: int, m: int, order: Sequence[int], mass_entries: Sequence[tup
             inverse.append(f"{z(i, j)} = {z(j, i)} = {'-' + terms if terms else '0.0'};")
         reduction = "".join(f" - {lx(k, i)} * {z(k, i)}" for k in columns[i])
         inverse.append(f"{z(i, i)} = 1.0 / D[{i}]{reduction};")
-    return KktProgram(size, len(slot), factor, solve, inverse)
+    return KktProgram(size, len(slot), list(active), factor, solve, inverse)

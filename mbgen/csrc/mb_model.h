@@ -19,12 +19,15 @@ typedef struct {
     const int* col;     /* second index of each nonzero (NULL for vectors) */
 } mb_kernel;
 
-/* The dynamics' KKT factorization [M + γAᵀA, Aᵀ; A, 0] (all constraint rows, sparse.c's
- * elimination order) unrolled for this mechanism's pattern (mbgen/codegen/kkt.py): the
- * same arithmetic as sparse.c without its index loops. Generated for small mechanisms. */
+/* The dynamics' KKT factorization [M + γAᵀA, Aᵀ; A, 0] (A: the rows independent at q0,
+ * sparse.c's elimination order) unrolled for this mechanism's pattern
+ * (mbgen/codegen/kkt.py): the same arithmetic as sparse.c without its index loops.
+ * Generated for small mechanisms. */
 typedef struct {
-    int size;   /* n + m */
-    int nnz_l;  /* entries of L */
+    int size;          /* n + r */
+    int nnz_l;         /* entries of L */
+    int r;             /* constraint rows in A ... */
+    const int* rows;   /* ... and which, ascending */
     /* L, D and γ from mass and Φq values (kernel order); status as mb_sparse_factor */
     int (*factor)(const double* mv, const double* a, double mass_tol, double pivot_tol,
                   double* L, double* D, double* gamma);

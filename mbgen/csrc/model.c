@@ -136,10 +136,11 @@ mb_plan* mb_plan_new(const mb_model* model, const int* rows, int nrows)
         plan->rowpos[rows[k]] = k;
     }
     if (mb_sparse_analyze(plan) != MB_OK) { mb_plan_free(plan); return NULL; }
-    /* every row, in order: the pattern the compiler unrolled (its L fits the generic one's
-     * memory, being the factor of a sub-pattern in the same order) */
-    plan->unrolled = model->kkt && nrows == model->m && model->kkt->nnz_l <= plan->sp.nnz_l;
-    for (int k = 0; k < nrows; ++k) if (rows[k] != k) plan->unrolled = 0;
+    /* the rows the compiler unrolled for (its L fits the generic one's memory, being the
+     * factor of a sub-pattern in the same order) */
+    const mb_kkt* kkt = model->kkt;
+    plan->unrolled = kkt && nrows == kkt->r && kkt->nnz_l <= plan->sp.nnz_l;
+    for (int k = 0; plan->unrolled && k < nrows; ++k) plan->unrolled = rows[k] == kkt->rows[k];
     return plan;
 }
 

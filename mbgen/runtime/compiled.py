@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from mbgen.redundancy import independent_rows
 from mbgen.runtime.calls import ParameterBuffer, output_array
 from mbgen.runtime.integration import IntegrationMixin
 from mbgen.runtime.options import SolverOptions
@@ -123,23 +124,7 @@ class CompiledMechanism(IntegrationMixin):
         Rows are taken in file order and a row is redundant when it is a linear combination
         of the rows kept before it, so the report names the later of two dependent rows.
         """
-        jacobian = self.phi_q(self.q0 if q is None else q)
-        scale = max(1.0, float(np.abs(jacobian).max(initial=0.0)))
-        basis: list[Array] = []
-        kept: list[int] = []
-        redundant: list[int] = []
-        for i, row in enumerate(jacobian):
-            residual = row.copy()
-            for _ in range(2):  # re-orthogonalize once for stability
-                for b in basis:
-                    residual -= (b @ residual) * b
-            norm = float(np.linalg.norm(residual))
-            if norm > tol * scale:
-                basis.append(residual / norm)
-                kept.append(i)
-            else:
-                redundant.append(i)
-        return kept, redundant
+        return independent_rows(self.phi_q(self.q0 if q is None else q), tol)
 
     def coordinate_index(self, name: str) -> int:
         try:
