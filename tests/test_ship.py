@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import SHIPPED_DIR, reference
 
+import mbgen
 from mbgen.cli.main import cli
 from mbgen.runtime.compiled import CompiledMechanism
 
@@ -69,6 +70,12 @@ def test_package_imports_without_sympy_and_gives_the_same_numbers(
     run = subprocess.run([sys.executable, "-c", "import my_fourbar"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120)
     assert run.returncode != 0 and "built by mbgen 0.0.1" in run.stderr
+    # and so is one compiled for vector instructions this CPU may lack
+    meta["mbgen_version"], meta["vector_level"] = mbgen.__version__, "x86-64-v9"
+    meta_path.write_text(json.dumps(meta))
+    run = subprocess.run([sys.executable, "-c", "import my_fourbar"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and "compiled for x86-64-v9 CPUs" in run.stderr
 
 
 def export(path: Path, target: Path, out_dir: Path, name: str) -> Path:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import hashlib
 import io
 import json
 import os
@@ -39,13 +40,17 @@ from mbgen.codegen.cache import (
     module_name,
 )
 from mbgen.codegen.emit import generate
+from mbgen.cpu import march_flags, vector_level
 from mbgen.errors import MbgenError
 from mbgen.model import load_mechanism
 from mbgen.symbolic import build_symbolic_model, derive_kernels
 
+# -ffp-contract=off: no fused multiply-adds where the source has none, so a module gives the
+# same numbers with or without the vector level of mbgen/cpu.py, and as its exported C
 KERNEL_FLAGS = ["-O2", "-fPIC", "-std=gnu99", "-fno-strict-aliasing", "-fvisibility=hidden",
-                "-w"]
-CORE_FLAGS = ["-O3", "-fPIC", "-std=c99", "-fvisibility=hidden", "-Wall", "-Werror=implicit",
+                "-ffp-contract=off", "-w"]
+CORE_FLAGS = ["-O3", "-fPIC", "-std=c99", "-fvisibility=hidden", "-ffp-contract=off",
+              "-Wall", "-Werror=implicit",
               "-Werror=incompatible-pointer-types", "-Werror=int-conversion"]
 GLUE_FLAGS = ["-O0", "-fPIC", "-w", "-Werror=incompatible-pointer-types",
               "-Werror=int-conversion"]
@@ -162,7 +167,7 @@ def compile_mechanism(path: str | Path, out_dir: str | Path,
                    out_dir)
         timings["compile"] = time.perf_counter() - start
         meta = dict(source.meta, module=name, hash=digest, timings=timings,
-                    source_path=str(path.resolve()))
+                    source_path=str(path.resolve()), vector_level=vector_level())
         (staging / "meta.json").write_text(json.dumps(meta, indent=1))
         staging.chmod(0o755)  # mkdtemp makes it private; builds may be shared
         _install(staging, target, replace)
@@ -177,7 +182,8 @@ def _compile_c(kernels_c: Path, glue_c: Path, output: Path, out_dir: Path) -> No
     include = sysconfig.get_paths()["include"]
     core = f"-I{csrc_dir()}"
     kernels_o, glue_o = kernels_c.with_suffix(".o"), glue_c.with_suffix(".o")
-    jobs = [[compiler, *KERNEL_FLAGS, core, "-c", str(kernels_c), "-o", str(kernels_o)],
+    march = march_flags(vector_level())
+    jobs = [[compiler, *KERNEL_FLAGS, *march, core, "-c", str(kernels_c), "-o", str(kernels_o)],
             [compiler, *GLUE_FLAGS, core, f"-I{include}", "-c", str(glue_c), "-o", str(glue_o)]]
     archive = core_archive(out_dir)
     core_jobs = [] if archive.exists() else _core_jobs(compiler, kernels_c.parent)
@@ -192,12 +198,16 @@ def _compile_c(kernels_c: Path, glue_c: Path, output: Path, out_dir: Path) -> No
 
 
 def core_archive(out_dir: Path) -> Path:
-    """The compiled C core shared by every module of ``out_dir`` (keyed by its hash)."""
-    return out_dir / "_core" / f"libmbcore-{core_digest()}.a"
+    """The compiled C core shared by every module of ``out_dir`` (keyed by its hash and
+    its compiler flags)."""
+    flags = hashlib.sha256(" ".join(CORE_FLAGS).encode()).hexdigest()[:8]
+    return out_dir / "_core" / f"libmbcore-{core_digest()}-{flags}.a"
 
 
 def _core_jobs(compiler: str, workdir: Path) -> list[list[str]]:
-    return [[compiler, *CORE_FLAGS, "-c", str(source), "-o", str(workdir / f"core_{source.stem}.o")]
+    march = march_flags(vector_level())
+    return [[compiler, *CORE_FLAGS, *march, "-c", str(source),
+             "-o", str(workdir / f"core_{source.stem}.o")]
             for source in core_sources() if source.suffix == ".c"]
 
 

@@ -1,8 +1,8 @@
 """Where a compiled mechanism lives and when it is stale (no SymPy needed here).
 
 A module is reused until its content hash changes: the mechanism file's bytes, the
-templates, the C core (mbgen/csrc), mbgen's version and the source of the layers that
-derive the C code.
+templates, the C core (mbgen/csrc), mbgen's version, the source of the layers that
+derive the C code and the vector instructions it is compiled for (mbgen/cpu.py).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import mbgen
+from mbgen.cpu import vector_level
 
 _DERIVING_PACKAGES = ("model", "symbolic", "codegen")
 
@@ -44,7 +45,8 @@ def core_sources() -> list[Path]:
 
 def core_digest() -> str:
     """Hash of the C core and of how it is compiled (its cached build is keyed by it)."""
-    digest = hashlib.sha256(f"{sys.version}|{os.environ.get('CC', 'cc')}".encode())
+    digest = hashlib.sha256(
+        f"{sys.version}|{os.environ.get('CC', 'cc')}|{vector_level()}".encode())
     for path in core_sources():
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
@@ -53,7 +55,7 @@ def core_digest() -> str:
 
 def _source_fingerprint() -> bytes:
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    build_env = f"{sys.version}|{suffix}|{os.environ.get('CC', 'cc')}"
+    build_env = f"{sys.version}|{suffix}|{os.environ.get('CC', 'cc')}|{vector_level()}"
     digest = hashlib.sha256(f"{mbgen.__version__}|{build_env}".encode())
     package_root = Path(mbgen.__file__).parent
     for package in _DERIVING_PACKAGES:

@@ -79,9 +79,8 @@ def generate(kernels: KernelSet, progress: Any = None) -> GeneratedSource:
             "body": kernel_body([e for _, e in k.entries], names),
         })
     order = coordinate_order(kernels)
-    kkt = kkt_program(model.n, rows_independent_at_q0(kernels), order,
-                      [index for index, _ in kernels["mass"].entries],
-                      [index for index, _ in kernels["phi_q"].entries])
+    patterns = {k.name: [index for index, _ in k.entries] for k in kernels.kernels}
+    kkt = kkt_program(model.n, rows_independent_at_q0(kernels), order, patterns)
     context = {
         "version": __version__, "source": mechanism.source.replace("*/", "* /"),
         "name": mechanism.name.replace("*/", "* /"), "n": model.n, "m": model.m,

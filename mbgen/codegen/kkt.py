@@ -21,11 +21,26 @@ from dataclasses import dataclass
 # size and compile time small: the pick-and-place robot (N = 42, ~9 700) and a chain of
 # 20 bars (N = 60, ~9 500) stay below, a chain of 50 bars does not.
 OPERATION_BUDGET = 12000
+# ... and of the Jacobian products, whose generic loops cost little once n is not tiny
+JACOBIAN_BUDGET = 4000
+
+
+# The right-hand sides of the dynamics' Jacobians (dynamics.c, jacobian_terms): per output,
+# (kernel, sign, whether its rows are constraint rows, Baumgarte coefficient or None), the
+# kernel's values read from kv[MB_K_...] (PHIQ_V_Q at q̇ from `aux`).
+JACOBIAN_TERMS = {
+    "Jq": (("forces_q", "+", False, None), ("mass_v_q", "-", False, None),
+           ("phiqT_lam_q", "-", False, None), ("dphiq_qd_q", "-", True, None),
+           ("phiq_v_q", "-", True, None), ("aux", "-", True, "2.0 * alpha"),
+           ("phi_q", "-", True, "beta * beta")),
+    "Jqd": (("forces_qd", "+", False, None), ("dphiq_qd_qd", "-", True, None),
+            ("phi_q", "-", True, "2.0 * alpha")),
+}
 
 
 @dataclass
 class KktProgram:
-    """C statements of the three functions (bodies only), the factor's size and the
+    """C statements of the four functions (bodies only), the factor's size and the
     constraint rows it is for."""
 
     size: int
@@ -34,6 +49,7 @@ class KktProgram:
     factor: list[str]
     solve: list[str]
     inverse: list[str]
+    jacobians: list[str] | None  # None: the core's generic products
 
 
 def elimination_order(n: int, m: int, order: Sequence[int],
@@ -52,15 +68,66 @@ def elimination_order(n: int, m: int, order: Sequence[int],
     return perm
 
 
-def kkt_program(n: int, active: Sequence[int], order: Sequence[int],
-                mass_entries: Sequence[tuple[int, int]],
-                phi_q_entries: Sequence[tuple[int, int]]) -> KktProgram | None:
-    """The unrolled functions for the constraint rows `active`, or None when the system
-    exceeds the budget.
+def jacobian_products(n: int, active: Sequence[int],
+                      patterns: dict[str, Sequence[tuple[int, int]]]) -> list[str]:
+    """∂q̈/∂q = [P G][X; Y] and ∂q̈/∂q̇ alike (see dynamics.c) with the q rows of K⁻¹ in Z
+    (node order, rows of N): per output column, the terms on one KKT node are summed
+    first, then each entry of the column is one dot product over those nodes."""
+    size = n + len(active)
+    position_of_row = {row: k for k, row in enumerate(active)}
+    kernel_of = {name: name.upper() for name in patterns}
+    lines: list[str] = []
+    for output, terms in JACOBIAN_TERMS.items():
+        for baumgarte in (None, "alpha", "beta"):
+            # column -> node -> C terms
+            columns: dict[int, dict[int, list[str]]] = {}
+            for kernel, sign, constraint_rows, coefficient in terms:
+                uses = coefficient.split()[-1] if coefficient else None
+                if uses != baumgarte:
+                    continue
+                values = "aux" if kernel == "aux" else f"kv[MB_K_{kernel_of[kernel]}]"
+                pattern = patterns["phiq_v_q" if kernel == "aux" else kernel]
+                for e, (row, col) in enumerate(pattern):
+                    if constraint_rows:
+                        if row not in position_of_row:
+                            continue
+                        row = n + position_of_row[row]
+                    scaled = f"{coefficient} * {values}[{e}]" if coefficient else f"{values}[{e}]"
+                    columns.setdefault(col, {}).setdefault(row, []).append(f"{sign} {scaled}")
+            if baumgarte is None:
+                lines.append(f"if ({output}) {{")
+            elif columns:
+                lines.append(f"if ({output} && {baumgarte} != 0.0) {{")
+            else:
+                continue
+            for j in range(n):
+                nodes = columns.get(j, {})
+                if not nodes and baumgarte:
+                    continue
+                lines.append(f"    {{ /* column {j} */")
+                for node, parts in nodes.items():
+                    total = " ".join(parts)
+                    lines.append(f"        const double s{node} = {total.removeprefix('+ ')};")
+                assign = "+=" if baumgarte else "="
+                for a in range(n):
+                    product = " + ".join(f"s{node} * Z[{node * size + a}]" for node in nodes)
+                    lines.append(f"        {output}[{a * n + j}] {assign} {product or '0.0'};")
+                lines.append("    }")
+            lines.append("}")
+    return lines
 
-    `mass_entries` and `phi_q_entries` are the (row, col) of the mass and Φq kernels'
-    nonzeros in kernel order: the generated code reads their values as mv[e] and a[e].
+
+def kkt_program(n: int, active: Sequence[int], order: Sequence[int],
+                patterns: dict[str, Sequence[tuple[int, int]]]) -> KktProgram | None:
+    """The unrolled functions for the constraint rows `active`, or None when the system
+    exceeds the budget. The factor leaves the pivots' inverses in D (the solve and the
+    inverse multiply by them; nothing else reads D after it).
+
+    `patterns`: the (row, col) of the nonzeros, in kernel order, of the mass and Φq
+    kernels (the generated factor reads their values as mv[e] and a[e]) and of those in
+    JACOBIAN_TERMS (read from kv[MB_K_...]).
     """
+    mass_entries, phi_q_entries = patterns["mass"], patterns["phi_q"]
     position_of_row = {row: k for k, row in enumerate(active)}
     m = len(active)
     a_entries = {e: (position_of_row[row], col) for e, (row, col) in enumerate(phi_q_entries)
@@ -114,6 +181,8 @@ def kkt_program(n: int, active: Sequence[int], order: Sequence[int],
     operations = factor_ops + 2 * len(slot) + inverse_ops
     if operations > OPERATION_BUDGET:
         return None
+    jacobian_ops = n * sum(len(patterns[kernel]) for kernel in
+                           {k for terms in JACOBIAN_TERMS.values() for k, *_ in terms} - {"aux"})
 
     def entry(a: int, b: int) -> str:
         return " + ".join(values.get((a, b), [])) or "0.0"
@@ -138,27 +207,26 @@ def kkt_program(n: int, active: Sequence[int], order: Sequence[int],
         factor.append(f"/* position {j}: {'coordinate' if perm[j] < n else 'row'} "
                       f"{perm[j] if perm[j] < n else perm[j] - n} */")
         for k in rows[j]:
-            factor.append(f"const double t{j}_{k} = {lx(j, k)} * D[{k}];")
+            factor.append(f"const double t{j}_{k} = {lx(j, k)} * d{k};")
         reduction = "".join(f" - {lx(j, k)} * t{j}_{k}" for k in rows[j])
-        factor.append(f"D[{j}] = {entry(j, j)}{reduction};")
+        factor.append(f"const double d{j} = {entry(j, j)}{reduction};")
         if perm[j] < n:
-            factor.append(f"if (!(D[{j}] > mass_tol)) "
-                          f"return D[{j}] != D[{j}] ? MB_NOT_FINITE : MB_SINGULAR_MASS;")
+            factor.append(f"if (!(d{j} > mass_tol)) "
+                          f"return d{j} != d{j} ? MB_NOT_FINITE : MB_SINGULAR_MASS;")
         else:
-            factor.append(f"if (!(-D[{j}] * g > pivot_tol)) "
-                          f"return D[{j}] != D[{j}] ? MB_NOT_FINITE : MB_SINGULAR_PHIQ;")
-        if columns[j]:
-            factor.append(f"const double inv{j} = 1.0 / D[{j}];")
+            factor.append(f"if (!(-d{j} * g > pivot_tol)) "
+                          f"return d{j} != d{j} ? MB_NOT_FINITE : MB_SINGULAR_PHIQ;")
+        factor.append(f"D[{j}] = 1.0 / d{j};")
         for i in columns[j]:
             shared = sorted(set(rows[i]) & set(rows[j]))
             reduction = "".join(f" - {lx(i, k)} * t{j}_{k}" for k in shared if k < j)
-            factor.append(f"{lx(i, j)} = ({entry(j, i)}{reduction}) * inv{j};")
+            factor.append(f"{lx(i, j)} = ({entry(j, i)}{reduction}) * D[{j}];")
     factor.append("return MB_OK;")
 
     solve = [f"double y{p} = x[{perm[p]}];" for p in range(size)]
     for j in range(size):
         solve.extend(f"y{i} -= {lx(i, j)} * y{j};" for i in columns[j])
-    solve.extend(f"y{j} /= D[{j}];" for j in range(size))
+    solve.extend(f"y{j} *= D[{j}];" for j in range(size))
     for j in reversed(range(size)):
         solve.extend(f"y{j} -= {lx(i, j)} * y{i};" for i in columns[j])
     solve.extend(f"x[{perm[p]}] = y{p};" for p in range(size))
@@ -175,5 +243,7 @@ def kkt_program(n: int, active: Sequence[int], order: Sequence[int],
                                for k in columns[i])
             inverse.append(f"{z(i, j)} = {z(j, i)} = {'-' + terms if terms else '0.0'};")
         reduction = "".join(f" - {lx(k, i)} * {z(k, i)}" for k in columns[i])
-        inverse.append(f"{z(i, i)} = 1.0 / D[{i}]{reduction};")
-    return KktProgram(size, len(slot), list(active), factor, solve, inverse)
+        inverse.append(f"{z(i, i)} = D[{i}]{reduction};")
+    return KktProgram(size, len(slot), list(active), factor, solve, inverse,
+                      jacobian_products(n, active, patterns)
+                      if jacobian_ops <= JACOBIAN_BUDGET else None)

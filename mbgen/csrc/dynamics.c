@@ -141,27 +141,28 @@ static void terms_times(const mb_ws* w, const term* t, int count, const double* 
 }
 
 /* ∂q̈/∂q = [P G] [X; Y] and ∂q̈/∂q̇ alike, [P G] being the q rows of the KKT inverse (every
- * path provides them in w->Z, row `node` of Z holding column `node` of [P G]: Z is
- * symmetric on the sparse paths, the dense path stores [P G]ᵀ). So each term entry (node,
- * column j, value v) adds v times a contiguous row of Z to column j of the product (a
- * vectorized AXPY into w->JT, transposed at the end). The generic sparse Z is in
- * elimination order (the q rows scattered, whole rows needed); the others are in node
- * order, where the first n entries of a row are all the q rows. */
+ * path provides them in w->Z in node order, the first n entries of row `node` holding
+ * column `node` of [P G]: Z is symmetric on the sparse paths, the dense path stores
+ * [P G]ᵀ). So each term entry (node, column j, value v) adds v times those n contiguous
+ * entries to column j of the product (a vectorized AXPY into w->JT, transposed at the
+ * end). */
 void mb_dynamics_jacobians(mb_ws* w, const double* q, const double* qd, const double* p,
                            double* Jq, double* Jqd, double* JQ)
 {
     const int n = w->n;
-    const int* map = w->factored_sparse && !w->factored_fixed ? w->plan->sp.iperm : NULL;
-    const size_t stride = (size_t)(n + w->r);  /* a row of Z */
-    const size_t used = map ? stride : (size_t)n;  /* the part of a row holding q rows */
+    const size_t stride = (size_t)(n + w->r), used = (size_t)n;  /* a row of Z; its q part */
     term t[8];
     if (w->factored_sparse) mb_sparse_inverse(w);
     else mb_dense_inverse_columns(w, w->Z);
     if (JQ)
-        for (int a = 0; a < n; ++a) {
-            const double* z = w->Z + (size_t)(map ? map[a] : a) * stride;
-            for (int b = 0; b < n; ++b) JQ[a * n + b] = z[map ? map[b] : b];
-        }
+        for (int a = 0; a < n; ++a) memcpy(JQ + (size_t)a * n, w->Z + (size_t)a * stride,
+                                           sizeof(double) * (size_t)n);
+    if (w->factored_fixed && w->model->kkt->jacobians) {  /* the module's unrolled products */
+        if (Jq) jacobian_terms(w, q, qd, p, 0, t);
+        if (Jqd) jacobian_terms(w, q, qd, p, 1, t);
+        w->model->kkt->jacobians(w->Z, w->kv, w->aux, w->opt->alpha, w->opt->beta, Jq, Jqd);
+        return;
+    }
     for (int wrt = 0; wrt < 2; ++wrt) {
         double* out = wrt == 0 ? Jq : Jqd;
         if (!out) continue;
@@ -178,15 +179,13 @@ void mb_dynamics_jacobians(mb_ws* w, const double* q, const double* qd, const do
                     node += n;
                 }
                 const double v = t[s].sign * t[s].v[e];
-                const double* z = w->Z + (size_t)(map ? map[node] : node) * stride;
+                const double* z = w->Z + (size_t)node * stride;
                 double* dst = JT + (size_t)k->col[e] * used;
                 for (size_t i = 0; i < used; ++i) dst[i] += v * z[i];
             }
         }
-        for (int a = 0; a < n; ++a) {
-            const size_t pa = (size_t)(map ? map[a] : a);
-            for (int j = 0; j < n; ++j) out[a * n + j] = JT[(size_t)j * used + pa];
-        }
+        for (int a = 0; a < n; ++a)
+            for (int j = 0; j < n; ++j) out[a * n + j] = JT[(size_t)j * used + a];
     }
 }
 

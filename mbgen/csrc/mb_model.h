@@ -28,11 +28,17 @@ typedef struct {
     int nnz_l;         /* entries of L */
     int r;             /* constraint rows in A ... */
     const int* rows;   /* ... and which, ascending */
-    /* L, D and γ from mass and Φq values (kernel order); status as mb_sparse_factor */
+    /* L, D (the pivots' inverses) and γ from mass and Φq values (kernel order); status
+     * as mb_sparse_factor */
     int (*factor)(const double* mv, const double* a, double mass_tol, double pivot_tol,
                   double* L, double* D, double* gamma);
     void (*solve)(const double* L, const double* D, double* x);  /* x <- K⁻¹ x, node order */
     void (*inverse)(const double* L, const double* D, double* Z); /* K⁻¹, node order */
+    /* ∂q̈/∂q and ∂q̈/∂q̇ (n x n, either NULL) from that Z and the values of the kernels in
+     * dynamics.c's jacobian_terms (kv by MB_K_*; aux: Φq q̇ differentiated in q, read only
+     * when alpha != 0); NULL: the core's generic products */
+    void (*jacobians)(const double* Z, double* const* kv, const double* aux, double alpha,
+                      double beta, double* Jq, double* Jqd);
 } mb_kkt;
 
 struct mb_model {

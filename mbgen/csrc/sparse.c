@@ -427,10 +427,12 @@ void mb_sparse_solve(mb_ws* w, const double* b, double* x)
     for (int k = 0; w->sigma && k < w->r; ++k) x[w->n + k] /= 1.0 - w->gamma * w->sigma[k];
 }
 
-/* Z = K⁻¹ (N x N, permuted order, both triangles; node order from the unrolled factors)
- * by the Takahashi recurrence Z_ij = δ_ij / D_i - Σ_{k>i} L_ki Z_kj, one row at a time
- * from the last; each row is mirrored at once because the rows above read Z_kj on both
- * sides of the diagonal. */
+/* w->Z = the coordinate columns of K⁻¹ in node order: Z[a * N + b] for every node a and
+ * coordinate b < n (the unrolled code writes all of K⁻¹). By the Takahashi recurrence
+ * Z_ij = δ_ij / D_i - Σ_{k>i} L_ki Z_kj in elimination order (in w->X2), one row at a
+ * time from the last; each row is mirrored at once because the rows above read Z_kj on
+ * both sides of the diagonal. The gather to node order costs N·n reads and lets every
+ * consumer work on contiguous coordinate rows (n of the N entries). */
 void mb_sparse_inverse(mb_ws* w)
 {
     if (w->factored_fixed) {
@@ -438,9 +440,9 @@ void mb_sparse_inverse(mb_ws* w)
         return;
     }
     const mb_sparse* sp = &w->plan->sp;
-    const int N = sp->size;
+    const int N = sp->size, n = w->n;
     const int* Lp = sp->Lp; const int* Li = sp->Li; const double* Lx = w->Lx;
-    double* Z = w->Z;
+    double* Z = w->X2;
     for (int i = N - 1; i >= 0; --i) {
         double* zi = Z + (size_t)i * N;
         memset(zi + i + 1, 0, sizeof(double) * (size_t)(N - i - 1));
@@ -453,6 +455,11 @@ void mb_sparse_inverse(mb_ws* w)
         for (int p = Lp[i]; p < Lp[i + 1]; ++p) diag -= Lx[p] * zi[Li[p]];
         zi[i] = diag;
         for (int j = i + 1; j < N; ++j) Z[(size_t)j * N + i] = zi[j];
+    }
+    for (int a = 0; a < N; ++a) {
+        const double* row = Z + (size_t)sp->iperm[a] * N;
+        double* out = w->Z + (size_t)a * N;
+        for (int b = 0; b < n; ++b) out[b] = row[sp->iperm[b]];
     }
 }
 

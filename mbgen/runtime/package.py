@@ -15,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 from mbgen import __version__
+from mbgen.cpu import vector_level
 from mbgen.runtime.compiled import CompiledMechanism
 
 
@@ -36,6 +37,11 @@ def load_package(directory: Path | str, package: str) -> CompiledMechanism:
                           f"{meta.get('content_hash')}) and this is mbgen {__version__}: "
                           f"rebuild it with `mbgen compile {meta.get('source')} --package "
                           f"DIR`")
+    level = meta.get("vector_level")
+    if level and level != vector_level():
+        raise ImportError(f"package {package!r} was compiled for {level} CPUs (AVX2, FMA), "
+                          f"which this machine is not: rebuild it here with `mbgen compile "
+                          f"{meta.get('source')} --package DIR`")
     return load_build(directory)
 
 
