@@ -200,7 +200,8 @@ def _compile_c(kernels_c: Path, glue_c: Path, output: Path, out_dir: Path) -> No
 def core_archive(out_dir: Path) -> Path:
     """The compiled C core shared by every module of ``out_dir`` (keyed by its hash and
     its compiler flags)."""
-    flags = hashlib.sha256(" ".join(CORE_FLAGS).encode()).hexdigest()[:8]
+    flags = " ".join(CORE_FLAGS + march_flags(vector_level()))
+    flags = hashlib.sha256(flags.encode()).hexdigest()[:8]
     return out_dir / "_core" / f"libmbcore-{core_digest()}-{flags}.a"
 
 

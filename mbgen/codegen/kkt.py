@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 # Multiply-adds of factor + solve + inverse above which nothing is unrolled, keeping code
 # size and compile time small: the pick-and-place robot (N = 42, ~9 700) and a chain of
@@ -25,16 +26,28 @@ OPERATION_BUDGET = 12000
 JACOBIAN_BUDGET = 4000
 
 
-# The right-hand sides of the dynamics' Jacobians (dynamics.c, jacobian_terms): per output,
-# (kernel, sign, whether its rows are constraint rows, Baumgarte coefficient or None), the
-# kernel's values read from kv[MB_K_...] (PHIQ_V_Q at q̇ from `aux`).
+class Term(NamedTuple):
+    """One sparse term of a Jacobian's right-hand side (dynamics.c, jacobian_terms)."""
+
+    kernel: str                # whose pattern it has
+    values: str                # where the generated code reads its values
+    sign: str
+    constraint_rows: bool      # rows index constraints (Y) rather than coordinates (X)
+    coefficient: str = ""      # a Baumgarte factor, the term present when it is nonzero
+    switch: str = ""           # the Baumgarte parameter it depends on
+
+
 JACOBIAN_TERMS = {
-    "Jq": (("forces_q", "+", False, None), ("mass_v_q", "-", False, None),
-           ("phiqT_lam_q", "-", False, None), ("dphiq_qd_q", "-", True, None),
-           ("phiq_v_q", "-", True, None), ("aux", "-", True, "2.0 * alpha"),
-           ("phi_q", "-", True, "beta * beta")),
-    "Jqd": (("forces_qd", "+", False, None), ("dphiq_qd_qd", "-", True, None),
-            ("phi_q", "-", True, "2.0 * alpha")),
+    "Jq": (Term("forces_q", "kv[MB_K_FORCES_Q]", "+", False),
+           Term("mass_v_q", "kv[MB_K_MASS_V_Q]", "-", False),
+           Term("phiqT_lam_q", "kv[MB_K_PHIQT_LAM_Q]", "-", False),
+           Term("dphiq_qd_q", "kv[MB_K_DPHIQ_QD_Q]", "-", True),
+           Term("phiq_v_q", "kv[MB_K_PHIQ_V_Q]", "-", True),  # at q̈
+           Term("phiq_v_q", "aux", "-", True, "2.0 * alpha", "alpha"),  # at q̇
+           Term("phi_q", "kv[MB_K_PHI_Q]", "-", True, "beta * beta", "beta")),
+    "Jqd": (Term("forces_qd", "kv[MB_K_FORCES_QD]", "+", False),
+            Term("dphiq_qd_qd", "kv[MB_K_DPHIQ_QD_QD]", "-", True),
+            Term("phi_q", "kv[MB_K_PHI_Q]", "-", True, "2.0 * alpha", "alpha")),
 }
 
 
@@ -75,26 +88,21 @@ def jacobian_products(n: int, active: Sequence[int],
     first, then each entry of the column is one dot product over those nodes."""
     size = n + len(active)
     position_of_row = {row: k for k, row in enumerate(active)}
-    kernel_of = {name: name.upper() for name in patterns}
     lines: list[str] = []
     for output, terms in JACOBIAN_TERMS.items():
-        for baumgarte in (None, "alpha", "beta"):
+        for baumgarte in ("", "alpha", "beta"):
             # column -> node -> C terms
             columns: dict[int, dict[int, list[str]]] = {}
-            for kernel, sign, constraint_rows, coefficient in terms:
-                uses = coefficient.split()[-1] if coefficient else None
-                if uses != baumgarte:
-                    continue
-                values = "aux" if kernel == "aux" else f"kv[MB_K_{kernel_of[kernel]}]"
-                pattern = patterns["phiq_v_q" if kernel == "aux" else kernel]
-                for e, (row, col) in enumerate(pattern):
-                    if constraint_rows:
+            for term in (t for t in terms if t.switch == baumgarte):
+                factor = f"{term.coefficient} * " if term.coefficient else ""
+                for e, (row, col) in enumerate(patterns[term.kernel]):
+                    if term.constraint_rows:
                         if row not in position_of_row:
                             continue
                         row = n + position_of_row[row]
-                    scaled = f"{coefficient} * {values}[{e}]" if coefficient else f"{values}[{e}]"
-                    columns.setdefault(col, {}).setdefault(row, []).append(f"{sign} {scaled}")
-            if baumgarte is None:
+                    columns.setdefault(col, {}).setdefault(row, []).append(
+                        f"{term.sign} {factor}{term.values}[{e}]")
+            if not baumgarte:
                 lines.append(f"if ({output}) {{")
             elif columns:
                 lines.append(f"if ({output} && {baumgarte} != 0.0) {{")
@@ -181,8 +189,8 @@ def kkt_program(n: int, active: Sequence[int], order: Sequence[int],
     operations = factor_ops + 2 * len(slot) + inverse_ops
     if operations > OPERATION_BUDGET:
         return None
-    jacobian_ops = n * sum(len(patterns[kernel]) for kernel in
-                           {k for terms in JACOBIAN_TERMS.values() for k, *_ in terms} - {"aux"})
+    jacobian_ops = n * sum(len(patterns[term.kernel])
+                           for terms in JACOBIAN_TERMS.values() for term in terms)
 
     def entry(a: int, b: int) -> str:
         return " + ".join(values.get((a, b), [])) or "0.0"

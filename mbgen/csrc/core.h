@@ -31,6 +31,9 @@ struct mb_plan {
     int* rows;           /* active constraint rows (r) */
     int* rowpos;         /* constraint row -> position among active rows, or -1 */
     int unrolled;        /* the model's unrolled KKT factorization fits this plan */
+    double* identity;    /* W = I in the mass kernel's layout, for the unrolled code to
+                            factor the kinematic problems; NULL when some diagonal entry
+                            is not in the mass pattern (coordinates without inertia) */
     mb_sparse sp;
 };
 
@@ -55,7 +58,7 @@ struct mb_workspace {
     double gamma;
     const double* sigma;          /* compliance block of the last factorization, or NULL */
     int factored_sparse;          /* the last solve used the sparse factors */
-    int factored_fixed;           /* ... and they are the model's unrolled ones (node order) */
+    int factored_unrolled;        /* ... and they are the model's unrolled ones (node order) */
 };
 
 /* Workspace contents: Jacobian memory; the dense dynamics' blocks even when the options

@@ -63,7 +63,7 @@ int mb_dynamics_one(mb_ws* w, const double* q, const double* qd, const double* Q
         memcpy(w->qdd, b, sizeof(double) * (size_t)n);
         memcpy(la, b + n, sizeof(double) * (size_t)r);
     } else {
-        w->factored_sparse = w->factored_fixed = 0;
+        w->factored_sparse = w->factored_unrolled = 0;
         mb_dense_build_A(w);
         st = mb_dense_partition(w, NULL, 0, 0);
         if (!st) st = mb_dense_factor_mass(w, q, p);
@@ -157,7 +157,7 @@ void mb_dynamics_jacobians(mb_ws* w, const double* q, const double* qd, const do
     if (JQ)
         for (int a = 0; a < n; ++a) memcpy(JQ + (size_t)a * n, w->Z + (size_t)a * stride,
                                            sizeof(double) * (size_t)n);
-    if (w->factored_fixed && w->model->kkt->jacobians) {  /* the module's unrolled products */
+    if (w->factored_unrolled && w->model->kkt->jacobians) {  /* the module's unrolled products */
         if (Jq) jacobian_terms(w, q, qd, p, 0, t);
         if (Jqd) jacobian_terms(w, q, qd, p, 1, t);
         w->model->kkt->jacobians(w->Z, w->kv, w->aux, w->opt->alpha, w->opt->beta, Jq, Jqd);

@@ -141,6 +141,15 @@ mb_plan* mb_plan_new(const mb_model* model, const int* rows, int nrows)
     const mb_kkt* kkt = model->kkt;
     plan->unrolled = kkt && nrows == kkt->r && kkt->nnz_l <= plan->sp.nnz_l;
     for (int k = 0; plan->unrolled && k < nrows; ++k) plan->unrolled = rows[k] == kkt->rows[k];
+    if (plan->unrolled) {
+        const mb_kernel* mass = &model->kernel[MB_K_MASS];
+        int diagonals = 0;
+        plan->identity = (double*)calloc((size_t)mass->nnz + 1, sizeof(double));
+        if (!plan->identity) { mb_plan_free(plan); return NULL; }
+        for (int e = 0; e < mass->nnz; ++e)
+            if (mass->row[e] == mass->col[e]) { plan->identity[e] = 1.0; diagonals++; }
+        if (diagonals < model->n) { free(plan->identity); plan->identity = NULL; }
+    }
     return plan;
 }
 
@@ -148,6 +157,7 @@ void mb_plan_free(mb_plan* plan)
 {
     if (!plan) return;
     mb_sparse_release(&plan->sp);
+    free(plan->identity);
     free(plan->rows);
     free(plan->rowpos);
     free(plan);

@@ -272,6 +272,14 @@ void mb_sparse_rhs(const mb_ws* w, const double* f, const double* c, double* b)
     memcpy(b + n, c, sizeof(double) * (size_t)w->r);
 }
 
+/* hdiag is all ones and the plan can hand the unrolled code W = I. */
+static int unit_diagonal(const mb_plan* plan, const double* hdiag)
+{
+    if (!plan->identity) return 0;
+    for (int i = 0; i < plan->model->n; ++i) if (hdiag[i] != 1.0) return 0;
+    return 1;
+}
+
 /* Assemble and factor K at (q, p), Φq values already in w->kv. `hdiag` NULL: W = M; otherwise W = I (kinematics) and
  * the coordinates zfix are held: their columns of A are dropped and only W's 1 remains.
  * `sigma` (r, or NULL for 0): a compliance block, K = [W Aᵀ; A -Σ] (SPOOK). Augmenting
@@ -289,15 +297,18 @@ int mb_sparse_factor(mb_ws* w, const double* q, const double* p, const double* h
     const int n = w->n, N = sp->size;
     double* a = w->akkt;
     double* Kx = w->Kx;
-    w->factored_sparse = w->factored_fixed = 0;
+    w->factored_sparse = w->factored_unrolled = 0;
     w->sigma = sigma;
-    if (!hdiag && !nz && !sigma && mb_plan_uses_unrolled(plan, w->opt)) {
-        mb_eval_one(model, MB_K_MASS, q, NULL, p, w->kv[MB_K_MASS]);
+    if (!nz && !sigma && (!hdiag || unit_diagonal(plan, hdiag)) &&
+        mb_plan_uses_unrolled(plan, w->opt)) {
+        /* W = M, or W = I given in the mass kernel's layout */
+        if (!hdiag) mb_eval_one(model, MB_K_MASS, q, NULL, p, w->kv[MB_K_MASS]);
         memcpy(a, w->kv[MB_K_PHI_Q], sizeof(double) * (size_t)ka->nnz);  /* mb_sparse_rhs */
-        const int st = model->kkt->factor(w->kv[MB_K_MASS], a, w->opt->mass_tol,
-                                          w->opt->pivot_tol, w->Lx, w->D, &w->gamma);
+        const int st = model->kkt->factor(hdiag ? plan->identity : w->kv[MB_K_MASS], a,
+                                          w->opt->mass_tol, w->opt->pivot_tol, w->Lx, w->D,
+                                          &w->gamma);
         if (st) return st;
-        w->factored_sparse = w->factored_fixed = 1;
+        w->factored_sparse = w->factored_unrolled = 1;
         return MB_OK;
     }
     memcpy(a, w->kv[MB_K_PHI_Q], sizeof(double) * (size_t)ka->nnz);
@@ -404,7 +415,7 @@ void mb_sparse_solve(mb_ws* w, const double* b, double* x)
     const int N = sp->size;
     double* sol = w->x;
     double* res = w->res;
-    if (w->factored_fixed) {
+    if (w->factored_unrolled) {
         if (x != b) memcpy(x, b, sizeof(double) * (size_t)N);
         w->model->kkt->solve(w->Lx, w->D, x);
         return;
@@ -435,7 +446,7 @@ void mb_sparse_solve(mb_ws* w, const double* b, double* x)
  * consumer work on contiguous coordinate rows (n of the N entries). */
 void mb_sparse_inverse(mb_ws* w)
 {
-    if (w->factored_fixed) {
+    if (w->factored_unrolled) {
         w->model->kkt->inverse(w->Lx, w->D, w->Z);
         return;
     }

@@ -78,8 +78,8 @@ class StateEvaluator:
         return self._ffi.from_buffer("double[]", array)
 
     def _kernel_set(self, *entries: tuple[int, Any, Array]) -> tuple[Any, ...]:
-        """The arguments of mb_eval_dense_set but q and p for (kernel, x pointer, output
-        (rows,) or (rows, cols))."""
+        """mb_eval_dense_set's arguments other than the model, q and p, for entries
+        (kernel, x pointer or NULL, output array of shape (rows,) or (rows, cols))."""
         ffi = self._ffi
         shapes = [out.shape if out.ndim == 2 else (out.shape[0], 1) for _, _, out in entries]
         return (len(entries), ffi.new("int[]", [k for k, _, _ in entries]),
@@ -90,8 +90,12 @@ class StateEvaluator:
 
     def _evaluate(self, kernel_set: tuple[Any, ...]) -> None:
         count, kernels, x, rows, cols, out = kernel_set
-        self._lib.mb_eval_dense_set(self._model, count, kernels, self._ptr_q, x,
-                                    self._p.pointer, rows, cols, out)
+        status = self._lib.mb_eval_dense_set(self._model, count, kernels, self._ptr_q, x,
+                                             self._p.pointer, rows, cols, out)
+        if status:
+            text = self._ffi.string(self._lib.mb_status_text(status)).decode()
+            raise (MemoryError if status == self._lib.MB_NO_MEMORY else RuntimeError)(
+                f"mbgen C core: {text}")
 
     def _load(self, q: Any, qd: Any = None, Q: Any = None) -> Any:
         """Copies the inputs into the evaluator's buffers; the C pointer of Q (or NULL)."""
