@@ -239,8 +239,8 @@ def kkt_program(n: int, active: Sequence[int], order: Sequence[int],
         solve.extend(f"y{j} -= {lx(i, j)} * y{i};" for i in columns[j])
     solve.extend(f"x[{perm[p]}] = y{p};" for p in range(size))
 
-    # Takahashi: Z_ij = δ_ij / D_i - Σ_{k>i} L_ki Z_kj, rows from the last; Z is written in
-    # node order (both triangles) and read back from it
+    # Takahashi: Z_ij = δ_ij / D_i - Σ_{k>i} L_ki Z_kj (D[i] holds 1 / D_i), rows from the
+    # last; Z is written in node order (both triangles) and read back from it
     def z(a: int, b: int) -> str:
         return f"Z[{perm[a] * size + perm[b]}]"
 
