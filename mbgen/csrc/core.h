@@ -51,7 +51,7 @@ struct mb_workspace {
     double *A, *LU, *F, *R, *Kd, *X, *Y, *T, *W, *V, *G, *Sc;
     int *prow, *pcol, *allowed, *ind;
     /* sparse KKT path */
-    double *Kx, *Lx, *D, *y, *x, *res, *Z, *akkt, *aux, *ones;
+    double *Kx, *Lx, *D, *y, *x, *res, *Z, *akkt, *aux;
     double* JT;                   /* a Jacobian's transpose, n x N */
     double* X2;
     int* held;
@@ -74,7 +74,7 @@ int mb_all_finite(const double* v, long len);
 /* sparse.c */
 int mb_sparse_analyze(mb_plan* plan);
 void mb_sparse_release(mb_sparse* sp);
-int mb_sparse_factor(mb_ws* w, const double* q, const double* p, const double* hdiag,
+int mb_sparse_factor(mb_ws* w, const double* q, const double* p, int kinematic,
                      const int* zfix, int nz, const double* sigma);
 void mb_sparse_rhs(const mb_ws* w, const double* f, const double* c, double* b);
 void mb_sparse_solve(mb_ws* w, const double* b, double* x);

@@ -55,7 +55,7 @@ int mb_dynamics_one(mb_ws* w, const double* q, const double* qd, const double* Q
     }
     double* la = w->tmp_n2;  /* active-row multipliers */
     if (uses_sparse(w)) {
-        st = mb_sparse_factor(w, q, p, NULL, NULL, 0, NULL);
+        st = mb_sparse_factor(w, q, p, 0, NULL, 0, NULL);
         if (st) return st;
         double* b = w->tmp_n;
         mb_sparse_rhs(w, w->Q, w->c, b);
@@ -197,8 +197,7 @@ static int kinematic_factor(mb_ws* w, const double* q, const double* p, const in
 {
     mb_eval_one(w->model, MB_K_PHI_Q, q, NULL, p, w->kv[MB_K_PHI_Q]);
     if (uses_sparse(w)) {
-        for (int i = 0; i < w->n; ++i) w->ones[i] = 1.0;
-        return mb_sparse_factor(w, q, p, w->ones, minimum_norm ? NULL : zfix,
+        return mb_sparse_factor(w, q, p, 1, minimum_norm ? NULL : zfix,
                                 minimum_norm ? 0 : nz, NULL);
     }
     mb_dense_build_A(w);

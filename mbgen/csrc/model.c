@@ -225,7 +225,6 @@ static void layout(mb_ws* w, arena* a, int flags)
     w->ind = (int*)take(a, I * n);
     w->akkt = (double*)take(a, D * ((size_t)model->kernel[MB_K_PHI_Q].nnz + 1));
     w->aux = (double*)take(a, D * ((size_t)model->kernel[MB_K_PHIQ_V_Q].nnz + 1));
-    w->ones = (double*)take(a, D * n);
     w->Kx = (double*)take(a, D * nnz_k);
     w->Lx = (double*)take(a, D * nnz_l);
     w->D = (double*)take(a, D * N);

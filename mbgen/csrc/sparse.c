@@ -272,21 +272,14 @@ void mb_sparse_rhs(const mb_ws* w, const double* f, const double* c, double* b)
     memcpy(b + n, c, sizeof(double) * (size_t)w->r);
 }
 
-/* hdiag is all ones and the plan can hand the unrolled code W = I. */
-static int unit_diagonal(const mb_plan* plan, const double* hdiag)
-{
-    if (!plan->identity) return 0;
-    for (int i = 0; i < plan->model->n; ++i) if (hdiag[i] != 1.0) return 0;
-    return 1;
-}
-
-/* Assemble and factor K at (q, p), Φq values already in w->kv. `hdiag` NULL: W = M; otherwise W = I (kinematics) and
- * the coordinates zfix are held: their columns of A are dropped and only W's 1 remains.
+/* Assemble and factor K at (q, p), Φq values already in w->kv. W = M, or W = I when
+ * `kinematic` (then the coordinates zfix are held: their columns of A are dropped and only
+ * W's 1 remains).
  * `sigma` (r, or NULL for 0): a compliance block, K = [W Aᵀ; A -Σ] (SPOOK). Augmenting
  * keeps it symmetric in the scaled unknown ỹ = (1 - γσ) y: the row block becomes
  * -σ / (1 - γσ) with γσ ≤ ½, and mb_sparse_solve returns y (sigma must outlive the
  * solves; mb_sparse_inverse stays in the scaled unknowns). */
-int mb_sparse_factor(mb_ws* w, const double* q, const double* p, const double* hdiag,
+int mb_sparse_factor(mb_ws* w, const double* q, const double* p, int kinematic,
                      const int* zfix, int nz, const double* sigma)
 {
     const mb_plan* plan = w->plan;
@@ -299,12 +292,12 @@ int mb_sparse_factor(mb_ws* w, const double* q, const double* p, const double* h
     double* Kx = w->Kx;
     w->factored_sparse = w->factored_unrolled = 0;
     w->sigma = sigma;
-    if (!nz && !sigma && (!hdiag || unit_diagonal(plan, hdiag)) &&
+    if (!nz && !sigma && (!kinematic || plan->identity) &&
         mb_plan_uses_unrolled(plan, w->opt)) {
         /* W = M, or W = I given in the mass kernel's layout */
-        if (!hdiag) mb_eval_one(model, MB_K_MASS, q, NULL, p, w->kv[MB_K_MASS]);
+        if (!kinematic) mb_eval_one(model, MB_K_MASS, q, NULL, p, w->kv[MB_K_MASS]);
         memcpy(a, w->kv[MB_K_PHI_Q], sizeof(double) * (size_t)ka->nnz);  /* mb_sparse_rhs */
-        const int st = model->kkt->factor(hdiag ? plan->identity : w->kv[MB_K_MASS], a,
+        const int st = model->kkt->factor(kinematic ? plan->identity : w->kv[MB_K_MASS], a,
                                           w->opt->mass_tol, w->opt->pivot_tol, w->Lx, w->D,
                                           &w->gamma);
         if (st) return st;
@@ -321,7 +314,7 @@ int mb_sparse_factor(mb_ws* w, const double* q, const double* p, const double* h
     }
     double hmax = 0.0, amax2 = 0.0;
     double* mv = w->kv[MB_K_MASS];
-    if (hdiag) {
+    if (kinematic) {
         hmax = 1.0;
     } else {
         mb_eval_one(model, MB_K_MASS, q, NULL, p, mv);
@@ -345,8 +338,8 @@ int mb_sparse_factor(mb_ws* w, const double* q, const double* p, const double* h
             if (sigma[k] > 0.0 && gamma * sigma[k] > 0.5) gamma = 0.5 / sigma[k];
     w->gamma = gamma;
     memset(Kx, 0, sizeof(double) * (size_t)sp->nnz_k);
-    if (hdiag)
-        for (int i = 0; i < n; ++i) Kx[sp->diag[i]] = hdiag[i];
+    if (kinematic)
+        for (int i = 0; i < n; ++i) Kx[sp->diag[i]] = 1.0;
     else
         for (int e = 0; e < km->nnz; ++e)
             if (sp->mass_map[e] >= 0) Kx[sp->mass_map[e]] += mv[e];

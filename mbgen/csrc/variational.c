@@ -290,7 +290,7 @@ static int factor_kkt(vi* s, const double* q, const double* a, const double* p,
     if (s->sparse) {
         memcpy(s->w->kv[MB_K_PHI_Q], a,
                sizeof(double) * (size_t)s->model->kernel[MB_K_PHI_Q].nnz);
-        return mb_sparse_factor(s->w, q, p, NULL, NULL, 0, sigma);
+        return mb_sparse_factor(s->w, q, p, 0, NULL, 0, sigma);
     }
     const mb_kernel* km = &s->model->kernel[MB_K_MASS];
     const mb_kernel* ka = &s->model->kernel[MB_K_PHI_Q];
