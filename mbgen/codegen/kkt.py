@@ -7,9 +7,10 @@ Its pattern is known when compiling, so the compiler writes the factorization, t
 and the inverse as plain C statements over constant indices, as SymForce or CasADi do
 for their expressions. Same elimination order, pivots, checks and γ as the generic code;
 only the loops are gone. Emitted for the constraint rows independent at q0 (those the
-runtime's dynamics use, see mbgen/redundancy.py) when the unrolled code stays below
-OPERATION_BUDGET multiply-adds; larger systems keep the generic O(n) code, whose loops
-are then cheap next to the arithmetic.
+runtime's dynamics use, see mbgen/redundancy.py): the factor and the solve (O(n) on chains
+and trees) while they stay below FACTOR_BUDGET multiply-adds, the inverse (O(n²)) below
+OPERATION_BUDGET for all three. Without an unrolled inverse the core's generic Takahashi
+loop reads the unrolled factor through the pattern emitted with it.
 """
 
 from __future__ import annotations
@@ -18,12 +19,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-# Multiply-adds of factor + solve + inverse above which nothing is unrolled, keeping code
-# size and compile time small: the pick-and-place robot (N = 42, ~9 700) and a chain of
-# 20 bars (N = 60, ~9 500) stay below, a chain of 50 bars does not.
+# Multiply-adds of factor + solve above which nothing is unrolled, keeping code size and
+# compile time bounded: a chain of 200 bars (N = 600, ~22 500) stays below.
+FACTOR_BUDGET = 30000
+# ... and of factor + solve + inverse above which the inverse is not: the pick-and-place
+# robot (N = 42, ~9 700) and a chain of 20 bars (N = 60, ~9 500) stay below, a chain of
+# 50 bars does not.
 OPERATION_BUDGET = 12000
 # ... and of the Jacobian products, whose generic loops cost little once n is not tiny
 JACOBIAN_BUDGET = 4000
+# Statements per generated function (see chunks)
+FUNCTION_STATEMENTS = 50
 
 
 class Term(NamedTuple):
@@ -53,16 +59,35 @@ JACOBIAN_TERMS = {
 
 @dataclass
 class KktProgram:
-    """C statements of the four functions (bodies only), the factor's size and the
-    constraint rows it is for."""
+    """C statements of the four functions (bodies only), the factor's size, the constraint
+    rows it is for and the pattern of L (compressed columns by elimination position)."""
 
     size: int
-    nnz_l: int
     rows: list[int]
-    factor: list[str]
-    solve: list[str]
-    inverse: list[str]
-    jacobians: list[str] | None  # None: the core's generic products
+    perm: list[int]                 # node at each elimination position
+    column_starts: list[int]        # size + 1
+    row_indices: list[int]          # nnz_l, ascending within a column
+    prologue: list[str]             # γ and the scaled tolerance
+    factor: list[list[str]]         # functions run in turn, see chunks()
+    solve: list[list[str]]          # x <- K⁻¹ x in node order
+    inverse: list[list[str]] | None  # None: the core's generic inverse
+    jacobians: list[str] | None     # None: the core's generic products
+
+    @property
+    def nnz_l(self) -> int:
+        return len(self.row_indices)
+
+
+def chunks(groups: Sequence[list[str]]) -> list[list[str]]:
+    """Statement groups packed into function bodies of about FUNCTION_STATEMENTS lines:
+    the C compiler's passes grow faster than linearly with a function's length (a chain
+    of 100 bars in one solve function took 15 s to compile)."""
+    bodies: list[list[str]] = [[]]
+    for group in groups:
+        if len(bodies[-1]) + len(group) > FUNCTION_STATEMENTS and bodies[-1]:
+            bodies.append([])
+        bodies[-1].extend(group)
+    return bodies
 
 
 def elimination_order(n: int, m: int, order: Sequence[int],
@@ -128,7 +153,7 @@ def jacobian_products(n: int, active: Sequence[int],
 def kkt_program(n: int, active: Sequence[int], order: Sequence[int],
                 patterns: dict[str, Sequence[tuple[int, int]]]) -> KktProgram | None:
     """The unrolled functions for the constraint rows `active`, or None when the system
-    exceeds the budget. The factor leaves the pivots' inverses in D (the solve and the
+    exceeds the budgets. The factor leaves the pivots' inverses in D (the solve and the
     inverse multiply by them; nothing else reads D after it).
 
     `patterns`: the (row, col) of the nonzeros, in kernel order, of the mass and Φq
@@ -186,9 +211,9 @@ def kkt_program(n: int, active: Sequence[int], order: Sequence[int],
     factor_ops = sum(2 * len(rows[j]) + sum(len(row_sets[i] & row_sets[j]) for i in columns[j])
                      for j in range(size))
     inverse_ops = sum((size - j) * len(columns[j]) for j in range(size))
-    operations = factor_ops + 2 * len(slot) + inverse_ops
-    if operations > OPERATION_BUDGET:
+    if factor_ops + 2 * len(slot) > FACTOR_BUDGET:
         return None
+    with_inverse = factor_ops + 2 * len(slot) + inverse_ops <= OPERATION_BUDGET
     jacobian_ops = n * sum(len(patterns[term.kernel])
                            for terms in JACOBIAN_TERMS.values() for term in terms)
 
@@ -199,45 +224,50 @@ def kkt_program(n: int, active: Sequence[int], order: Sequence[int],
         return f"L[{slot[(i, j)]}]"
 
     # γ = (largest diagonal mass entry, or 1) / (largest squared row norm of Φq), as sparse.c
-    factor = ["double h = 0.0, r2 = 0.0;"]
-    factor.extend(f"if (mv[{e}] > h) h = mv[{e}];"
-                  for e, (i, j) in enumerate(mass_entries) if i == j)
-    factor.append("const double scale = h > 0.0 ? h : 1.0;")
+    prologue = ["double h = 0.0, r2 = 0.0;"]
+    prologue.extend(f"if (mv[{e}] > h) h = mv[{e}];"
+                    for e, (i, j) in enumerate(mass_entries) if i == j)
+    prologue.append("const double scale = h > 0.0 ? h : 1.0;")
     for entries in by_row.values():
         norm2 = " + ".join(f"a[{e}] * a[{e}]" for e in entries)
-        factor.append(f"{{ const double s = {norm2}; if (s > r2) r2 = s; }}")
+        prologue.append(f"{{ const double s = {norm2}; if (s > r2) r2 = s; }}")
     if m:
-        factor.append("if (!(r2 > 0.0)) return MB_SINGULAR_PHIQ;")
-    factor.append(f"const double g = {'scale / r2' if m else '0.0 * r2'};")
-    factor.append("*gamma = g;")
-    factor.append("mass_tol *= scale;")
+        prologue.append("if (!(r2 > 0.0)) return MB_SINGULAR_PHIQ;")
+    prologue.append(f"const double g = {'scale / r2' if m else '0.0 * r2'};")
+    prologue.append("*gamma = g;")
+    prologue.append("mass_tol *= scale;")
+    # one column per group; pivots in d[] (D holds their inverses)
+    columns_code: list[list[str]] = []
     for j in range(size):
-        factor.append(f"/* position {j}: {'coordinate' if perm[j] < n else 'row'} "
-                      f"{perm[j] if perm[j] < n else perm[j] - n} */")
-        for k in rows[j]:
-            factor.append(f"const double t{j}_{k} = {lx(j, k)} * d{k};")
+        code = [f"/* position {j}: {'coordinate' if perm[j] < n else 'row'} "
+                f"{perm[j] if perm[j] < n else perm[j] - n} */"]
+        code.extend(f"const double t{j}_{k} = {lx(j, k)} * d[{k}];" for k in rows[j])
         reduction = "".join(f" - {lx(j, k)} * t{j}_{k}" for k in rows[j])
-        factor.append(f"const double d{j} = {entry(j, j)}{reduction};")
+        code.append(f"const double d{j} = {entry(j, j)}{reduction};")
         if perm[j] < n:
-            factor.append(f"if (!(d{j} > mass_tol)) "
-                          f"return d{j} != d{j} ? MB_NOT_FINITE : MB_SINGULAR_MASS;")
+            code.append(f"if (!(d{j} > mass_tol)) "
+                        f"return d{j} != d{j} ? MB_NOT_FINITE : MB_SINGULAR_MASS;")
         else:
-            factor.append(f"if (!(-d{j} * g > pivot_tol)) "
-                          f"return d{j} != d{j} ? MB_NOT_FINITE : MB_SINGULAR_PHIQ;")
-        factor.append(f"D[{j}] = 1.0 / d{j};")
+            code.append(f"if (!(-d{j} * g > pivot_tol)) "
+                        f"return d{j} != d{j} ? MB_NOT_FINITE : MB_SINGULAR_PHIQ;")
+        code.append(f"d[{j}] = d{j};")
+        code.append(f"D[{j}] = 1.0 / d{j};")
         for i in columns[j]:
             shared = sorted(set(rows[i]) & set(rows[j]))
             reduction = "".join(f" - {lx(i, k)} * t{j}_{k}" for k in shared if k < j)
-            factor.append(f"{lx(i, j)} = ({entry(j, i)}{reduction}) * D[{j}];")
-    factor.append("return MB_OK;")
+            code.append(f"{lx(i, j)} = ({entry(j, i)}{reduction}) * D[{j}];")
+        columns_code.append(code)
 
-    solve = [f"double y{p} = x[{perm[p]}];" for p in range(size)]
+    # in place on x (node order): x[perm[p]] is the unknown at elimination position p
+    def y(p: int) -> str:
+        return f"x[{perm[p]}]"
+
+    solve = []
     for j in range(size):
-        solve.extend(f"y{i} -= {lx(i, j)} * y{j};" for i in columns[j])
-    solve.extend(f"y{j} *= D[{j}];" for j in range(size))
+        solve.extend(f"{y(i)} -= {lx(i, j)} * {y(j)};" for i in columns[j])
+    solve.extend(f"{y(j)} *= D[{j}];" for j in range(size))
     for j in reversed(range(size)):
-        solve.extend(f"y{j} -= {lx(i, j)} * y{i};" for i in columns[j])
-    solve.extend(f"x[{perm[p]}] = y{p};" for p in range(size))
+        solve.extend(f"{y(j)} -= {lx(i, j)} * {y(i)};" for i in columns[j])
 
     # Takahashi: Z_ij = δ_ij / D_i - Σ_{k>i} L_ki Z_kj (D[i] holds 1 / D_i), rows from the
     # last; Z is written in node order (both triangles) and read back from it
@@ -245,13 +275,20 @@ def kkt_program(n: int, active: Sequence[int], order: Sequence[int],
         return f"Z[{perm[a] * size + perm[b]}]"
 
     inverse: list[str] = []
-    for i in reversed(range(size)):
+    for i in reversed(range(size if with_inverse else 0)):
         for j in range(size - 1, i, -1):
             terms = " - ".join(f"{lx(k, i)} * {z(k, j) if k <= j else z(j, k)}"
                                for k in columns[i])
             inverse.append(f"{z(i, j)} = {z(j, i)} = {'-' + terms if terms else '0.0'};")
         reduction = "".join(f" - {lx(k, i)} * {z(k, i)}" for k in columns[i])
         inverse.append(f"{z(i, i)} = D[{i}]{reduction};")
-    return KktProgram(size, len(slot), list(active), factor, solve, inverse,
-                      jacobian_products(n, active, patterns)
-                      if jacobian_ops <= JACOBIAN_BUDGET else None)
+    column_starts = [0]
+    for column in columns:
+        column_starts.append(column_starts[-1] + len(column))
+    jacobians = (jacobian_products(n, active, patterns) if jacobian_ops <= JACOBIAN_BUDGET
+                 else None)
+    return KktProgram(size, list(active), perm, column_starts,
+                      [i for column in columns for i in column], prologue,
+                      chunks(columns_code), chunks([[line] for line in solve]),
+                      chunks([[line] for line in inverse]) if with_inverse else None,
+                      jacobians)

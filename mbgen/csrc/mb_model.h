@@ -22,18 +22,24 @@ typedef struct {
 /* The dynamics' KKT factorization [M + γAᵀA, Aᵀ; A, 0] (A: the rows independent at q0,
  * sparse.c's elimination order) unrolled for this mechanism's pattern
  * (mbgen/codegen/kkt.py): the same arithmetic as sparse.c without its index loops.
- * Generated for small mechanisms. */
+ * Generated while the factor stays short (the inverse and Jacobian products only for
+ * small mechanisms). */
 typedef struct {
     int size;          /* n + r */
     int nnz_l;         /* entries of L */
     int r;             /* constraint rows in A ... */
     const int* rows;   /* ... and which, ascending */
+    const int* perm;   /* node at each elimination position (size) */
+    const int* Lp;     /* L by compressed columns in elimination positions: starts (size + 1) */
+    const int* Li;     /* ... and rows, ascending in each column (nnz_l) */
     /* L, D (the pivots' inverses) and γ from mass and Φq values (kernel order); status
      * as mb_sparse_factor */
     int (*factor)(const double* mv, const double* a, double mass_tol, double pivot_tol,
                   double* L, double* D, double* gamma);
     void (*solve)(const double* L, const double* D, double* x);  /* x <- K⁻¹ x, node order */
-    void (*inverse)(const double* L, const double* D, double* Z); /* K⁻¹, node order */
+    /* K⁻¹ in node order; NULL where it would be too long (the generic loop reads L by Lp,
+     * Li instead) */
+    void (*inverse)(const double* L, const double* D, double* Z);
     /* ∂q̈/∂q and ∂q̈/∂q̇ (n x n, either NULL) from that Z and the values of the kernels in
      * dynamics.c's jacobian_terms (kv by MB_K_*; aux: Φq q̇ differentiated in q, read only
      * when alpha != 0); NULL: the core's generic products */

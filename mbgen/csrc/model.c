@@ -136,11 +136,13 @@ mb_plan* mb_plan_new(const mb_model* model, const int* rows, int nrows)
         plan->rowpos[rows[k]] = k;
     }
     if (mb_sparse_analyze(plan) != MB_OK) { mb_plan_free(plan); return NULL; }
-    /* the rows the compiler unrolled for (its L fits the generic one's memory, being the
-     * factor of a sub-pattern in the same order) */
+    /* the rows and elimination order the compiler unrolled for (its L fits the generic
+     * one's memory, being the factor of a sub-pattern in the same order) */
     const mb_kkt* kkt = model->kkt;
     plan->unrolled = kkt && nrows == kkt->r && kkt->nnz_l <= plan->sp.nnz_l;
     for (int k = 0; plan->unrolled && k < nrows; ++k) plan->unrolled = rows[k] == kkt->rows[k];
+    for (int k = 0; plan->unrolled && k < kkt->size; ++k)
+        plan->unrolled = plan->sp.perm[k] == kkt->perm[k];
     if (plan->unrolled) {
         const mb_kernel* mass = &model->kernel[MB_K_MASS];
         int diagonals = 0;

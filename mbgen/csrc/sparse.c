@@ -439,13 +439,17 @@ void mb_sparse_solve(mb_ws* w, const double* b, double* x)
  * consumer work on contiguous coordinate rows (n of the N entries). */
 void mb_sparse_inverse(mb_ws* w)
 {
-    if (w->factored_unrolled) {
-        w->model->kkt->inverse(w->Lx, w->D, w->Z);
+    const mb_kkt* kkt = w->model->kkt;
+    if (w->factored_unrolled && kkt->inverse) {
+        kkt->inverse(w->Lx, w->D, w->Z);
         return;
     }
     const mb_sparse* sp = &w->plan->sp;
     const int N = sp->size, n = w->n;
-    const int* Lp = sp->Lp; const int* Li = sp->Li; const double* Lx = w->Lx;
+    /* an unrolled factor: its own pattern, and D holds the pivots' inverses */
+    const int* Lp = w->factored_unrolled ? kkt->Lp : sp->Lp;
+    const int* Li = w->factored_unrolled ? kkt->Li : sp->Li;
+    const double* Lx = w->Lx;
     double* Z = w->X2;
     for (int i = N - 1; i >= 0; --i) {
         double* zi = Z + (size_t)i * N;
@@ -455,7 +459,7 @@ void mb_sparse_inverse(mb_ws* w)
             const double* zk = Z + (size_t)Li[p] * N;
             for (int j = i + 1; j < N; ++j) zi[j] -= l * zk[j];
         }
-        double diag = 1.0 / w->D[i];
+        double diag = w->factored_unrolled ? w->D[i] : 1.0 / w->D[i];
         for (int p = Lp[i]; p < Lp[i + 1]; ++p) diag -= Lx[p] * zi[Li[p]];
         zi[i] = diag;
         for (int j = i + 1; j < N; ++j) Z[(size_t)j * N + i] = zi[j];
