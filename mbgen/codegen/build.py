@@ -49,8 +49,9 @@ from mbgen.symbolic import build_symbolic_model, derive_kernels
 # same numbers with or without the vector level of mbgen/cpu.py, and as its exported C
 KERNEL_FLAGS = ["-O2", "-fPIC", "-std=gnu99", "-fno-strict-aliasing", "-fvisibility=hidden",
                 "-ffp-contract=off", "-w"]
+# -fno-tree-loop-distribute-patterns: core.h's mb_copy/mb_zero stay inline loops
 CORE_FLAGS = ["-O3", "-fPIC", "-std=c99", "-fvisibility=hidden", "-ffp-contract=off",
-              "-Wall", "-Werror=implicit",
+              "-fno-tree-loop-distribute-patterns", "-Wall", "-Werror=implicit",
               "-Werror=incompatible-pointer-types", "-Werror=int-conversion"]
 GLUE_FLAGS = ["-O0", "-fPIC", "-w", "-Werror=incompatible-pointer-types",
               "-Werror=int-conversion"]

@@ -29,7 +29,7 @@ OPERATION_BUDGET = 12000
 # ... and of the Jacobian products, whose generic loops cost little once n is not tiny
 JACOBIAN_BUDGET = 4000
 # Statements per generated function (see chunks)
-FUNCTION_STATEMENTS = 50
+FUNCTION_STATEMENTS = 100
 
 
 class Term(NamedTuple):

@@ -23,7 +23,7 @@ static void phiq_times(const mb_ws* w, const double* v, double* out)
 {
     const mb_kernel* k = &w->model->kernel[MB_K_PHI_Q];
     const double* a = w->kv[MB_K_PHI_Q];
-    memset(out, 0, sizeof(double) * (size_t)w->r);
+    mb_zero(out, w->r);
     for (int e = 0; e < k->nnz; ++e) {
         const int i = w->plan->rowpos[k->row[e]];
         if (i >= 0) out[i] += a[e] * v[k->col[e]];
@@ -60,8 +60,8 @@ int mb_dynamics_one(mb_ws* w, const double* q, const double* qd, const double* Q
         double* b = w->tmp_n;
         mb_sparse_rhs(w, w->Q, w->c, b);
         mb_sparse_solve(w, b, b);
-        memcpy(w->qdd, b, sizeof(double) * (size_t)n);
-        memcpy(la, b + n, sizeof(double) * (size_t)r);
+        mb_copy(w->qdd, b, n);
+        mb_copy(la, b + n, r);
     } else {
         w->factored_sparse = w->factored_unrolled = 0;
         mb_dense_build_A(w);
@@ -72,11 +72,11 @@ int mb_dynamics_one(mb_ws* w, const double* q, const double* qd, const double* Q
         if (lam || need_jacobian_data) mb_dense_multipliers(w, w->qdd, la);
     }
     if (!mb_all_finite(w->qdd, n)) return MB_NOT_FINITE;
-    if (qdd) memcpy(qdd, w->qdd, sizeof(double) * (size_t)n);
+    if (qdd) mb_copy(qdd, w->qdd, n);
     if (lam || need_jacobian_data) {
-        memset(w->lam, 0, sizeof(double) * (size_t)w->m);
+        mb_zero(w->lam, w->m);
         for (int k = 0; k < r; ++k) w->lam[w->plan->rows[k]] = la[k];
-        if (lam) memcpy(lam, w->lam, sizeof(double) * (size_t)w->m);
+        if (lam) mb_copy(lam, w->lam, w->m);
     }
     return MB_OK;
 }
@@ -129,8 +129,8 @@ static int jacobian_terms(mb_ws* w, const double* q, const double* qd, const dou
 static void terms_times(const mb_ws* w, const term* t, int count, const double* v,
                         double* top, double* bottom)
 {
-    memset(top, 0, sizeof(double) * (size_t)w->n);
-    memset(bottom, 0, sizeof(double) * (size_t)w->r);
+    mb_zero(top, w->n);
+    mb_zero(bottom, w->r);
     for (int s = 0; s < count; ++s)
         for (int e = 0; e < t[s].k->nnz; ++e) {
             const double value = t[s].sign * t[s].v[e] * v[t[s].k->col[e]];
@@ -155,8 +155,7 @@ void mb_dynamics_jacobians(mb_ws* w, const double* q, const double* qd, const do
     if (w->factored_sparse) mb_sparse_inverse(w);
     else mb_dense_inverse_columns(w, w->Z);
     if (JQ)
-        for (int a = 0; a < n; ++a) memcpy(JQ + (size_t)a * n, w->Z + (size_t)a * stride,
-                                           sizeof(double) * (size_t)n);
+        for (int a = 0; a < n; ++a) mb_copy(JQ + (size_t)a * n, w->Z + (size_t)a * stride, n);
     if (w->factored_unrolled && w->model->kkt->jacobians) {  /* the module's unrolled products */
         if (Jq) jacobian_terms(w, q, qd, p, 0, t);
         if (Jqd) jacobian_terms(w, q, qd, p, 1, t);
@@ -168,7 +167,7 @@ void mb_dynamics_jacobians(mb_ws* w, const double* q, const double* qd, const do
         if (!out) continue;
         const int count = jacobian_terms(w, q, qd, p, wrt, t);
         double* JT = w->JT;  /* n columns of `used` entries */
-        memset(JT, 0, sizeof(double) * (size_t)n * used);
+        mb_zero(JT, n * used);
         for (int s = 0; s < count; ++s) {
             const mb_kernel* k = t[s].k;
             for (int e = 0; e < k->nnz; ++e) {
@@ -212,7 +211,7 @@ static int kinematic_solve(mb_ws* w, const double* b, double* delta, int minimum
         double* rhs = w->tmp_n;
         mb_sparse_rhs(w, NULL, b, rhs);
         mb_sparse_solve(w, rhs, rhs);
-        memcpy(delta, rhs, sizeof(double) * (size_t)w->n);
+        mb_copy(delta, rhs, w->n);
         return MB_OK;
     }
     if (minimum_norm) return mb_dense_min_norm(w, b, delta);
@@ -388,7 +387,7 @@ int mb_partition(const mb_plan* plan, const mb_options* options, long count,
             continue;
         }
         for (int j = 0; j < d; ++j) ind[s * d + j] = w->pcol[r + j];
-        memcpy(R + s * n * d, w->R, sizeof(double) * (size_t)n * d);
+        mb_copy(R + s * n * d, w->R, n * d);
         if (Sc && qd) {
             double* dd = w->kv[MB_K_DPHIQ_QD];
             mb_eval_one(plan->model, MB_K_DPHIQ_QD, qs, qd + s * qd_stride, ps, dd);
@@ -457,7 +456,7 @@ int mb_solve_acceleration(const mb_plan* plan, const mb_options* options, long c
             double* c = w->c;
             mb_eval_one(plan->model, MB_K_DPHIQ_QD, qs, qd + s * qd_stride, ps, dd);
             for (int k = 0; k < r; ++k) c[k] = -dd[plan->rows[k]];
-            memset(out, 0, sizeof(double) * (size_t)n);
+            mb_zero(out, n);
             for (int j = 0; j < d; ++j) out[ind[j]] = zdd[s * zdd_stride + j];
             st = correct_rates(w, qs, out, c, ps, ind, d, 0);
         }
@@ -477,14 +476,14 @@ static void dynamics_apply(mb_ws* w, const double* top, const double* bottom, do
     const int n = w->n, r = w->r;
     if (w->factored_sparse) {
         double* b = w->tmp_n;
-        memcpy(b, top, sizeof(double) * (size_t)n);
-        memcpy(b + n, bottom, sizeof(double) * (size_t)r);
+        mb_copy(b, top, n);
+        mb_copy(b + n, bottom, r);
         mb_sparse_solve(w, b, b);
-        memcpy(out, b, sizeof(double) * (size_t)n);
+        mb_copy(out, b, n);
         return;
     }
-    memcpy(w->X, top, sizeof(double) * (size_t)n);
-    memcpy(w->Y, bottom, sizeof(double) * (size_t)r);
+    mb_copy(w->X, top, n);
+    mb_copy(w->Y, bottom, r);
     mb_dense_apply(w, w->X, 1, out, 1);
 }
 
@@ -525,7 +524,7 @@ int mb_independent_one(mb_ws* w, mb_ws* wk, const double* q, const double* qd,
     double* out = wk->Q;          /* n */
     for (int k = 0; k < d; ++k) {
         /* δq = R e_k: A δq = 0 with δq[z] = e_k */
-        memset(b, 0, sizeof(double) * (size_t)r);  /* -(column z_k of A) */
+        mb_zero(b, r);  /* -(column z_k of A) */
         for (int e = 0; e < ka->nnz; ++e) {
             const int i = w->plan->rowpos[ka->row[e]];
             if (i >= 0 && ka->col[e] == ind[k]) b[i] = -w->kv[MB_K_PHI_Q][e];
@@ -540,7 +539,7 @@ int mb_independent_one(mb_ws* w, mb_ws* wk, const double* q, const double* qd,
         }
         if (Jz) {
             /* δq̇ = -S (Φq q̇)_q δq */
-            memset(b, 0, sizeof(double) * (size_t)r);
+            mb_zero(b, r);
             for (int e = 0; e < kt->nnz; ++e) {
                 const int i = w->plan->rowpos[kt->row[e]];
                 if (i >= 0) b[i] -= tangent[e] * dq[kt->col[e]];
@@ -556,9 +555,9 @@ int mb_independent_one(mb_ws* w, mb_ws* wk, const double* q, const double* qd,
         }
     }
     if (JzQ) {
-        memset(bottom, 0, sizeof(double) * (size_t)r);
+        mb_zero(bottom, r);
         for (int j = 0; j < d; ++j) {
-            memset(top, 0, sizeof(double) * (size_t)n);
+            mb_zero(top, n);
             top[ind[j]] = 1.0;
             dynamics_apply(w, top, bottom, JzQ + j * n);  /* row z_j of P = column */
         }
@@ -626,7 +625,7 @@ static int parameter_jacobian_one(mb_ws* w, const double* q, const double* qd,
     if (st) return st;
     double* top = rhs;
     double* bottom = rhs + (size_t)n * np;
-    memset(rhs, 0, sizeof(double) * (size_t)(n + r) * np);
+    mb_zero(rhs, (long)(n + r) * np);
     mb_eval_one(model, MB_K_FORCES_P, q, qd, p, w->kv[MB_K_FORCES_P]);
     mb_eval_one(model, MB_K_MASS_V_P, q, w->qdd, p, w->kv[MB_K_MASS_V_P]);
     mb_eval_one(model, MB_K_PHIQT_LAM_P, q, w->lam, p, w->kv[MB_K_PHIQT_LAM_P]);

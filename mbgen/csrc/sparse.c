@@ -263,13 +263,13 @@ void mb_sparse_rhs(const mb_ws* w, const double* f, const double* c, double* b)
 {
     const mb_kernel* ka = &w->model->kernel[MB_K_PHI_Q];
     const int n = w->n;
-    if (f) memcpy(b, f, sizeof(double) * (size_t)n);
-    else memset(b, 0, sizeof(double) * (size_t)n);
+    if (f) mb_copy(b, f, n);
+    else mb_zero(b, n);
     for (int e = 0; e < ka->nnz; ++e) {
         const int k = w->plan->rowpos[ka->row[e]];
         if (k >= 0) b[ka->col[e]] += w->gamma * w->akkt[e] * c[k];
     }
-    memcpy(b + n, c, sizeof(double) * (size_t)w->r);
+    mb_copy(b + n, c, w->r);
 }
 
 /* Assemble and factor K at (q, p), Φq values already in w->kv. W = M, or W = I when
@@ -296,7 +296,7 @@ int mb_sparse_factor(mb_ws* w, const double* q, const double* p, int kinematic,
         mb_plan_uses_unrolled(plan, w->opt)) {
         /* W = M, or W = I given in the mass kernel's layout */
         if (!kinematic) mb_eval_one(model, MB_K_MASS, q, NULL, p, w->kv[MB_K_MASS]);
-        memcpy(a, w->kv[MB_K_PHI_Q], sizeof(double) * (size_t)ka->nnz);  /* mb_sparse_rhs */
+        mb_copy(a, w->kv[MB_K_PHI_Q], ka->nnz);  /* mb_sparse_rhs */
         const int st = model->kkt->factor(kinematic ? plan->identity : w->kv[MB_K_MASS], a,
                                           w->opt->mass_tol, w->opt->pivot_tol, w->Lx, w->D,
                                           &w->gamma);
@@ -304,7 +304,7 @@ int mb_sparse_factor(mb_ws* w, const double* q, const double* p, int kinematic,
         w->factored_sparse = w->factored_unrolled = 1;
         return MB_OK;
     }
-    memcpy(a, w->kv[MB_K_PHI_Q], sizeof(double) * (size_t)ka->nnz);
+    mb_copy(a, w->kv[MB_K_PHI_Q], ka->nnz);
     if (nz) {  /* held coordinates: their columns leave A (O(n + nnz), no search) */
         int* held = w->held;
         for (int i = 0; i < n; ++i) held[i] = 0;
@@ -323,7 +323,7 @@ int mb_sparse_factor(mb_ws* w, const double* q, const double* p, int kinematic,
     }
     {
         double* norm2 = w->tmp_r;
-        memset(norm2, 0, sizeof(double) * (size_t)w->r);
+        mb_zero(norm2, w->r);
         for (int e = 0; e < ka->nnz; ++e) {
             const int k = plan->rowpos[ka->row[e]];
             if (k >= 0) norm2[k] += a[e] * a[e];
@@ -337,7 +337,7 @@ int mb_sparse_factor(mb_ws* w, const double* q, const double* p, int kinematic,
         for (int k = 0; k < w->r; ++k)
             if (sigma[k] > 0.0 && gamma * sigma[k] > 0.5) gamma = 0.5 / sigma[k];
     w->gamma = gamma;
-    memset(Kx, 0, sizeof(double) * (size_t)sp->nnz_k);
+    mb_zero(Kx, sp->nnz_k);
     if (kinematic)
         for (int i = 0; i < n; ++i) Kx[sp->diag[i]] = 1.0;
     else
@@ -409,12 +409,12 @@ void mb_sparse_solve(mb_ws* w, const double* b, double* x)
     double* sol = w->x;
     double* res = w->res;
     if (w->factored_unrolled) {
-        if (x != b) memcpy(x, b, sizeof(double) * (size_t)N);
+        if (x != b) mb_copy(x, b, N);
         w->model->kkt->solve(w->Lx, w->D, x);
         return;
     }
     for (int i = 0; i < N; ++i) res[i] = b[sp->perm[i]];
-    memcpy(sol, res, sizeof(double) * (size_t)N);
+    mb_copy(sol, res, N);
     ldl_solve(w, sol);
     for (int it = 0; it < w->opt->refine; ++it) {
         for (int i = 0; i < N; ++i) res[i] = b[sp->perm[i]];
@@ -453,7 +453,7 @@ void mb_sparse_inverse(mb_ws* w)
     double* Z = w->X2;
     for (int i = N - 1; i >= 0; --i) {
         double* zi = Z + (size_t)i * N;
-        memset(zi + i + 1, 0, sizeof(double) * (size_t)(N - i - 1));
+        mb_zero(zi + i + 1, N - i - 1);
         for (int p = Lp[i]; p < Lp[i + 1]; ++p) {
             const double l = Lx[p];
             const double* zk = Z + (size_t)Li[p] * N;
