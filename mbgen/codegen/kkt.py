@@ -236,13 +236,17 @@ def kkt_program(n: int, active: Sequence[int], order: Sequence[int],
     prologue.append(f"const double g = {'scale / r2' if m else '0.0 * r2'};")
     prologue.append("*gamma = g;")
     prologue.append("mass_tol *= scale;")
-    # one column per group; pivots in d[] (D holds their inverses)
+    # one column per group. E holds the numerators L_ij d_j (as sparse.c's up-looking
+    # loop, which reduces with them): no product by the pivot, and the division stays off
+    # the path from one pivot to the next but for one multiplication
+    def e(i: int, j: int) -> str:
+        return f"E[{slot[(i, j)]}]"
+
     columns_code: list[list[str]] = []
     for j in range(size):
         code = [f"/* position {j}: {'coordinate' if perm[j] < n else 'row'} "
                 f"{perm[j] if perm[j] < n else perm[j] - n} */"]
-        code.extend(f"const double t{j}_{k} = {lx(j, k)} * d[{k}];" for k in rows[j])
-        reduction = "".join(f" - {lx(j, k)} * t{j}_{k}" for k in rows[j])
+        reduction = "".join(f" - {lx(j, k)} * {e(j, k)}" for k in rows[j])
         code.append(f"const double d{j} = {entry(j, j)}{reduction};")
         if perm[j] < n:
             code.append(f"if (!(d{j} > mass_tol)) "
@@ -250,12 +254,12 @@ def kkt_program(n: int, active: Sequence[int], order: Sequence[int],
         else:
             code.append(f"if (!(-d{j} * g > pivot_tol)) "
                         f"return d{j} != d{j} ? MB_NOT_FINITE : MB_SINGULAR_PHIQ;")
-        code.append(f"d[{j}] = d{j};")
         code.append(f"D[{j}] = 1.0 / d{j};")
         for i in columns[j]:
             shared = sorted(set(rows[i]) & set(rows[j]))
-            reduction = "".join(f" - {lx(i, k)} * t{j}_{k}" for k in shared if k < j)
-            code.append(f"{lx(i, j)} = ({entry(j, i)}{reduction}) * D[{j}];")
+            reduction = "".join(f" - {lx(i, k)} * {e(j, k)}" for k in shared if k < j)
+            code.append(f"{e(i, j)} = {entry(j, i)}{reduction};")
+            code.append(f"{lx(i, j)} = {e(i, j)} * D[{j}];")
         columns_code.append(code)
 
     # in place on x (node order): x[perm[p]] is the unknown at elimination position p
