@@ -378,18 +378,19 @@ def _batched(lib: Any, ffi: Any, n: int) -> tuple[Callable[..., Array], Callable
     def ptr(a: Array) -> Any:
         return ffi.cast("double *", a.ctypes.data)
 
-    def qdd_batch(q: Array, qd: Array, tau: Array) -> Array:
-        out = np.empty_like(q)
+    def qdd_batch(q: Array, qd: Array, tau: Array, out: Array | None = None) -> Array:
+        out = np.empty_like(q) if out is None else out
         lib.qdd_batch(q.shape[0], ptr(q), ptr(qd), ptr(tau), ptr(out))
         return out
 
-    def jacobians_batch(q: Array, qd: Array, tau: Array) -> tuple[Array, Array, Array, Array]:
-        out = np.empty_like(q)
-        shape = (q.shape[0], n, n)
-        dq, dqd, dtau = np.empty(shape), np.empty(shape), np.empty(shape)
-        lib.jacobians_batch(q.shape[0], ptr(q), ptr(qd), ptr(tau), ptr(out), ptr(dq), ptr(dqd),
-                            ptr(dtau))
-        return out, dq, dqd, dtau
+    def jacobians_batch(q: Array, qd: Array, tau: Array,
+                        out: tuple[Array, ...] | None = None) -> tuple[Array, ...]:
+        """(q̈, ∂q̈/∂q, ∂q̈/∂q̇, ∂q̈/∂τ), into ``out`` when given (shapes (N, n), 3 × (N, n, n))."""
+        if out is None:
+            shape = (q.shape[0], n, n)
+            out = (np.empty_like(q), np.empty(shape), np.empty(shape), np.empty(shape))
+        lib.jacobians_batch(q.shape[0], ptr(q), ptr(qd), ptr(tau), *(ptr(a) for a in out))
+        return out
 
     return qdd_batch, jacobians_batch
 

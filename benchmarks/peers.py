@@ -335,9 +335,17 @@ def measure(cases: dict[str, Case], peers: Peers, sizes: Sizes,
             counts = {"qdd": sizes.chain, "jacobians": sizes.chain_jacobians}
         for kind, count in counts.items():
             q, qd = case.q[:count], case.qd[:count]
-            call = mech.forward_dynamics if kind == "qdd" else mech.forward_dynamics_jacobians
-            record((key, kind, "mbgen"), lambda c=call, q=q, qd=qd: c(q, qd), count,
-                   f"batched, N = {count}, best of {r}")
+            # every batched tool writes into preallocated outputs: the figures are the
+            # computation, not the page faults of fresh arrays (mbgen's Jacobians, in
+            # natural coordinates, are 4x the peers' in joint angles)
+            if kind == "qdd":
+                call, out = mech.forward_dynamics, np.empty((count, mech.n))
+            else:
+                call = mech.forward_dynamics_jacobians
+                out = (np.empty((count, mech.n)),
+                       *(np.empty((count, mech.n, mech.n)) for _ in range(3)))
+            record((key, kind, "mbgen"), lambda c=call, q=q, qd=qd, o=out: c(q, qd, out=o), count,
+                   f"batched into preallocated outputs, N = {count}, best of {r}")
             runner = peers.pinocchio.get(key)
             if runner is not None:
                 loop = min(count, sizes.python_loop)
@@ -354,8 +362,10 @@ def measure(cases: dict[str, Case], peers: Peers, sizes: Sizes,
                 for tool, peer in peers.compiled.items():
                     batch = peer.qdd_batch if kind == "qdd" else peer.jacobians_batch
                     j, v, t = case.joints[:count], case.rates[:count], case.tau[:count]
-                    record((key, kind, tool), lambda b=batch, j=j, v=v, t=t: b(j, v, t), count,
-                           f"generated code, C loop, N = {count}, best of {r}")
+                    out = batch(j, v, t)
+                    record((key, kind, tool), lambda b=batch, j=j, v=v, t=t, o=out: b(j, v, t, o),
+                           count, f"generated code, C loop into preallocated outputs, "
+                           f"N = {count}, best of {r}")
 
     # one double-pendulum state from Python
     case = cases["pendulum"]

@@ -2,6 +2,7 @@
 #ifndef MB_CORE_H
 #define MB_CORE_H
 
+#include <math.h>
 #include <stddef.h>
 
 #include "mb_model.h"
@@ -67,9 +68,21 @@ enum { MB_WS_JACOBIANS = 1, MB_WS_DENSE = 2 };
 
 mb_ws* mb_ws_new(const mb_plan* plan, const mb_options* opt, int flags);
 void mb_ws_free(mb_ws* w);
-void mb_eval_one(const mb_model* model, int kernel, const double* q, const double* x,
-                 const double* p, double* out);
-int mb_all_finite(const double* v, long len);
+
+/* Inline (called a dozen times per state): one kernel at one state (no-op for an empty
+ * kernel), and whether len values are all finite. */
+static inline void mb_eval_one(const mb_model* model, int kernel, const double* q,
+                               const double* x, const double* p, double* out)
+{
+    const mb_kernel* k = &model->kernel[kernel];
+    if (k->eval) k->eval(q, x, p, out);
+}
+
+static inline int mb_all_finite(const double* v, long len)
+{
+    for (long i = 0; i < len; ++i) if (!isfinite(v[i])) return 0;
+    return 1;
+}
 
 /* sparse.c */
 int mb_sparse_analyze(mb_plan* plan);

@@ -54,19 +54,6 @@ int mb_kernel_nnz(const mb_model* model, int kernel)
     return kernel >= 0 && kernel < MB_KERNEL_COUNT ? model->kernel[kernel].nnz : -1;
 }
 
-int mb_all_finite(const double* v, long len)
-{
-    for (long i = 0; i < len; ++i) if (!isfinite(v[i])) return 0;
-    return 1;
-}
-
-void mb_eval_one(const mb_model* model, int kernel, const double* q, const double* x,
-                 const double* p, double* out)
-{
-    const mb_kernel* k = &model->kernel[kernel];
-    if (k->eval) k->eval(q, x, p, out);
-}
-
 int mb_eval(const mb_model* model, int kernel, long count, const double* q, long q_stride,
             const double* x, long x_stride, const double* p, long p_stride, double* out)
 {
