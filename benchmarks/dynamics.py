@@ -78,6 +78,9 @@ def jacobian_figures(build_root: Path, sizes: Sizes) -> tuple[list[Figure], dict
         mech.forward_dynamics_jacobians(q, qd)  # warm up: first touch of the output pages
         batched = best_time(lambda m=mech, q=q, qd=qd: m.forward_dynamics_jacobians(q, qd),
                             sizes.batch_repeat) / batch
+        out = (np.empty((batch, mech.n)), *(np.empty((batch, mech.n, mech.n)) for _ in range(3)))
+        into = best_time(lambda m=mech, q=q, qd=qd, o=out: m.forward_dynamics_jacobians(
+            q, qd, out=o), sizes.batch_repeat) / batch
         q1, qd1 = q[0].copy(), qd[0].copy()
         single = best_time(lambda m=mech, q1=q1, qd1=qd1: m.forward_dynamics_jacobians(q1, qd1),
                            sizes.single_repeat, sizes.single_number)
@@ -85,8 +88,12 @@ def jacobian_figures(build_root: Path, sizes: Sizes) -> tuple[list[Figure], dict
         plain = best_time(lambda m=mech, q=q, qd=qd: m.forward_dynamics(q, qd),
                           sizes.batch_repeat) / batch
         figures += [
-            Figure(f"{stem} (n={mech.n}, m={mech.m}): FD Jacobians, batched", batched * 1e6,
-                   "µs/state", target, f"N = {batch}, best of {sizes.batch_repeat}"),
+            Figure(f"{stem} (n={mech.n}, m={mech.m}): FD Jacobians, batched, out=", into * 1e6,
+                   "µs/state", target, f"N = {batch}, best of {sizes.batch_repeat}; into "
+                   "preallocated outputs: the computation (as peers.py)"),
+            Figure(f"{stem}: FD Jacobians, batched, fresh outputs", batched * 1e6, "µs/state",
+                   note=f"context, N = {batch}; the allocating call adds the page faults of "
+                   "its new (N, n, n) arrays"),
             Figure(f"{stem}: FD Jacobians, single call (batched API)", single * 1e6,
                    "µs/call", note=f"context, best of {sizes.single_repeat}×"
                    f"{sizes.single_number}; the general wrapper (checks, allocation); "
