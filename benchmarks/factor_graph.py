@@ -99,12 +99,15 @@ def table_runs(mech: Any, sizes: Sizes, console: Console) -> list[dict[str, Any]
     return rows
 
 
-def trivial_callback(n: int, variables: int) -> Any:
+def trivial_callback(n: int, variables: int, keys: tuple[int, ...] = ()) -> Any:
     """A zero residual and identity Jacobians: what GTSAM's Python callback costs by itself
-    (the floor under every CustomFactor with that many variables)."""
+    (the floor under every CustomFactor with that many variables); with ``keys`` it also
+    reads those variables (``values.atVector``, ~1 µs each), as any real factor must."""
     zero, eye = np.zeros(n), np.eye(n)
 
     def error(_: Any, values: gtsam.Values, H: Any) -> np.ndarray:
+        for key in keys:
+            values.atVector(key)
         if H is not None:
             for k in range(variables):
                 H[k] = eye
@@ -145,6 +148,9 @@ def linearize_costs(mech: Any, number: int) -> dict[str, float]:
             isotropic(n, 0.03), [X("q", 0)], trivial_callback(n, 1)),
         "CustomFactor on 3 variables, trivial callback (floor)": gtsam.CustomFactor(
             isotropic(n, 0.03), [X("q", 0), X("v", 0), X("a", 0)], trivial_callback(n, 3)),
+        "CustomFactor on 3 variables, trivial callback reading them (floor)":
+            gtsam.CustomFactor(isotropic(n, 0.03), [X("q", 0), X("v", 0), X("a", 0)],
+                               trivial_callback(n, 3, (X("q", 0), X("v", 0), X("a", 0)))),
     }
     costs = {}
     for name, factor in made.items():
