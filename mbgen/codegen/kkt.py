@@ -256,8 +256,8 @@ def kkt_program(n: int, active: Sequence[int], order: Sequence[int],
                         f"return d{j} != d{j} ? MB_NOT_FINITE : MB_SINGULAR_PHIQ;")
         code.append(f"D[{j}] = 1.0 / d{j};")
         for i in columns[j]:
-            shared = sorted(set(rows[i]) & set(rows[j]))
-            reduction = "".join(f" - {lx(i, k)} * {e(j, k)}" for k in shared if k < j)
+            reduction = "".join(f" - {lx(i, k)} * {e(j, k)}"
+                                for k in sorted(row_sets[i] & row_sets[j]))
             code.append(f"{e(i, j)} = {entry(j, i)}{reduction};")
             code.append(f"{lx(i, j)} = {e(i, j)} * D[{j}];")
         columns_code.append(code)
@@ -278,14 +278,17 @@ def kkt_program(n: int, active: Sequence[int], order: Sequence[int],
     def z(a: int, b: int) -> str:
         return f"Z[{perm[a] * size + perm[b]}]"
 
-    inverse: list[str] = []
-    for i in reversed(range(size if with_inverse else 0)):
-        for j in range(size - 1, i, -1):
-            terms = " - ".join(f"{lx(k, i)} * {z(k, j) if k <= j else z(j, k)}"
-                               for k in columns[i])
-            inverse.append(f"{z(i, j)} = {z(j, i)} = {'-' + terms if terms else '0.0'};")
-        reduction = "".join(f" - {lx(k, i)} * {z(k, i)}" for k in columns[i])
-        inverse.append(f"{z(i, i)} = D[{i}]{reduction};")
+    inverse: list[list[str]] | None = None
+    if with_inverse:
+        lines = []
+        for i in reversed(range(size)):
+            for j in range(size - 1, i, -1):
+                terms = " - ".join(f"{lx(k, i)} * {z(k, j) if k <= j else z(j, k)}"
+                                   for k in columns[i])
+                lines.append(f"{z(i, j)} = {z(j, i)} = {'-' + terms if terms else '0.0'};")
+            reduction = "".join(f" - {lx(k, i)} * {z(k, i)}" for k in columns[i])
+            lines.append(f"{z(i, i)} = D[{i}]{reduction};")
+        inverse = chunks([[line] for line in lines])
     column_starts = [0]
     for column in columns:
         column_starts.append(column_starts[-1] + len(column))
@@ -293,6 +296,5 @@ def kkt_program(n: int, active: Sequence[int], order: Sequence[int],
                  else None)
     return KktProgram(size, list(active), perm, column_starts,
                       [i for column in columns for i in column], prologue,
-                      chunks(columns_code), chunks([[line] for line in solve]),
-                      chunks([[line] for line in inverse]) if with_inverse else None,
+                      chunks(columns_code), chunks([[line] for line in solve]), inverse,
                       jacobians)
