@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sparse
 from scipy.optimize import least_squares
 
-from mbgen.estimation.least_squares import BorderedMatrix, levenberg_marquardt
+from mbgen.dynamics.least_squares import BorderedMatrix, levenberg_marquardt
 
 
 def bordered_jacobian(rng: np.random.Generator, blocks: int = 40, size: int = 3,
@@ -71,7 +71,7 @@ def test_levenberg_marquardt_matches_scipy_with_an_active_bound() -> None:
 def test_block_jacobian_forms_the_same_normal_equations_as_its_matrix() -> None:
     """JᵀJ and Jᵀr block by block equal the sparse products, with overlapping bands, a
     group without band columns (priors) and blocks that reach the last banded unknown."""
-    from mbgen.estimation.least_squares import BlockJacobian, RowBlocks
+    from mbgen.dynamics.least_squares import BlockJacobian, RowBlocks
 
     rng = np.random.default_rng(5)
     banded, border = 20, 3

@@ -2,9 +2,11 @@
 
 SciPy's ``least_squares`` handles a sparse Jacobian only through the iterative LSMR,
 which stalls on the ill-conditioned normal equations of stiff regularized constraints.
-The trajectory problems of identification have a banded JᵀJ (each state couples with its
-neighbours) bordered by a few dense rows (the parameters): a banded Cholesky factor and
-the parameters' Schur complement solve it exactly in O(K b²), milliseconds.
+Trajectory problems (identification, the inverse-dynamics factor graph) have a banded JᵀJ
+(each state couples with its neighbours) bordered by a few dense rows (parameters, if
+any): a banded Cholesky factor and the parameters' Schur complement solve it exactly in
+O(K b²), milliseconds. It lives with the dynamics, below the factor graphs and the
+estimators that both use it.
 """
 
 from __future__ import annotations
