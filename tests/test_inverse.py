@@ -115,6 +115,26 @@ def test_pick_and_place_both_methods_agree(compiled: Compiled) -> None:
         axis=1).argmax())) <= 2
 
 
+@pytest.mark.parametrize(("name", "imposed"), [("fourbars1-with-rel-angle", [4]),
+                                               ("pick-and-place-robot", [20, 21])])
+def test_banded_factor_graph_solver_matches_gtsam(compiled: Compiled, name: str,
+                                                  imposed: list[int]) -> None:
+    """One factor graph, two solvers: batched linearization with a banded Levenberg–
+    Marquardt over the whole piece (the default), and GTSAM's on windows of Python
+    factors; the same motion and forces."""
+    mech = compiled(reference(name))
+    samples = read_trajectory(TRAJECTORIES / f"{name}-trajectory.txt", len(imposed))
+    piece = Trajectory(samples.t[:60], samples.values[:60], samples.source)
+    banded = inverse_dynamics_factor_graph(mech, piece, imposed)
+    windows = inverse_dynamics_factor_graph(mech, piece, imposed, solver="gtsam")
+    assert banded.settings["solver"] == "banded" and windows.settings["solver"] == "gtsam"
+    peak = np.abs(banded.forces).max(axis=0)
+    assert np.all(np.abs(banded.forces - windows.forces).max(axis=0) <= 1e-5 * peak)
+    assert np.abs(banded.q - windows.q).max() < 1e-8
+    # the windows' ends lack their neighbours' integrator factors: rates differ slightly
+    assert np.abs(banded.qd - windows.qd).max() < 1e-4 * np.abs(banded.qd).max()
+
+
 def test_spline_derivatives_of_a_known_motion() -> None:
     """θ = 1.2 (1 − cos 2t) sampled every 5 ms: rates from the quintic spline."""
     t = np.arange(0.0, 10.0, 0.005)

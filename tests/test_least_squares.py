@@ -100,3 +100,49 @@ def test_block_jacobian_forms_the_same_normal_equations_as_its_matrix() -> None:
     assert not normal.bands[width:].any()
     assert np.allclose(normal.border, expected.border, rtol=1e-12, atol=1e-12)
     assert np.allclose(normal.corner, expected.corner, rtol=1e-12, atol=1e-12)
+
+
+def test_strided_jacobian_forms_the_same_normal_equations_as_its_matrix() -> None:
+    """Dense and diagonal blocks, sets on one group of unknowns and on two consecutive
+    ones (a trajectory's factors), a block paired with itself: JᵀJ and Jᵀr equal the
+    dense products, entry by entry."""
+    from mbgen.dynamics.least_squares import Block, ResidualSet, StridedJacobian
+
+    rng = np.random.default_rng(7)
+    width, count = 7, 6  # unknowns per sample, samples
+    banded = width * count
+    sets = [
+        ResidualSet(np.arange(count) * width, 4,  # one sample, two dense blocks
+                    [Block(3, rng.normal(size=(count, 4, 2))),
+                     Block(0, rng.normal(size=(count, 4, 3)))]),
+        ResidualSet(np.arange(count) * width, 2, [Block(5, rng.normal(size=(count, 2))),
+                                                  Block(0, rng.normal(size=(count, 2, 3)))]),
+        ResidualSet(np.arange(count - 1) * width, 3,  # two samples: x_k − x_{k−1} − …
+                    [Block(0, rng.normal(size=(count - 1, 3))),
+                     Block(width, rng.normal(size=(count - 1, 3))),
+                     Block(width + 3, rng.normal(size=(count - 1, 3, 4)))]),
+    ]
+    rows = []
+    for s in sets:
+        for k, start in enumerate(s.start):
+            block = np.zeros((s.rows, banded))
+            for b in s.blocks:
+                values = np.diag(b.values[k]) if b.diagonal else b.values[k]
+                block[:, start + b.offset:start + b.offset + b.size] = values
+            rows.append(block)
+    matrix = np.vstack(rows)
+    jac = StridedJacobian(sets, banded)
+    r = rng.normal(size=matrix.shape[0])
+    assert jac.rows == matrix.shape[0]
+    assert np.allclose(jac.gradient(r), matrix.T @ r, rtol=1e-12, atol=1e-12)
+    normal = jac.normal()
+    expected = matrix.T @ matrix
+    dense = np.zeros_like(expected)
+    for d in range(normal.bands.shape[0]):
+        index = np.arange(banded - d)
+        dense[index + d, index] = normal.bands[d, :banded - d]
+    dense = dense + np.tril(dense, -1).T
+    assert np.allclose(dense, expected, rtol=1e-12, atol=1e-12)
+    x = rng.normal(size=banded)  # and its factor solves the system
+    solved = normal.factor(np.full(banded, 1e-3)).solve(expected @ x + 1e-3 * x)
+    assert np.allclose(solved, x, rtol=1e-8, atol=1e-8)

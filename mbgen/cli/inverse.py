@@ -27,7 +27,7 @@ from mbgen.cli import BUILD_DIR, status_console
               "ones).")
 @click.option("--method", type=click.Choice(["direct", "factor-graph"]), default="direct",
               show_default=True, help="Kinematics then forces, batched in C; or the paper's "
-              "staged factor graph (GTSAM).")
+              "staged factor graph over the whole trajectory.")
 @click.option("--out", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
               required=True, help="CSV to write.")
 @click.option("--plot", is_flag=True, help="Also write force and following-error PNGs.")
@@ -74,10 +74,10 @@ def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
 
         with Progress(TextColumn("[bold]factor graph"), BarColumn(), TimeElapsedColumn(),
                       console=console, transient=True) as bar:
-            task = bar.add_task("inverse", total=len(samples.t))
+            task = bar.add_task("inverse", total=None)
             result = inverse_dynamics_factor_graph(
                 mech, samples, indices, acting,
-                progress=lambda done, total: bar.update(task, completed=done))
+                progress=lambda done, total: bar.update(task, completed=done, total=total))
     elapsed = time.perf_counter() - start
     write_csv(result, csv_path)
     pictures = plot_inverse(result, csv_path) if plot else []

@@ -373,11 +373,12 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
     held = np.concatenate([np.full(problem.state_size, -np.inf), guess])
     warm = levenberg_marquardt(problem, x0, problem.state_size, held,
                                np.concatenate([np.full(problem.state_size, np.inf), guess]),
-                               settings.warm_iterations)
+                               settings.warm_iterations, final_normal=False)
     result = levenberg_marquardt(problem, warm.x, problem.state_size, low, high,
                                  settings.max_iterations, callback=record,
                                  correct=problem.correct, scaling="levenberg", atol=1e-5,
                                  border_rtol=1e-4)
+    assert result.normal is not None  # asked for: final_normal defaults to True
     std, identifiable = _parameter_uncertainty(result.normal, result.cost,
                                                len(result.residuals) - len(result.x))
     seconds = time.perf_counter() - start

@@ -18,13 +18,17 @@ x_k + (−1)^k c: a free direction that makes Levenberg–Marquardt crawl and le
 in the forces. The prescribed coordinates' rates (the quintic spline's, weighted like the
 integrator factors) are priors of stage 2 at every sample, which removes it.
 
-With those priors every sample is determined by its neighbours, so the samples are
-solved in independent windows of ``WINDOW``. One graph over all N samples would give the
-same answer but cost O(N²): the PyPI GTSAM copies the whole ``Values`` into every Python
-factor callback (minutes for the four-bar's 2000 samples). For the same reason a short
-window is cheaper (the four-bar's 2000 samples: 3.9 s with windows of 50, 2.4 s with 10,
-the same forces to 1e-10 of the peak). The linear systems are solved by Cholesky (QR gave
-the same forces and cost 20-40 % more).
+Two solvers of this graph. The default (``solver="banded"``,
+:mod:`mbgen.factors.inverse_batch`) holds the whole trajectory in one graph, linearizes
+each factor type for all samples in one batched C call and solves the banded normal
+equations. ``solver="gtsam"`` builds it from GTSAM factors (below): the reference, and
+the starting point for a user's own factors. With the rate priors every sample is
+determined by its neighbours, so GTSAM solves independent windows of ``WINDOW`` samples:
+one graph over all N samples would give the same answer but cost O(N²), since the PyPI
+GTSAM copies the whole ``Values`` into every Python factor callback (minutes for the
+four-bar's 2000 samples); a short window is cheaper still (the four-bar: 3.9 s with
+windows of 50, 2.4 s with 10, the same forces to 1e-10 of the peak). Its linear systems
+are solved by Cholesky (QR gave the same forces and cost 20-40 % more).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import numpy as np
 from mbgen.dynamics.inverse import InverseResult, path_positions
 from mbgen.dynamics.trajectory import Trajectory
 from mbgen.errors import TrajectoryError
+from mbgen.factors.inverse_batch import InverseGraph, solve_stages
 from mbgen.factors.linear import (
     equality_factor,
     linear_factor,
@@ -52,18 +57,46 @@ WINDOW = 10  # samples per graph: GTSAM copies the whole Values into every Pytho
 #              callback, so one graph over N samples would cost O(N²)
 
 
+SOLVERS = ("banded", "gtsam")
+
+
 def inverse_dynamics_factor_graph(mech: CompiledMechanism, trajectory: Trajectory,
                                   imposed: list[int], actuated: list[int] | None = None,
                                   q_start: Array | None = None, noise: NoiseDefaults = PAPER,
-                                  window: int = WINDOW,
+                                  window: int = WINDOW, solver: str = "banded",
                                   progress: Callable[[int, int], None] | None = None,
                                   ) -> InverseResult:
-    """The paper's staged batch factor graph over windows of ``window`` samples (see the
-    module docstring); same result type as the direct method."""
+    """The paper's staged batch factor graph; same result type as the direct method.
+
+    ``solver``: "banded" (default) linearizes every factor type for the whole trajectory in
+    one batched C call and solves the banded normal equations
+    (:mod:`mbgen.factors.inverse_batch`); "gtsam" builds GTSAM graphs of ``window``
+    samples with Python factors (see the module docstring), 5-20 times slower, the same
+    forces. ``progress(done, total)``: stages (banded) or samples (gtsam) done."""
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {', '.join(SOLVERS)}, got {solver!r}")
     actuated = imposed if actuated is None else actuated
-    t, prescribed = trajectory.t, trajectory.values
-    count, n = len(t), mech.n
+    t = trajectory.t
     guess = path_positions(mech, trajectory, imposed, q_start)
+    if solver == "banded":
+        graph = InverseGraph(mech, trajectory, imposed, actuated, noise, PRESCRIBED_SIGMA)
+        qd = np.gradient(guess, t, axis=0) if len(t) > 1 else np.zeros_like(guess)
+        qdd = np.gradient(qd, t, axis=0) if len(t) > 1 else np.zeros_like(guess)
+        x = solve_stages(graph, {"q": guess, "v": qd, "a": qdd}, progress)
+        q, qd, qdd, forces = x["q"], x["v"], x["a"], x["u"]
+    else:
+        q, qd, qdd, forces = _windows(mech, trajectory, imposed, actuated, guess, noise,
+                                      window, progress)
+    return InverseResult(mech, t, q, qd, qdd, forces, list(imposed), list(actuated),
+                         trajectory.values, {"method": "factor-graph", "solver": solver}
+                         | ({"window": window} if solver == "gtsam" else {}))
+
+
+def _windows(mech: CompiledMechanism, trajectory: Trajectory, imposed: list[int],
+             actuated: list[int], guess: Array, noise: NoiseDefaults, window: int,
+             progress: Callable[[int, int], None] | None) -> tuple[Array, ...]:
+    """The GTSAM graphs, one window of samples at a time: (q, q̇, q̈, u)."""
+    count, n = len(trajectory.t), mech.n
     solver = _StagedGraph(mech, trajectory, imposed, actuated, noise)
     q, qd, qdd = np.empty((count, n)), np.empty((count, n)), np.empty((count, n))
     forces = np.empty((count, len(actuated)))
@@ -74,8 +107,7 @@ def inverse_dynamics_factor_graph(mech: CompiledMechanism, trajectory: Trajector
             target[samples.start:samples.stop] = value
         if progress is not None:
             progress(samples.stop, count)
-    return InverseResult(mech, t, q, qd, qdd, forces, list(imposed), list(actuated),
-                         prescribed, {"method": "factor-graph", "window": window})
+    return q, qd, qdd, forces
 
 
 class _StagedGraph:
