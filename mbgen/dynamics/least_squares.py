@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as linalg
+import scipy.linalg.lapack as lapack
 import scipy.sparse as sparse
 from threadpoolctl import threadpool_limits
 
@@ -66,8 +67,9 @@ class BorderedMatrix:
 
 
 class BorderedSystem:
-    """Solves with a :class:`BorderedMatrix` (plus a diagonal shift): a banded Cholesky of
-    A and the Schur complement C − Bᵀ A⁻¹ B."""
+    """Solves with a :class:`BorderedMatrix` (plus a diagonal shift): a banded Cholesky
+    factor L of A and the Schur complement C − WᵀW with W = L⁻¹B (one triangular solve
+    per border column, half of what A⁻¹B costs)."""
 
     def __init__(self, matrix: BorderedMatrix, shift: Array | None,
                  factor_border: bool) -> None:
@@ -79,22 +81,30 @@ class BorderedSystem:
             corner = corner + np.diag(shift[banded:])
         self.factor = linalg.cholesky_banded(bands, overwrite_ab=shift is not None, lower=True,
                                              check_finite=False)  # a copy of ours: in place
-        self.border = matrix.border
-        self.solved_border = self._inner(self.border)
-        schur = corner - self.border.T @ self.solved_border
+        self.whitened_border = self._triangular(matrix.border, "N")
+        schur = corner - self.whitened_border.T @ self.whitened_border
         self.schur = 0.5 * (schur + schur.T)  # what the data tell about the border unknowns
         self._schur_factor = (linalg.cho_factor(self.schur) if len(corner) and factor_border
                               else None)
 
-    def _inner(self, rhs: Array) -> Array:
-        return linalg.cho_solve_banded((self.factor, True), rhs, check_finite=False)
+    def _triangular(self, rhs: Array, trans: str) -> Array:
+        """L⁻¹ rhs ("N") or L⁻ᵀ rhs ("T"); rhs (n,) or (n, columns)."""
+        if rhs.ndim == 2 and rhs.shape[1] == 0:
+            return rhs.copy()
+        columns = rhs if rhs.ndim == 2 else rhs[:, None]
+        solved, info = lapack.dtbtrs(self.factor, columns, uplo="L", trans=trans)
+        if info:
+            raise linalg.LinAlgError(f"banded triangular solve failed (info {info})")
+        return solved if rhs.ndim == 2 else solved[:, 0]
 
     def solve(self, rhs: Array) -> Array:
-        top = self._inner(rhs[:self.banded])
+        inner = self._triangular(rhs[:self.banded], "N")
         if self._schur_factor is None:
-            return top
-        bottom = linalg.cho_solve(self._schur_factor, rhs[self.banded:] - self.border.T @ top)
-        return np.concatenate([top - self.solved_border @ bottom, bottom])
+            return self._triangular(inner, "T")
+        bottom = linalg.cho_solve(self._schur_factor,
+                                  rhs[self.banded:] - self.whitened_border.T @ inner)
+        top = self._triangular(inner - self.whitened_border @ bottom, "T")
+        return np.concatenate([top, bottom])
 
 
 @dataclass(frozen=True)
@@ -138,10 +148,11 @@ class BlockJacobian:
         return np.concatenate([top, np.broadcast_to(bottom, self.groups[0].border.shape[2])])
 
     def normal(self) -> BorderedMatrix:
-        """JᵀJ as a :class:`BorderedMatrix`."""
+        """JᵀJ as a :class:`BorderedMatrix`, its bands Fortran-ordered (see
+        :meth:`StridedJacobian.normal`)."""
         n, p = self.banded, self.groups[0].border.shape[2]
         width = max(g.band.shape[2] for g in self.groups)
-        bands = np.zeros((max(width, 1), n))
+        columns = np.zeros((n, width + 1))  # one spare diagonal: see _add_gram
         border = np.zeros((n, p))
         corner = np.zeros((p, p))
         for g in self.groups:
@@ -151,41 +162,37 @@ class BlockJacobian:
             if not w:
                 continue
             transposed = g.band.transpose(0, 2, 1)
-            _add_gram(bands, transposed @ g.band, g.start)
+            _add_gram(columns, transposed @ g.band, g.start)
             if p:
                 rows = (g.start[:, None] + np.arange(w)).ravel()
                 cross = (transposed @ g.border).reshape(len(rows), p)
                 for column in range(p):
                     border[:, column] += np.bincount(rows, cross[:, column], minlength=n)
-        return BorderedMatrix(bands, border, corner)
+        return BorderedMatrix(columns.T, border, corner)
 
 
-def _add_gram(bands: Array, gram: Array, start: Array) -> None:
-    """Adds the blocks gram[k] (K, w, w) at rows/columns start[k]… to a symmetric matrix in
-    lower band storage (bands[d, c] = A[c + d, c]).
+def _add_gram(columns: Array, gram: Array, start: Array) -> None:
+    """Adds the symmetric blocks gram[k] (K, w, w) at rows and columns start[k]… to a
+    matrix held as columns[c, d] = M[c + d, c] (at least w + 1 diagonals).
 
-    Blocks that start at equal strides (every factor of a trajectory) go in diagonal by
-    diagonal through strided views, w slice additions instead of scattering K w² values;
-    blocks that would overlap within one view (w > stride) go in alternate classes."""
+    Blocks at equal strides (a trajectory's steps) go in through skewed strided views,
+    one addition per set of non-overlapping blocks (w > stride: consecutive blocks
+    overlap, so they alternate between sets); other starts by one scatter."""
     count, w = gram.shape[:2]
+    height = columns.shape[1]
+    upper = gram * np.triu(np.ones((w, w), dtype=bool))  # the lower half mirrors it
     steps = np.diff(start)
-    stride = int(steps[0]) if count > 1 else w
-    if count > 1 and (stride <= 0 or np.any(steps != stride)):
+    if count > 1 and (steps[0] <= 0 or np.any(steps != steps[0])):
         i, j = np.triu_indices(w)
-        index = (j - i)[None, :] * bands.shape[1] + start[:, None] + i[None, :]
-        bands += np.bincount(index.ravel(), gram[:, i, j].ravel(),
-                             minlength=bands.size).reshape(bands.shape)
+        index = (start[:, None] + i) * height + (j - i)
+        columns += np.bincount(index.ravel(), upper[:, i, j].ravel(),
+                               minlength=columns.size).reshape(columns.shape)
         return
-    classes = -(-w // stride)
-    item = bands.itemsize
-    for d in range(w):
-        diagonal = np.diagonal(gram, offset=d, axis1=1, axis2=2)  # (K, w − d)
-        for c in range(min(classes, count)):
-            part = diagonal[c::classes]
-            view = np.lib.stride_tricks.as_strided(
-                bands[d, int(start[c]):], shape=part.shape,
-                strides=(classes * stride * item, item), writeable=True)
-            view += part
+    classes = -(-w // int(steps[0])) if count > 1 else 1
+    for c in range(min(classes, count)):
+        part = upper[c::classes]
+        view = _view(columns, start[c::classes], part.shape, (height - 1, 1))
+        view += part
 
 
 @dataclass(frozen=True)
