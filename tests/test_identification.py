@@ -381,3 +381,35 @@ def test_cli_identify_writes_parameters_and_fit_plot(motor_pendulum, tmp_path) -
     bad = CliRunner().invoke(cli, bad_args)
     assert bad.exit_code == 2 and "covers t = 0..0.49, the data 0..4" in bad.output, bad.output
     assert not (tmp_path / "bad.yaml").exists()
+
+
+def test_identification_problem_jacobian_matches_finite_differences(motor_pendulum) -> None:
+    """The assembled problem's Jacobian, entry by entry, with respect to the states and
+    the parameters: impulses (their weight follows the model's inertia), readings, the
+    initial state and a prior; mass and inertia included, so the weight's own
+    derivative counts."""
+    from mbgen.estimation.identify import IdentificationProblem, Settings
+
+    recording = rk4_recording(motor_pendulum, seconds=0.1)
+    names = ["m", "I", "b", "c", "K"]
+    problem = IdentificationProblem(motor_pendulum, recording, names,
+                                    Settings(impulse_noise=1e-3, substeps=2),
+                                    {"m": (1.1, 0.05)})
+    steps = len(problem.t) - 1
+    q, qd, _ = motor_pendulum.integrate(motor_pendulum.q0, np.zeros(motor_pendulum.n),
+                                        problem.h, steps, "rk4")
+    rng = np.random.default_rng(3)
+    theta = np.array([1.2, 0.12, 0.04, 0.1, 0.6])
+    x = problem.pack(q + 1e-4 * rng.normal(size=q.shape), qd + 1e-3 * rng.normal(
+        size=qd.shape), theta)
+    residual, jacobian = problem(x, True)
+    dense = np.zeros((len(residual), len(x)))
+    row = 0
+    for group in jacobian.groups:
+        for k, start in enumerate(group.start):
+            rows = slice(row, row + group.band.shape[1])
+            dense[rows, start:start + group.band.shape[2]] = group.band[k]
+            dense[rows, problem.state_size:] = group.border[k]
+            row += group.band.shape[1]
+    numeric = numerical_jacobian(lambda y: problem(y, False)[0], x, 1e-7)
+    assert entrywise_error(dense, numeric) < 1e-5

@@ -68,6 +68,13 @@ def test_levenberg_marquardt_matches_scipy_with_an_active_bound() -> None:
     assert ours.cost == pytest.approx(theirs.cost, rel=1e-8)
 
 
+def assert_same_gradient(jac, matrix: np.ndarray, rng: np.random.Generator) -> None:  # noqa: ANN001
+    """The Jacobian form's row count and Jᵀr equal the dense matrix's."""
+    r = rng.normal(size=matrix.shape[0])
+    assert jac.rows == matrix.shape[0]
+    assert np.allclose(jac.gradient(r), matrix.T @ r, rtol=1e-12, atol=1e-12)
+
+
 def test_block_jacobian_forms_the_same_normal_equations_as_its_matrix() -> None:
     """JᵀJ and Jᵀr block by block equal the sparse products, with overlapping bands, a
     group without band columns (priors) and blocks that reach the last banded unknown."""
@@ -90,9 +97,7 @@ def test_block_jacobian_forms_the_same_normal_equations_as_its_matrix() -> None:
             rows.append(block)
     matrix = np.vstack(rows)
     jac = BlockJacobian(groups, banded)
-    r = rng.normal(size=matrix.shape[0])
-    assert jac.rows == matrix.shape[0]
-    assert np.allclose(jac.gradient(r), matrix.T @ r, rtol=1e-12, atol=1e-12)
+    assert_same_gradient(jac, matrix, rng)
     normal = jac.normal()
     expected = BorderedMatrix.from_sparse(sparse.csr_matrix(matrix.T @ matrix), banded)
     width = expected.bands.shape[0]
@@ -132,9 +137,7 @@ def test_strided_jacobian_forms_the_same_normal_equations_as_its_matrix() -> Non
             rows.append(block)
     matrix = np.vstack(rows)
     jac = StridedJacobian(sets, banded)
-    r = rng.normal(size=matrix.shape[0])
-    assert jac.rows == matrix.shape[0]
-    assert np.allclose(jac.gradient(r), matrix.T @ r, rtol=1e-12, atol=1e-12)
+    assert_same_gradient(jac, matrix, rng)
     normal = jac.normal()
     expected = matrix.T @ matrix
     dense = np.zeros_like(expected)

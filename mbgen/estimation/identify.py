@@ -114,7 +114,7 @@ def check_recording(t: Array, where: str = "data") -> float:
     return period
 
 
-class _Problem:
+class IdentificationProblem:
     """Residuals and sparse Jacobian of one identification problem."""
 
     def __init__(self, mech: CompiledMechanism, recording: Recording, names: Sequence[str],
@@ -152,6 +152,7 @@ class _Problem:
         self.obs_step, self.obs_sensor = np.nonzero(observed)  # sample, output
         self.obs_value = recording.readings[observed]
         self.obs_state = self.obs_step * settings.substeps
+        self.inertia = float(np.trace(mech.mass_matrix(mech.q0, self.base)))
         n = mech.n
         self.state_size = 2 * n * (self.steps + 1)
         self.size = self.state_size + len(names)
@@ -167,13 +168,27 @@ class _Problem:
     def pack(self, q: Array, v: Array, theta: Array) -> Array:
         return np.concatenate([np.hstack([q, v]).ravel(), theta])
 
+    def inertia_scale(self, p: Array) -> tuple[Array, Array]:
+        """The model's inertia relative to the file's, tr M(q0; θ) / tr M(q0; θ_file), and
+        its gradient (selected parameters,). The impulse noise is stated at the file's
+        parameters and scales with this: an impulse residual in absolute units would be
+        lowered by shrinking every inertia, friction and gain together (a direction the
+        data cannot see), a pull towards a smaller model that grows with the dynamics'
+        weight (the least-squares stand-in for the likelihood's log-determinant)."""
+        q0 = self.mech.q0
+        scale = np.trace(self.mech.mass_matrix(q0, p)) / self.inertia
+        gradient = np.trace(self.mech.mass_p(q0, p)) / self.inertia
+        return scale, gradient[self.selected]
+
     # -- residuals -----------------------------------------------------------------------
     def __call__(self, x: Array, jacobian: bool) -> tuple[Array, BlockJacobian | None]:
         mech, s = self.mech, self.settings
         q, v, p = self.split(x)
         n, steps, rows = mech.n, self.steps, self.impulses.rows
         # white process noise: a substep's impulses are 1/√substeps of a sample period's
-        w_dyn, w_con = np.sqrt(s.substeps) / s.impulse_noise, 1.0 / s.constraint_noise
+        scale, scale_p = self.inertia_scale(p)
+        w_dyn = np.sqrt(s.substeps) / (s.impulse_noise * scale)
+        w_con = 1.0 / s.constraint_noise
         out = self.impulses.evaluate(q, v, p, self.commands, jacobian)
         qs, vs = q[self.obs_state], v[self.obs_state]
         h_all = mech.sensors(qs, vs, p)
@@ -184,8 +199,8 @@ class _Problem:
         initial = np.concatenate([mech.phi(q[0], p)[rows], jac0 @ v[0]]) * w_con
         theta = x[self.state_size:]
         prior = (theta[self.prior_index] - self.prior_mean) * self.prior_weight
-        residual = np.concatenate([np.hstack([out.ru, out.rq]).ravel() * w_dyn, obs, initial,
-                                   prior])
+        impulses = np.hstack([out.ru, out.rq])  # (steps, rows)
+        residual = np.concatenate([impulses.ravel() * w_dyn, obs, initial, prior])
         if not jacobian:
             return residual, None
 
@@ -197,7 +212,8 @@ class _Problem:
         dynamics = np.concatenate([
             np.concatenate([out.ru_q0, out.ru_v0, ru_q1, out.ru_v1], axis=2),
             np.concatenate([out.rq_q0, rq_v0, out.rq_q1, out.rq_v1], axis=2)], axis=1)
-        dynamics_p = np.concatenate([out.ru_p[:, :, sel], out.rq_p[:, :, sel]], axis=1)
+        dynamics_p = (np.concatenate([out.ru_p[:, :, sel], out.rq_p[:, :, sel]], axis=1)
+                      - impulses[:, :, None] * (scale_p / scale))  # w_dyn's own derivative
         hq = mech.sensors_q(qs, vs, p)[pick, self.obs_sensor]
         hv = mech.sensors_qd(qs, vs, p)[pick, self.obs_sensor]
         hp = mech.sensors_p(qs, vs, p)[pick, self.obs_sensor][:, sel]
@@ -269,7 +285,8 @@ def _least_norm(jac: Array, gap: Array) -> Array:
     return np.einsum("kri,kr->ki", jac, np.linalg.solve(gram, gap[:, :, None])[:, :, 0])
 
 
-def _initial_states(problem: _Problem, recording: Recording) -> tuple[Array, Array]:
+def _initial_states(problem: IdentificationProblem, recording: Recording,
+                    ) -> tuple[Array, Array]:
     """States to start from: the encoders' readings of the independent coordinates when
     they cover them (positions solved along the path, velocities by differences), else a
     SPOOK run of the initial guess."""
@@ -354,7 +371,7 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
     if recording.commands is not None and recording.commands.shape[1] != len(
             mech.meta.get("actuators", [])):
         raise IdentificationError("commands must have one column per actuator")
-    problem = _Problem(mech, recording, names, settings, priors or {})
+    problem = IdentificationProblem(mech, recording, names, settings, priors or {})
     problem.base[problem.selected] = guess
     start = time.perf_counter()
     q, v = _initial_states(problem, recording)
