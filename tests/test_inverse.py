@@ -129,7 +129,9 @@ def test_banded_factor_graph_solver_matches_gtsam(compiled: Compiled, name: str,
     windows = inverse_dynamics_factor_graph(mech, piece, imposed, solver="gtsam")
     assert banded.settings["solver"] == "banded" and windows.settings["solver"] == "gtsam"
     peak = np.abs(banded.forces).max(axis=0)
-    assert np.all(np.abs(banded.forces - windows.forces).max(axis=0) <= 1e-5 * peak)
+    # each solver stops at its own tolerance: forces agree to 1e-4 of the peak at every
+    # sample (the methods' target is 1e-3 RMS)
+    assert np.all(np.abs(banded.forces - windows.forces).max(axis=0) <= 1e-4 * peak)
     assert np.abs(banded.q - windows.q).max() < 1e-8
     # the windows' ends lack their neighbours' integrator factors: rates differ slightly
     assert np.abs(banded.qd - windows.qd).max() < 1e-4 * np.abs(banded.qd).max()
@@ -176,7 +178,8 @@ def test_unknown_coordinates_and_unreachable_motion(compiled: Compiled) -> None:
 
 def test_end_effector_path_gives_the_motor_torques(compiled: Compiled) -> None:
     """The robot's point 5 made to follow the path it takes under the motor trajectory:
-    inverse kinematics on (x5, y5), forces on the motors, the same torques."""
+    inverse kinematics on (x5, y5), forces on the motors, the same torques, by both
+    methods."""
     mech = compiled(reference("pick-and-place-robot"))
     trajectory = read_trajectory(TRAJECTORIES / "pick-and-place-robot-trajectory.txt", 2)
     motors = inverse_dynamics_direct(mech, trajectory, [20, 21])
@@ -186,3 +189,7 @@ def test_end_effector_path_gives_the_motor_torques(compiled: Compiled) -> None:
     np.testing.assert_allclose(followed.q, motors.q, atol=1e-9)
     peak = np.abs(motors.forces).max()
     assert np.abs(followed.forces - motors.forces).max() < 1e-5 * peak
+    # the factor graph too: prescribed factors on (x5, y5), force variables on the motors
+    graph = inverse_dynamics_factor_graph(mech, path, point, actuated=[20, 21])
+    np.testing.assert_allclose(graph.q, motors.q, atol=1e-8)
+    assert np.abs(graph.forces - motors.forces).max() < 1e-4 * peak

@@ -149,3 +149,22 @@ def test_strided_jacobian_forms_the_same_normal_equations_as_its_matrix() -> Non
     x = rng.normal(size=banded)  # and its factor solves the system
     solved = normal.factor(np.full(banded, 1e-3)).solve(expected @ x + 1e-3 * x)
     assert np.allclose(solved, x, rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("chord_stop", [False, True])
+def test_a_linear_problem_needs_one_factorization_with_the_chord_stop(chord_stop: bool,
+                                                                      ) -> None:
+    """On a linear least-squares problem the first step is exact: with ``chord_stop`` the
+    solver sees that from the same factor and stops after one iteration, without it it
+    takes a second one to confirm; both land on the exact solution."""
+    rng = np.random.default_rng(11)
+    jac = bordered_jacobian(rng, border=0)
+    rhs = rng.normal(size=jac.shape[0])
+    exact = sparse.linalg.spsolve((jac.T @ jac).tocsc(), jac.T @ rhs)
+    result = levenberg_marquardt(lambda x, want: (jac @ x - rhs, jac if want else None),
+                                 np.zeros(jac.shape[1]), jac.shape[1], scaling="absolute",
+                                 damping=1e-12, atol=1e-12, final_normal=False,
+                                 chord_stop=chord_stop)
+    assert result.converged
+    assert result.iterations == (1 if chord_stop else 2)
+    assert np.allclose(result.x, exact, rtol=1e-8, atol=1e-10)

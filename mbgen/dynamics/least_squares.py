@@ -303,6 +303,13 @@ def _view(array: Array, rows: Array, shape: tuple[int, ...], strides: tuple[int,
         strides=(step * item, *(s * item for s in strides)), writeable=True)
 
 
+def _gradient(jac: sparse.spmatrix | BlockJacobian | StridedJacobian, r: Array) -> Array:
+    """Jᵀr from any form of Jacobian."""
+    if isinstance(jac, BlockJacobian | StridedJacobian):
+        return jac.gradient(r)
+    return sparse.csr_matrix(jac).T @ r
+
+
 def _normal_equations(jac: sparse.spmatrix | BlockJacobian | StridedJacobian, r: Array,
                       banded: int) -> tuple[Array, BorderedMatrix]:
     """(Jᵀr, JᵀJ) from any form of Jacobian."""
@@ -326,7 +333,7 @@ def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
                         scaling: str = "marquardt", damping: float = 1e-4,
                         atol: float = 0.0,
                         border_rtol: float = 0.0, final_normal: bool = True,
-                        ) -> LeastSquaresResult:
+                        chord_stop: bool = False) -> LeastSquaresResult:
     """Minimize ½‖fun(x)‖² from x0 within [lower, upper] (Marquardt's scaling by diag JᵀJ,
     steps projected onto the box); JᵀJ is banded in the first ``banded`` unknowns (see
     :class:`BorderedMatrix`). ``callback(iteration, cost)`` after each iteration.
@@ -343,6 +350,10 @@ def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
     by more than ``border_rtol`` of its size: the states may still creep, the answer
     does not change. ``final_normal``: False when the caller does not need JᵀJ at the
     solution (``result.normal`` is then None), which saves forming it once more.
+    ``chord_stop``: also stop, without forming JᵀJ and factoring it again, when the last
+    step lowered the cost by what the linear model predicted (within 10 %) and the step
+    that same factor gives from the new point would lower it by less than the
+    tolerances: on a nearly linear problem the last iteration only confirms the first.
 
     BLAS runs on one thread meanwhile: its threads only slow down the band factorizations
     and the batched small products (the robot's inverse-dynamics graph: 2.9 s with two
@@ -350,7 +361,7 @@ def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
     with threadpool_limits(1, "blas"):
         return _levenberg_marquardt(fun, x0, banded, lower, upper, max_iterations, ftol,
                                     xtol, callback, correct, scaling, damping, atol,
-                                    border_rtol, final_normal)
+                                    border_rtol, final_normal, chord_stop)
 
 
 def _levenberg_marquardt(fun: Residuals, x0: Array, banded: int, lower: Array | None,
@@ -358,7 +369,7 @@ def _levenberg_marquardt(fun: Residuals, x0: Array, banded: int, lower: Array | 
                          callback: Callable[[int, float], None] | None,
                          correct: Callable[[Array, Array], Array] | None, scaling: str,
                          damping: float, atol: float, border_rtol: float,
-                         final_normal: bool) -> LeastSquaresResult:
+                         final_normal: bool, chord_stop: bool) -> LeastSquaresResult:
     x = np.asarray(x0, dtype=float).copy()
     lower = np.full(x.size, -np.inf) if lower is None else np.asarray(lower, dtype=float)
     upper = np.full(x.size, np.inf) if upper is None else np.asarray(upper, dtype=float)
@@ -379,7 +390,7 @@ def _levenberg_marquardt(fun: Residuals, x0: Array, banded: int, lower: Array | 
         else:
             scale = np.ones(x.size)
         while True:
-            step = _bounded_step(normal, damping * scale, gradient, x, lower, upper)
+            step, system = _bounded_step(normal, damping * scale, gradient, x, lower, upper)
             trial = np.clip(x + step, lower, upper)
             if correct is not None:
                 trial = correct(x, trial)
@@ -397,6 +408,7 @@ def _levenberg_marquardt(fun: Residuals, x0: Array, banded: int, lower: Array | 
                                           "no step lowers the cost")
         moved = float(np.linalg.norm(trial - x))
         decrease = cost - cost_trial
+        predicted = -0.5 * float(gradient @ step)  # the linear model's (small damping)
         border_moved = np.abs(trial[banded:] - x[banded:]) <= border_rtol * np.abs(x[banded:])
         settled = settled + 1 if decrease <= 1e-4 * cost and border_moved.all() else 0
         x, r, cost = trial, r_trial, cost_trial
@@ -413,6 +425,17 @@ def _levenberg_marquardt(fun: Residuals, x0: Array, banded: int, lower: Array | 
             return LeastSquaresResult(x, cost, r, None, iteration, converged, message)
         r, jac = fun(x, True)
         assert jac is not None
+        if (chord_stop and not converged and system is not None
+                and abs(decrease - predicted) < 0.1 * predicted):
+            # the model predicted this step's decrease: the step the same factor gives
+            # from here says whether another iteration is worth a new factorization
+            gradient = _gradient(jac, r)
+            chord = system.solve(-gradient)
+            if -0.5 * float(gradient @ chord) <= max(ftol * cost, atol):
+                converged = True
+                message = "converged: the next step would not change the cost"
+                if not final_normal:
+                    return LeastSquaresResult(x, cost, r, None, iteration, converged, message)
         gradient, normal = _normal_equations(jac, r, banded)
         if converged:
             break
@@ -420,21 +443,24 @@ def _levenberg_marquardt(fun: Residuals, x0: Array, banded: int, lower: Array | 
 
 
 def _bounded_step(normal: BorderedMatrix, shift: Array, gradient: Array, x: Array,
-                  lower: Array, upper: Array) -> Array:
+                  lower: Array, upper: Array) -> tuple[Array, BorderedSystem | None]:
     """The damped Gauss–Newton step with the unknowns that sit on a bound and would leave
     it held fixed (re-solved until that set settles), so the others' step accounts for
-    them; NaN if the system is not positive definite."""
+    them; NaN if the system is not positive definite. Also the factored system when no
+    unknown was held (else None)."""
     frozen = np.zeros(x.size, dtype=bool)
     big = 1e12 * max(float(np.max(shift, initial=0.0)), 1.0)
     step = np.full(x.size, np.nan)
+    system = None
     for _ in range(5):
         try:
             rhs = np.where(frozen, 0.0, -gradient)
-            step = normal.factor(shift + big * frozen).solve(rhs)
+            system = normal.factor(shift + big * frozen)
+            step = system.solve(rhs)
         except linalg.LinAlgError:
-            return np.full(x.size, np.nan)
+            return np.full(x.size, np.nan), None
         leaving = ((x <= lower) & (step < 0)) | ((x >= upper) & (step > 0))
         if not np.any(leaving & ~frozen):
             break
         frozen |= leaving
-    return np.where(frozen, 0.0, step)
+    return np.where(frozen, 0.0, step), None if frozen.any() else system

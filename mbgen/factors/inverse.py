@@ -71,7 +71,7 @@ def inverse_dynamics_factor_graph(mech: CompiledMechanism, trajectory: Trajector
     ``solver``: "banded" (default) linearizes every factor type for the whole trajectory in
     one batched C call and solves the banded normal equations
     (:mod:`mbgen.factors.inverse_batch`); "gtsam" builds GTSAM graphs of ``window``
-    samples with Python factors (see the module docstring), 5-20 times slower, the same
+    samples with Python factors (see the module docstring), 9-26 times slower, the same
     forces. ``progress(done, total)``: stages (banded) or samples (gtsam) done."""
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {', '.join(SOLVERS)}, got {solver!r}")

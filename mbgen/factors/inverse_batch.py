@@ -217,8 +217,9 @@ def solve_stages(graph: InverseGraph, start: dict[str, Array],
 
         result = levenberg_marquardt(residuals, layout.join(values), layout.width * count,
                                      max_iterations=max_iterations, ftol=1e-12,
-                                     atol=1e-6 * count, scaling="absolute",
-                                     damping=1e-5, final_normal=False)
+                                     atol=1e-8 * count, scaling="absolute",
+                                     damping=1e-5, final_normal=False,
+                                     chord_stop=True)
         if not result.converged:
             t = graph.trajectory.t
             raise TrajectoryError(
