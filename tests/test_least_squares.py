@@ -149,6 +149,9 @@ def test_strided_jacobian_forms_the_same_normal_equations_as_its_matrix() -> Non
     x = rng.normal(size=banded)  # and its factor solves the system
     solved = normal.factor(np.full(banded, 1e-3)).solve(expected @ x + 1e-3 * x)
     assert np.allclose(solved, x, rtol=1e-8, atol=1e-8)
+    uneven = ResidualSet(np.array([0, 7, 21]), 2, [Block(0, rng.normal(size=(3, 2)))])
+    with pytest.raises(ValueError, match="constant stride"):
+        StridedJacobian([uneven], banded)
 
 
 @pytest.mark.parametrize("chord_stop", [False, True])

@@ -231,6 +231,12 @@ class StridedJacobian:
     a strided view of the band storage, so the work follows the blocks' nonzeros."""
 
     def __init__(self, sets: list[ResidualSet], banded: int) -> None:
+        for s in sets:  # the strided views below rely on it
+            steps = np.diff(s.start)
+            widest = max(b.size for b in s.blocks)
+            if steps.size and (np.any(steps != steps[0]) or steps[0] < widest):
+                raise ValueError("a residual set's groups must start at a constant stride "
+                                 "no shorter than its widest block")
         self.sets, self.banded = sets, banded
         self.rows = sum(len(s.start) * s.rows for s in sets)
 
