@@ -135,6 +135,8 @@ def test_banded_factor_graph_solver_matches_gtsam(compiled: Compiled, name: str,
     assert np.abs(banded.q - windows.q).max() < 1e-8
     # the windows' ends lack their neighbours' integrator factors: rates differ slightly
     assert np.abs(banded.qd - windows.qd).max() < 1e-4 * np.abs(banded.qd).max()
+    with pytest.raises(ValueError, match="solver must be one of banded, gtsam"):
+        inverse_dynamics_factor_graph(mech, piece, imposed, solver="lu")
 
 
 def test_spline_derivatives_of_a_known_motion() -> None:

@@ -100,15 +100,23 @@ class InverseGraph:
     def factors(self, stage: int, x: dict[str, Array], jacobians: bool) -> list[BatchFactor]:
         """The factors of ``stage`` (those of the earlier stages included) at x."""
         noise = self.noise
-        found = [self._prescribed(x["q"], jacobians), self._positions(x["q"], jacobians),
-                 self._difference(x["q"], None, noise.equality, jacobians, "q", "")]
+        q = x["q"]
+        phi_q = self.mech.phi_q(q) if jacobians or stage >= 3 else None  # shared by two
+        found = [self._selected(q, self.trajectory.values, "q", self.prescribed_sigma,
+                                jacobians),
+                 self._positions(q, phi_q if jacobians else None),
+                 self._difference(q, None, noise.equality, jacobians, "q", "")]
         if stage >= 2:
-            found += [self._rate_prior(x["v"], self.rates, "v", jacobians),
-                      self._rate_prior(x["a"], self.accelerations, "a", jacobians),
-                      self._difference(x["q"], x["v"], noise.integrator, jacobians, "q", "v"),
+            # the spline's rates remove the trapezoidal rule's alternating mode (see
+            # mbgen.factors.inverse)
+            found += [self._selected(x["v"], self.rates, "v", noise.integrator, jacobians),
+                      self._selected(x["a"], self.accelerations, "a", noise.integrator,
+                                     jacobians),
+                      self._difference(q, x["v"], noise.integrator, jacobians, "q", "v"),
                       self._difference(x["v"], x["a"], noise.integrator, jacobians, "v", "a")]
         if stage >= 3:
-            found.append(self._velocities(x["q"], x["v"], jacobians))
+            assert phi_q is not None
+            found.append(self._velocities(q, x["v"], phi_q, jacobians))
         if stage >= 4:
             found.append(self._dynamics(x["q"], x["v"], x["a"], x["u"], jacobians))
         return found
@@ -121,19 +129,18 @@ class InverseGraph:
         transposed = gain.transpose(0, 2, 1)
         return np.linalg.solve(transposed @ gain, transposed @ (a - acc)[:, :, None])[:, :, 0]
 
-    def _prescribed(self, q: Array, jacobians: bool) -> BatchFactor:
-        """q[imposed] − the samples."""
-        sigma = self.prescribed_sigma
-        residual = (q[:, self.imposed] - self.trajectory.values) / sigma
-        return BatchFactor(residual, {("q", 0): np.broadcast_to(
-            self.select / sigma, (len(q), *self.select.shape))} if jacobians else None)
+    def _selected(self, values: Array, samples: Array, name: str, sigma: float,
+                  jacobians: bool) -> BatchFactor:
+        """values[imposed] − samples: the prescribed positions, or the spline's rates."""
+        residual = (values[:, self.imposed] - samples) / sigma
+        return BatchFactor(residual, {(name, 0): np.broadcast_to(
+            self.select / sigma, (len(values), *self.select.shape))} if jacobians else None)
 
-    def _positions(self, q: Array, jacobians: bool) -> BatchFactor:
-        """Φ(q)."""
+    def _positions(self, q: Array, phi_q: Array | None) -> BatchFactor:
+        """Φ(q); its Jacobian Φq when given."""
         sigma = self.noise.constraints
-        residual = self.mech.phi(q) / sigma
-        return BatchFactor(residual, {("q", 0): self.mech.phi_q(q) / sigma}
-                           if jacobians else None)
+        return BatchFactor(self.mech.phi(q) / sigma,
+                           None if phi_q is None else {("q", 0): phi_q / sigma})
 
     def _difference(self, x: Array, rate: Array | None, sigma: float, jacobians: bool,
                     name: str, rate_name: str) -> BatchFactor:
@@ -151,19 +158,9 @@ class InverseGraph:
             blocks[(rate_name, 0)] = blocks[(rate_name, -1)] = half
         return BatchFactor(residual / sigma, blocks, first=1)
 
-    def _rate_prior(self, rate: Array, samples: Array, name: str, jacobians: bool,
-                    ) -> BatchFactor:
-        """ẋ[imposed] (or ẍ[imposed]) − the spline's: removes the trapezoidal rule's
-        alternating mode (see :mod:`mbgen.factors.inverse`)."""
-        sigma = self.noise.integrator
-        residual = (rate[:, self.imposed] - samples) / sigma
-        return BatchFactor(residual, {(name, 0): np.broadcast_to(
-            self.select / sigma, (len(rate), *self.select.shape))} if jacobians else None)
-
-    def _velocities(self, q: Array, v: Array, jacobians: bool) -> BatchFactor:
+    def _velocities(self, q: Array, v: Array, phi_q: Array, jacobians: bool) -> BatchFactor:
         """Φq(q) q̇."""
         sigma = self.noise.constraints
-        phi_q = self.mech.phi_q(q)
         residual = np.einsum("kij,kj->ki", phi_q, v) / sigma
         if not jacobians:
             return BatchFactor(residual, None)
