@@ -177,6 +177,17 @@ int mb_simulate(const mb_plan* plan, const mb_options* options, const double* q0
     int independent, int project, double dt, long nsteps, const double* Qtable,
     double* out_q, double* out_qd, double* out_qdd, long* failed_step);
 
+/* A particle filter's prediction (particles.c): each of `count` consistent states (q, q̇
+ * in place, count x n each) moves one step of dt by `method` (MB_RK4, MB_EULER or
+ * MB_SEMI_IMPLICIT_EULER) with the acceleration noise noise[s] (count x d) on its
+ * independent coordinates z, chosen per state by full pivoting at the step's start; then
+ * z and ż move by their entries of dq, dqd (count x n each, NULL for none) and the
+ * dependent coordinates follow from Φ = 0 and Φq q̇ = 0. A state that fails keeps its
+ * old values. */
+int mb_predict_particles(const mb_plan* plan, const mb_options* options, long count,
+    double* q, double* qd, const double* noise, const double* dq, const double* dqd,
+    const double* p, int method, double dt, int* status);
+
 /* Variational integrator (trapezoidal discrete Lagrangian, constraints by multipliers at
  * every step, RATTLE-type; see variational.c) from a consistent (q0, q̇0): nsteps steps of
  * dt (negative: backwards). Root finding by Newton with the exact Jacobian (newton = 1)

@@ -1,10 +1,12 @@
 """A particle-filter observer for mechanisms (SIR, Blanco-Claraco, Torres-Moreno and
 Giménez-Fernández, "Multibody dynamic systems as Bayesian networks", Algorithm 1).
 
-Each particle is a full state (q, q̇) on the constraint manifold plus the label of the
-assembly branch it was drawn in (branches are found automatically, see
-mbgen.estimation.branches). A state carries its branch with it: the prediction moves q
-continuously (every position problem starts from the particle's own last q).
+Each particle is a state on the constraint manifold, carried as its independent
+coordinates and velocities (z, ż) with its configuration q, plus the label of the assembly
+branch it was drawn in (branches are found automatically, see mbgen.estimation.branches).
+As in the paper, z is chosen per particle and step by full pivoting on Φq, the
+acceleration noise acts on z̈, and the dependent coordinates follow from the position
+problem started at the particle's own last q, which keeps it on its branch.
 
 Three departures from the paper, each because its set-up failed without it (the paper's
 simulated experiment from a uniform belief, 100 particles: wrong branch or wrong crank
@@ -18,9 +20,10 @@ angle in most seeds):
 - resampled particles are moved apart by a kernel of the cloud's spread (regularized
   particle filter), so that copies of one particle do not stay together.
 
-Every step is a handful of batched C calls over all particles (forward dynamics, the
-position and velocity projections, the sensor model); particles whose state fails (a
-singular configuration, a failed projection) get zero weight and are replaced at the next
+The whole prediction of all particles is one batched C call per step (the integrator's
+stages, the noise and the projection, split across the cores for large batches), the
+update one more (the sensor model); particles whose state fails (a singular
+configuration, a failed position problem) get zero weight and are replaced at the next
 resampling, never poisoning the batch.
 """
 
@@ -53,7 +56,9 @@ class Estimate:
 class ParticleFilter:
     """Tracks a mechanism's state and assembly branch from its sensors.
 
-    ``sigma_a``: acceleration noise of the prediction (m/s² or rad/s² per coordinate);
+    ``sigma_a``: acceleration noise of the prediction on each independent coordinate
+    (m/s² or rad/s², as the coordinate); ``integrator``: "rk4", "euler" or
+    "semi-implicit-euler";
     ``sigma_s``: standard deviation of each sensor output (default: the file's ``noise``,
     else 1e-3). The initial belief is uniform over the branches and, in each, over every
     configuration the mechanism can take (``spread=None``) or over those within ±spread
@@ -70,7 +75,7 @@ class ParticleFilter:
                  sigma_s: float | Array | None = None, seed: int = 0,
                  spread: float | None = None, speed: float = 1.0,
                  prune: float = 1e-6, pool: int = 20, roughening: float = 1.0,
-                 branches: Branches | None = None) -> None:
+                 branches: Branches | None = None, integrator: str = "rk4") -> None:
         if not mech.sensor_labels:
             raise ValueError(f"{mech.name} has no sensors: declare them under `sensors:` in "
                              "its file (gyroscope, encoder, position, velocity)")
@@ -87,6 +92,8 @@ class ParticleFilter:
         self.prune = float(prune)
         self.pool = max(1, int(pool))
         self.roughening = float(roughening)
+        self.integrator = integrator
+        self._spread: Array | None = None  # kernel scales of the particles to roughen
         self.branches = branches or find_branches(mech, seed=seed)
         self.initialize()
 
@@ -116,46 +123,20 @@ class ParticleFilter:
         self.log_p = np.full(self.branches.count, -np.inf)
         self.log_p[present] = -np.log(len(present))
         self.log_w = np.where(status == 0, 0.0, -np.inf)  # a singular sample weighs nothing
+        self._spread = None
         self._normalize_within_branches()
 
     # -- one step ----------------------------------------------------------------------------
     def predict(self, dt: float) -> None:
-        """RK4 of the dynamics with a random acceleration per particle (held over the
-        step), then back onto Φ = 0 and Φq q̇ = 0 (minimum change)."""
-        mech = self.mech
-        noise = self.rng.normal(0.0, self.sigma_a, self.q.shape)
-        q, qd = self.q, self.qd
-
-        def acceleration(qs: Array, vs: Array) -> Array:
-            a, status = mech.forward_dynamics(qs, vs, errors="status")
-            bad = status != 0
-            a[bad] = 0.0
-            self.log_w[bad] = -np.inf
-            return a + noise
-
-        k1v = acceleration(q, qd)
-        k1q = qd
-        k2v = acceleration(q + 0.5 * dt * k1q, qd + 0.5 * dt * k1v)
-        k2q = qd + 0.5 * dt * k1v
-        k3v = acceleration(q + 0.5 * dt * k2q, qd + 0.5 * dt * k2v)
-        k3q = qd + 0.5 * dt * k2v
-        k4v = acceleration(q + dt * k3q, qd + dt * k3v)
-        k4q = qd + dt * k3v
-        self.q, self.qd, moved = self._onto_manifold(
-            q + dt / 6 * (k1q + 2 * k2q + 2 * k3q + k4q),
-            qd + dt / 6 * (k1v + 2 * k2v + 2 * k3v + k4v), q, qd)
-        self.log_w[~moved] = -np.inf
-
-    def _onto_manifold(self, q: Array, qd: Array, q_old: Array, qd_old: Array,
-                       ) -> tuple[Array, Array, Array]:
-        """(q, q̇) (M, n) moved the least onto Φ = 0 and Φq q̇ = 0; a state that cannot be
-        moved there keeps its old values (M, n). Also returns which moved (M,)."""
-        q, status = self.mech.solve_position(q, minimum_norm=True, errors="status")
-        qd, status_v = self.mech.project_velocity(np.where(status[:, None] == 0, q, q_old),
-                                                  qd, errors="status")
-        moved = (status == 0) & (status_v == 0) & np.isfinite(q).all(axis=1)
-        return (np.where(moved[:, None], q, q_old), np.where(moved[:, None], qd, qd_old),
-                moved)
+        """Every particle one step of dt in C (one batched call): the integrator with an
+        acceleration noise of σa on its independent coordinates z̈, held over the step,
+        then back onto the constraints keeping z and ż (the dependent coordinates follow
+        from the particle's own last q, so it stays on its branch). A particle whose
+        dynamics or position problem fails keeps its state and loses its weight."""
+        noise = self.rng.normal(0.0, self.sigma_a, (len(self.q), self.mech.dof))
+        status = self.mech.predict_particles(self.q, self.qd, noise, dt, self.integrator,
+                                             *self._jitter())
+        self.log_w[status != 0] = -np.inf
 
     def update(self, readings: Mapping[str, float] | Array) -> bool:
         """Weights times the likelihood of the readings (missing or NaN: no reading from
@@ -225,26 +206,29 @@ class ParticleFilter:
             self._roughen(picked)
 
     def _roughen(self, groups: list[Array]) -> None:
-        """Move the particles just resampled (each group: one branch's indices) apart by a
-        Gaussian kernel of their group's own spread (the regularized particle filter):
-        copies of one particle would otherwise stay together, and a cloud that lost the
-        truth could not find it again. One projection for all groups; a state that cannot
-        go back onto the manifold stays where it was."""
+        """Mark the particles just resampled (each group: one branch's indices) to be moved
+        apart at the next prediction by a Gaussian kernel of their group's own spread
+        (the regularized particle filter): copies of one particle would otherwise stay
+        together, and a cloud that lost the truth could not find it again."""
         if not self.roughening:
             return
         dim = 2 * max(self.mech.dof, 1)
-        index = np.concatenate(groups)
-        q, qd = self.q[index], self.qd[index]
-        scale_q, scale_qd = np.empty_like(q), np.empty_like(qd)
-        start = 0
+        scale = np.zeros((len(self.q), 2 * self.mech.n))
         for group in groups:
-            k, rows = len(group), slice(start, start + len(group))
-            h = self.roughening * (4.0 / (dim + 2)) ** (1 / (dim + 4)) * k ** (-1 / (dim + 4))
-            scale_q[rows], scale_qd[rows] = h * q[rows].std(axis=0), h * qd[rows].std(axis=0)
-            start += k
-        self.q[index], self.qd[index], _ = self._onto_manifold(
-            q + scale_q * self.rng.standard_normal(q.shape),
-            qd + scale_qd * self.rng.standard_normal(qd.shape), q, qd)
+            h = self.roughening * (4.0 / (dim + 2)) ** (1 / (dim + 4)) * len(group) ** (
+                -1 / (dim + 4))
+            state = np.hstack([self.q[group], self.qd[group]])
+            scale[group] = h * state.std(axis=0)
+        self._spread = scale
+
+    def _jitter(self) -> tuple[Array | None, Array | None]:
+        """The kernel moves (Δq, Δq̇) (M, n each) of the particles marked by _roughen."""
+        scale, self._spread = self._spread, None
+        if scale is None:
+            return None, None
+        step = scale * self.rng.standard_normal(scale.shape)
+        return (np.ascontiguousarray(step[:, :self.mech.n]),
+                np.ascontiguousarray(step[:, self.mech.n:]))
 
     def _share(self, alive: Array) -> None:
         """Resample to ``count`` particles shared evenly among the live branches, each
@@ -257,6 +241,7 @@ class ParticleFilter:
             for b, k in zip(alive, share, strict=True) if k > 0])
         self.q, self.qd, self.branch = self.q[index], self.qd[index], self.branch[index]
         self.log_w = np.zeros(len(index))
+        self._spread = None
         self._normalize_within_branches()
 
     def weights(self) -> Array:
@@ -295,8 +280,10 @@ class ParticleFilter:
         reference = self.q[int(np.argmax(w))]
         # angles as deviations from the heaviest particle, wrapped to (−π, π]
         values = np.where(angle, reference + _wrap(self.q - reference), self.q)
-        mean = w @ values
-        circular = np.arctan2(w @ np.sin(values), w @ np.cos(values))
+        # einsum, not BLAS: OpenBLAS's threads would spin on the core the prediction uses
+        mean = np.einsum("i,ij->j", w, values)
+        circular = np.arctan2(np.einsum("i,ij->j", w, np.sin(values)),
+                              np.einsum("i,ij->j", w, np.cos(values)))
         mean = np.where(angle, reference + _wrap(circular - reference), mean)
         values = np.where(angle, mean + _wrap(values - mean), values)
         order = np.argsort(values, axis=0)

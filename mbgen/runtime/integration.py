@@ -22,6 +22,7 @@ import numpy as np
 
 from mbgen.errors import SingularConfigurationError
 from mbgen.runtime.dynamics import DynamicsMixin
+from mbgen.runtime.parallel import run_split
 
 Array = np.ndarray
 
@@ -115,6 +116,43 @@ class IntegrationMixin(DynamicsMixin):
             steps, self._dbl(table), *(self._dbl(o) for o in out), failed)
         self._raise_failed(status, int(failed[0]), out, q0)
         return out[0], out[1], out[2]
+
+    def predict_particles(self, q: Array, qd: Array, noise: Array, dt: float,
+                          integrator: str = "rk4", dq: Array | None = None,
+                          dqd: Array | None = None) -> Array:
+        """A particle filter's prediction: every consistent state (q, q̇) (N, n each,
+        C-contiguous float64, updated in place) moves one step of dt with the acceleration
+        noise ``noise`` (N, dof) on its independent coordinates z (chosen per state by
+        full pivoting), then ``dq``, ``dqd`` (N, n, optional) are added and the state
+        goes back onto the constraints keeping z and ż. Returns the status per state
+        (N,): a state that failed keeps its old values. Large batches run on every core.
+        """
+        steppers = {name: STEPPERS[name] for name in ("euler", "semi-implicit-euler", "rk4")}
+        if integrator not in steppers:
+            raise ValueError(f"unknown integrator {integrator!r} for the prediction (choose "
+                             f"from {', '.join(steppers)})")
+        count = len(q)
+        shapes = {"q": (q, self.n), "qd": (qd, self.n), "noise": (noise, self.dof),
+                  "dq": (dq, self.n), "dqd": (dqd, self.n)}
+        for name, (array, width) in shapes.items():
+            if array is None:
+                continue
+            if (not isinstance(array, np.ndarray) or array.dtype != np.float64
+                    or array.shape != (count, width) or not array.flags.c_contiguous):
+                raise ValueError(f"{name} must be a C-contiguous float64 array of shape "
+                                 f"({count}, {width})")
+        status = np.empty(count, dtype=np.int32)
+
+        def chunk(start: int, stop: int) -> int:
+            def rows(array: Array | None) -> Any:
+                return self._dbl(None if array is None else array[start:stop])
+            return self._checked(self.lib.mb_predict_particles(
+                self.plan, self.options.struct, stop - start, rows(q), rows(qd), rows(noise),
+                rows(dq), rows(dqd), self.parameter_buffer.pointer, steppers[integrator], dt,
+                self._int_ptr(status[start:stop])))
+
+        run_split(chunk, count)
+        return status
 
     def integrate_variational(self, q0: Any, qd0: Any, dt: float, steps: int, *,
                               newton: bool = False, order: int = 2,

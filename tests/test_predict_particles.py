@@ -1,0 +1,139 @@
+"""The particle filter's prediction in C (mb_predict_particles): every state one step of an
+explicit integrator, noise on its independent accelerations, back onto the constraints;
+checked against the simulator, for the noise it claims to add, and for a bad state in
+the batch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import SHIPPED_DIR, random_configurations
+
+import mbgen.runtime.parallel as parallel
+from mbgen.runtime.compiled import CompiledMechanism
+
+Compiled = Callable[[Path], CompiledMechanism]
+MECHANISMS = ["fourbar", "five-bar", "slider-crank"]  # dof 1, 2, 1
+
+
+def states(mech: CompiledMechanism, count: int, seed: int = 0) -> tuple[np.ndarray,
+                                                                        np.ndarray]:
+    """Consistent (q, q̇) (count, n each) near q0."""
+    guesses = np.array([state["q"] for state in random_configurations(mech, count, seed)])
+    q = mech.solve_position(guesses, minimum_norm=True)
+    rates = np.random.default_rng(seed).uniform(-1.0, 1.0, q.shape)
+    return np.ascontiguousarray(q), np.ascontiguousarray(mech.project_velocity(q, rates))
+
+
+def constraint_errors(mech: CompiledMechanism, q: np.ndarray, qd: np.ndarray,
+                      ) -> tuple[float, float]:
+    return (float(np.abs(mech.phi(q)).max()),
+            float(np.abs(np.einsum("kij,kj->ki", mech.phi_q(q), qd)).max()))
+
+
+@pytest.mark.parametrize("name", MECHANISMS)
+@pytest.mark.parametrize("integrator", ["rk4", "euler", "semi-implicit-euler"])
+def test_without_noise_it_is_the_simulator(compiled: Compiled, name: str,
+                                           integrator: str) -> None:
+    """Ten noiseless steps give the states of `integrate` (same integrator, projected).
+    The projections differ (z kept here, the least change there) by the drift of a step
+    off the constraints: O(dt⁵) for RK4, O(dt²) for Euler."""
+    mech = compiled(SHIPPED_DIR / f"{name}.yaml")
+    q, qd = states(mech, 4)
+    start_q, start_qd = q.copy(), qd.copy()
+    dt, steps = 2e-3, 10
+    for _ in range(steps):
+        status = mech.predict_particles(q, qd, np.zeros((len(q), mech.dof)), dt, integrator)
+        assert not status.any()
+    tol = 1e-8 if integrator == "rk4" else 1e-4
+    for k in range(len(q)):
+        ref_q, ref_qd, _ = mech.integrate(start_q[k], start_qd[k], dt, steps, integrator)
+        assert np.abs(q[k] - ref_q[-1]).max() < tol
+        assert np.abs(qd[k] - ref_qd[-1]).max() < 10 * tol
+    phi, velocity = constraint_errors(mech, q, qd)
+    assert phi < 1e-11 and velocity < 1e-11
+
+
+@pytest.mark.parametrize("name", MECHANISMS)
+def test_the_noise_is_on_the_independent_accelerations(compiled: Compiled, name: str) -> None:
+    """Over one Euler step the noise ε changes each state's independent velocities by
+    ε dt exactly (the force M R ε gives z̈ = ε), and the state stays consistent."""
+    mech = compiled(SHIPPED_DIR / f"{name}.yaml")
+    q, qd = states(mech, 1, seed=3)
+    count, dt = 500, 1e-3
+    q, qd = np.repeat(q, count, axis=0), np.repeat(qd, count, axis=0)
+    z = mech.partition(q[0])[0]
+    noise = np.random.default_rng(1).normal(0.0, 2.0, (count, mech.dof))
+    still_q, still_qd = q[:1].copy(), qd[:1].copy()
+    mech.predict_particles(still_q, still_qd, np.zeros((1, mech.dof)), dt, "euler")
+    assert not mech.predict_particles(q, qd, noise, dt, "euler").any()
+    change = (qd[:, z] - still_qd[0, z]) / dt
+    assert np.abs(change - noise).max() < 1e-9 * np.abs(noise).max() + 1e-9
+    phi, velocity = constraint_errors(mech, q, qd)
+    assert phi < 1e-11 and velocity < 1e-11
+
+
+def test_moves_go_along_the_manifold(compiled: Compiled) -> None:
+    """A move δ of q is taken along the constraints: a move in the tangent space R s moves
+    z by s (and q by R s to first order, ż kept); a move across it does nothing."""
+    mech = compiled(SHIPPED_DIR / "five-bar.yaml")
+    q, qd = states(mech, 2, seed=5)
+    z, R = mech.partition(q[0])[:2]
+    s = np.array([1e-4, -2e-4])
+    along = np.zeros_like(q)
+    along[0] = R @ s
+    normal = np.linalg.svd(mech.phi_q(q[1]))[2][: mech.n - mech.dof].T  # rows of Φq
+    along[1] = normal @ np.full(mech.n - mech.dof, 1e-4)
+    moved_q, moved_qd = q.copy(), qd.copy()
+    zero = np.zeros((2, mech.dof))
+    assert not mech.predict_particles(moved_q, moved_qd, zero, 0.0, "euler", along,
+                                      np.zeros_like(q)).any()
+    assert np.allclose(moved_q[0, z], q[0, z] + s, atol=1e-12)
+    assert np.abs(moved_q[0] - q[0] - R @ s).max() < 1e-6
+    assert np.abs(moved_q[1] - q[1]).max() < 1e-12
+    assert np.abs(moved_qd[0, z] - qd[0, z]).max() < 1e-12  # ż kept, q̇ follows q
+    assert np.abs(moved_qd[1] - qd[1]).max() < 1e-12
+    phi, velocity = constraint_errors(mech, moved_q, moved_qd)
+    assert phi < 1e-11 and velocity < 1e-11
+
+
+def test_a_bad_state_fails_alone(compiled: Compiled) -> None:
+    mech = compiled(SHIPPED_DIR / "fourbar.yaml")
+    q, qd = states(mech, 5)
+    noise = np.random.default_rng(0).normal(size=(5, mech.dof))
+    clean_q, clean_qd = q.copy(), qd.copy()
+    mech.predict_particles(clean_q, clean_qd, noise, 1e-3)
+    q[2, 0] = np.nan
+    bad = q[2].copy()
+    status = mech.predict_particles(q, qd, noise, 1e-3)
+    assert status.tolist() == [0, 0, mech.lib.MB_NOT_FINITE, 0, 0]
+    assert np.array_equal(q[2], bad, equal_nan=True)  # kept its values
+    good = [0, 1, 3, 4]
+    assert np.array_equal(q[good], clean_q[good]) and np.array_equal(qd[good], clean_qd[good])
+
+
+def test_a_batch_split_across_threads_gives_the_same_states(
+        compiled: Compiled, monkeypatch: pytest.MonkeyPatch) -> None:
+    mech = compiled(SHIPPED_DIR / "fourbar.yaml")
+    q, qd = states(mech, 64)
+    noise = np.random.default_rng(2).normal(size=(64, mech.dof))
+    one_q, one_qd = q.copy(), qd.copy()
+    mech.predict_particles(one_q, one_qd, noise, 1e-3)
+    monkeypatch.setattr(parallel, "MIN_CHUNK", 8)
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 3)
+    assert not mech.predict_particles(q, qd, noise, 1e-3).any()
+    assert np.array_equal(q, one_q) and np.array_equal(qd, one_qd)
+
+
+def test_bad_arguments(compiled: Compiled) -> None:
+    mech = compiled(SHIPPED_DIR / "fourbar.yaml")
+    q, qd = states(mech, 3)
+    with pytest.raises(ValueError, match="noise must be"):
+        mech.predict_particles(q, qd, np.zeros((3, 2)), 1e-3)
+    with pytest.raises(ValueError, match="q must be"):
+        mech.predict_particles(q.T.copy(), qd, np.zeros((3, 1)), 1e-3)
+    with pytest.raises(ValueError, match="unknown integrator"):
+        mech.predict_particles(q, qd, np.zeros((3, 1)), 1e-3, "trapezoidal")
