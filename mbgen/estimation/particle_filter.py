@@ -171,7 +171,7 @@ class ParticleFilter:
         (B,), the likelihood of the readings given the branch."""
         total = np.full(self.branches.count, -np.inf)
         self.log_w[np.isnan(self.log_w)] = -np.inf
-        for b in np.unique(self.branch):
+        for b in self._branches_held():
             mine = self.branch == b
             top = self.log_w[mine].max()
             if not np.isfinite(top):  # every particle of the branch broke
@@ -194,7 +194,7 @@ class ParticleFilter:
             self._share(np.flatnonzero(alive))
             return
         picked = []
-        for b in np.unique(self.branch):
+        for b in self._branches_held():
             mine = np.flatnonzero(self.branch == b)
             w = np.exp(self.log_w[mine])
             if 1.0 / (w * w).sum() < len(mine) / 2:
@@ -270,29 +270,43 @@ class ParticleFilter:
             restarted = self.update(readings)
         return self.estimate(restarted)
 
+    def _branches_held(self) -> Array:
+        """The branches some particle is in (bincount: np.unique would sort M labels)."""
+        return np.flatnonzero(np.bincount(self.branch, minlength=self.branches.count))
+
     def estimate(self, reinitialized: bool = False) -> Estimate:
         """Weighted mean and 95 % interval of every coordinate; angles by circular
         statistics (particles at π − 0.1 and −π + 0.1 average to π, not 0), in the turn of
         the heaviest particle."""
         w = self.weights()
         w = w / w.sum()
-        angle = np.array([unit == "rad" for unit in self.mech.coordinate_units])
-        reference = self.q[int(np.argmax(w))]
-        # angles as deviations from the heaviest particle, wrapped to (−π, π]
-        values = np.where(angle, reference + _wrap(self.q - reference), self.q)
         # einsum, not BLAS: OpenBLAS's threads would spin on the core the prediction uses
-        mean = np.einsum("i,ij->j", w, values)
-        circular = np.arctan2(np.einsum("i,ij->j", w, np.sin(values)),
-                              np.einsum("i,ij->j", w, np.cos(values)))
-        mean = np.where(angle, reference + _wrap(circular - reference), mean)
-        values = np.where(angle, mean + _wrap(values - mean), values)
-        order = np.argsort(values, axis=0)
-        cumulative = np.cumsum(w[order], axis=0)
-        low = np.take_along_axis(values, order, 0)[
-            (cumulative < 0.025).sum(axis=0).clip(0, len(w) - 1), np.arange(self.mech.n)]
-        high = np.take_along_axis(values, order, 0)[
-            (cumulative < 0.975).sum(axis=0).clip(0, len(w) - 1), np.arange(self.mech.n)]
+        mean = np.einsum("i,ij->j", w, self.q)
+        values = self.q
+        angle = np.array([unit == "rad" for unit in self.mech.coordinate_units])
+        if angle.any():
+            # angles as deviations from the heaviest particle, wrapped to (−π, π]
+            reference = self.q[int(np.argmax(w)), angle]
+            turns = reference + _wrap(self.q[:, angle] - reference)
+            circular = np.arctan2(np.einsum("i,ij->j", w, np.sin(turns)),
+                                  np.einsum("i,ij->j", w, np.cos(turns)))
+            mean[angle] = reference + _wrap(circular - reference)
+            values = self.q.copy()
+            values[:, angle] = mean[angle] + _wrap(turns - mean[angle])
+        low, high = _weighted_quantiles(values, w, (0.025, 0.975))
         return Estimate(mean, low, high, self.ess(), np.exp(self.log_p), reinitialized)
+
+
+def _weighted_quantiles(values: Array, weights: Array, levels: tuple[float, ...],
+                        ) -> tuple[Array, ...]:
+    """Per column of values (M, n), the smallest value whose cumulative weight (weights
+    (M,), summing to 1) reaches each level: one (n,) array per level."""
+    order = np.argsort(values, axis=0)
+    cumulative = np.cumsum(weights[order], axis=0)
+    columns = np.arange(values.shape[1])
+    return tuple(values[order[np.minimum((cumulative < level).sum(axis=0),
+                                         len(weights) - 1), columns], columns]
+                 for level in levels)
 
 
 def _systematic(weights: Array, count: int, rng: np.random.Generator) -> Array:
