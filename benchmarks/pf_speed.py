@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import MECHANISMS, REPO, Figure, best_time, print_table, write_results
+from _common import MECHANISMS, REPO, Figure, print_table, write_results
 
 import mbgen
 from mbgen.dynamics import simulate
