@@ -43,6 +43,15 @@ def test_info_reports_the_redundant_constraint(run, out_dir: Path) -> None:  # n
     assert "DOF" in output and "theta1" in output
 
 
+def test_info_lists_the_assembly_branches(run, out_dir: Path) -> None:  # noqa: ANN001
+    """The four-bar's crank turns fully: two branches, the file's and its mirror image."""
+    code, output = run("info", str(SHIPPED_DIR / "fourbar.yaml"), "--build-dir", str(out_dir))
+    assert code == 0
+    table = output[output.index("Assembly branches"):]
+    rows = [line.split("│")[1].strip() for line in table.splitlines() if line.startswith("│")]
+    assert rows == ["0 (q0)", "1"]
+
+
 def test_compile_then_cached(run, tmp_path: Path) -> None:  # noqa: ANN001
     target = tmp_path / "gen"
     code, first = run("compile", str(SHIPPED_DIR / "fourbar.yaml"), "--build-dir", str(target))

@@ -178,6 +178,29 @@ def info(file: Path, build_dir: Path | None) -> None:
                          f"{item['stiction']:.3g}")
     for table in (coordinates, constraints, parameters, sensors, actuators, friction):
         console.print(table if table.row_count else Text(f"{table.title}: none", style="dim"))
+    console.print(_branch_table(mech))
+
+
+def _branch_table(mech: Any) -> Table | Text:
+    """The assembly branches (found by sampling, as the particle filter does), each by its
+    configuration nearest q0."""
+    import numpy as np
+
+    from mbgen.estimation.branches import find_branches
+
+    with status_console.status("finding the assembly branches"):
+        try:
+            branches = find_branches(mech)
+        except ValueError as exc:
+            return Text(f"Assembly branches: {exc}", style="yellow")
+    table = _table("Assembly branches", "#", "share of samples", "configuration nearest q0")
+    nearest = branches.representatives(mech.q0)
+    for b in range(branches.count):
+        share = float(np.mean(branches.label == b))
+        shown = ", ".join(f"{name}={value:.4g}" for name, value in zip(
+            mech.coordinate_names, nearest[b], strict=True))
+        table.add_row(str(b) + (" (q0)" if b == 0 else ""), f"{share:.0%}", escape(shown))
+    return table
 
 
 def _grid() -> Table:
