@@ -140,3 +140,32 @@ def test_angles_are_averaged_on_the_circle(compiled) -> None:  # noqa: ANN001
     assert estimate.mean[0] == pytest.approx(0.2)
     observer.q[:, theta2] += 2 * np.pi  # one turn on
     assert observer.estimate().mean[theta2] == pytest.approx(expected + 2 * np.pi, abs=1e-12)
+
+
+def test_a_readings_file_in_one_call(compiled: Compiled, gyro_fourbar: Path) -> None:
+    """run() steps at dt over the readings' times, takes a reading only where one lies
+    within half a step (NaN: none) and gives the estimates of the same filter stepped by
+    hand; its table has the CSV's columns."""
+    mech = compiled(gyro_fourbar)
+    truth = simulate(mech, 0.06, 2e-3)
+    readings = mech.sensors(truth.q, truth.qd)
+    readings[1::3] = np.nan  # no reading then
+    kept = np.ones(len(truth.t), dtype=bool)
+    kept[5] = False  # a gap in the file: the filter steps across it without a reading
+    options = {"particles": 30, "pool": 2, "sigma_s": np.radians(1.0), "seed": 4}
+    track = ParticleFilter(mech, **options).run(truth.t[kept], readings[kept])
+    step = float(np.median(np.diff(truth.t[kept])))
+    by_hand = ParticleFilter(mech, **options)
+    expected = [by_hand.estimate(by_hand.update(readings[0]))]
+    for k in range(1, len(truth.t)):
+        reading = readings[k] if kept[k] and np.isfinite(readings[k]).all() else None
+        expected.append(by_hand.step(step, reading))
+    assert np.allclose(track.t, truth.t, atol=1e-12)
+    assert np.array_equal(track.mean, np.array([e.mean for e in expected]))
+    assert np.array_equal(track.branch_probability,
+                          np.array([e.branch_probability for e in expected]))
+    header, rows = track.table(mech.coordinate_names)
+    assert header[:4] == ["t", "x1", "x1_lo", "x1_hi"] and header[-2:] == ["p_branch0",
+                                                                             "p_branch1"]
+    assert rows.shape == (len(truth.t), len(header))
+    assert np.array_equal(rows[:, 1], track.mean[:, 0])

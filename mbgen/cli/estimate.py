@@ -46,7 +46,7 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
 
     from mbgen.cli import load_with_status
     from mbgen.dynamics.output import write_table
-    from mbgen.estimation.particle_filter import ParticleFilter
+    from mbgen.estimation.particle_filter import ParticleFilter, filter_times
     from mbgen.estimation.readings import read_readings
 
     mech, _ = load_with_status(file, build_dir)
@@ -54,46 +54,31 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
         raise click.UsageError(f"{file} has no sensors: declare them under `sensors:` "
                                "(gyroscope, encoder, position, velocity)")
     t, readings = read_readings(readings_path, mech.sensor_labels)
-    step = dt if dt is not None else (float(np.median(np.diff(t))) if len(t) > 1 else 1e-3)
-    if not (np.isfinite(step) and step > 0):
-        raise click.BadParameter(f"must be positive, got {step}", param_hint="--dt")
+    try:
+        times, step = filter_times(t, dt)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--dt") from None
     try:
         observer = ParticleFilter(mech, particles=particles, sigma_a=sigma_a,
                                   sigma_s=sigma_s, seed=seed, spread=spread,
                                   speed=speed, pool=pool)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    times = t[0] + step * np.arange(int(round((t[-1] - t[0]) / step)) + 1)
-    row = np.searchsorted(t, times - step / 2)
-    rows, restarts = [], 0
     console = status_console
     with Progress(TextColumn("[bold]estimating"), BarColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as bar:
         task = bar.add_task("pf", total=len(times))
-        for k, now in enumerate(times):
-            r = row[k]
-            reading = readings[r] if r < len(t) and abs(t[r] - now) < step / 2 else None
-            if k:
-                result = observer.step(step, reading)
-            else:  # the first reading weighs the initial belief, no prediction before it
-                restarted = reading is not None and observer.update(reading)
-                result = observer.estimate(bool(restarted))
-            restarts += result.reinitialized
-            rows.append(np.r_[now, np.column_stack([result.mean, result.low,
-                                                    result.high]).ravel(), result.ess,
-                              result.branch_probability])
-            bar.advance(task)
+        track = observer.run(t, readings, dt, progress=lambda: bar.advance(task))
     names = mech.coordinate_names
-    header = ["t"] + [f"{n}{s}" for n in names for s in ("", "_lo", "_hi")] + ["ess"] + [
-        f"p_branch{b}" for b in range(observer.branches.count)]
-    data = np.array(rows)
+    header, data = track.table(names)
     write_table(csv_path, header, data)
+    restarts = track.restarts
     labels = [f"{name} [{unit}]" for name, unit in zip(names, mech.coordinate_units,
                                                         strict=True)]
     pictures = _plot(data, labels, observer.branches.count, csv_path, mech.name) if plot \
         else []
     final = data[-1, -observer.branches.count:]
-    console.print(f"[green]✓[/] {escape(mech.name)}: {len(times)} steps of {step:g} s, "
+    console.print(f"[green]✓[/] {escape(mech.name)}: {len(track.t)} steps of {step:g} s, "
                   f"{particles} particles; branch probabilities at the end "
                   f"{np.round(final, 3).tolist()}"
                   + (f"; re-initialized {restarts} time(s)" if restarts else ""))

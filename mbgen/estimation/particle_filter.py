@@ -29,7 +29,7 @@ resampling, never poisoning the batch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +51,28 @@ class Estimate:
     ess: float  # effective sample size
     branch_probability: Array  # (branches,)
     reinitialized: bool  # all weights had vanished: the filter started over
+
+
+@dataclass(frozen=True)
+class Track:
+    """The filter's estimates over a readings file, one row per filter step."""
+
+    t: Array  # (N,)
+    mean: Array  # (N, n)
+    low: Array  # (N, n) 2.5 % quantiles
+    high: Array  # (N, n) 97.5 % quantiles
+    ess: Array  # (N,)
+    branch_probability: Array  # (N, branches)
+    restarts: int  # steps where every weight had vanished and the filter started over
+
+    def table(self, names: list[str]) -> tuple[list[str], Array]:
+        """The CSV's header and rows: t, each coordinate with _lo/_hi, ess, p_branch<k>."""
+        header = ["t"] + [f"{n}{s}" for n in names for s in ("", "_lo", "_hi")] + ["ess"] + [
+            f"p_branch{b}" for b in range(self.branch_probability.shape[1])]
+        interleaved = np.stack([self.mean, self.low, self.high], axis=2).reshape(
+            len(self.t), -1)
+        return header, np.column_stack([self.t, interleaved, self.ess,
+                                        self.branch_probability])
 
 
 class ParticleFilter:
@@ -146,17 +168,18 @@ class ParticleFilter:
         whether the filter had to start over (every weight vanished)."""
         y = self._readings(readings)
         seen = np.isfinite(y)
-        if seen.any():
-            h = self.mech.sensors(self.q, self.qd).reshape(len(self.q), -1)
-            r = (h[:, seen] - y[seen]) / self.sigma_s[seen]
-            likelihood = -0.5 * (r * r).sum(axis=1)
-            likelihood[np.isnan(likelihood)] = -np.inf  # a broken particle weighs nothing
-            # no particle within HOPELESS σ of the readings: every weight has vanished
-            # (in floating point they would be exact zeros)
-            if not likelihood.max() >= -0.5 * HOPELESS**2 * int(seen.sum()):
-                self.initialize()
-                return True
-            self.log_w = self.log_w + likelihood
+        if not seen.any():  # no reading: the weights stay as they are
+            return False
+        h = self.mech.sensors(self.q, self.qd).reshape(len(self.q), -1)
+        r = (h[:, seen] - y[seen]) / self.sigma_s[seen]
+        likelihood = -0.5 * (r * r).sum(axis=1)
+        likelihood[np.isnan(likelihood)] = -np.inf  # a broken particle weighs nothing
+        # no particle within HOPELESS σ of the readings: every weight has vanished
+        # (in floating point they would be exact zeros)
+        if not likelihood.max() >= -0.5 * HOPELESS**2 * int(seen.sum()):
+            self.initialize()
+            return True
+        self.log_w = self.log_w + likelihood
         self.log_p = self.log_p + self._normalize_within_branches()
         top = self.log_p.max()
         if not np.isfinite(top):
@@ -274,6 +297,31 @@ class ParticleFilter:
         """The branches some particle is in (bincount: np.unique would sort M labels)."""
         return np.flatnonzero(np.bincount(self.branch, minlength=self.branches.count))
 
+    def run(self, t: Array, readings: Array, dt: float | None = None,
+            progress: Callable[[], None] | None = None) -> Track:
+        """The filter over a readings file: t (N,) increasing, readings (N, sensors) with
+        NaN for no reading. Steps of dt (default: the readings' median period) from t[0];
+        a step takes the reading within half a step of its time, if any. The first
+        reading weighs the initial belief (no prediction before it). ``progress`` is
+        called after every step."""
+        t = np.asarray(t, dtype=float)
+        times, step = filter_times(t, dt)
+        row = np.searchsorted(t, times - step / 2)
+        estimates = []
+        for k, now in enumerate(times):
+            r = row[k]
+            reading = readings[r] if r < len(t) and abs(t[r] - now) < step / 2 else None
+            if k:
+                estimates.append(self.step(step, reading))
+            else:
+                restarted = reading is not None and self.update(reading)
+                estimates.append(self.estimate(bool(restarted)))
+            if progress:
+                progress()
+        return Track(times, *(np.array([getattr(e, name) for e in estimates]) for name in (
+            "mean", "low", "high", "ess", "branch_probability")),
+            sum(e.reinitialized for e in estimates))
+
     def estimate(self, reinitialized: bool = False) -> Estimate:
         """Weighted mean and 95 % interval of every coordinate; angles by circular
         statistics (particles at π − 0.1 and −π + 0.1 average to π, not 0), in the turn of
@@ -307,6 +355,15 @@ def _weighted_quantiles(values: Array, weights: Array, levels: tuple[float, ...]
     return tuple(values[order[np.minimum((cumulative < level).sum(axis=0),
                                          len(weights) - 1), columns], columns]
                  for level in levels)
+
+
+def filter_times(t: Array, dt: float | None = None) -> tuple[Array, float]:
+    """The filter's step times over readings at times t (N,), from t[0] every dt
+    (default: the readings' median period) to t[-1], and that step."""
+    step = dt if dt is not None else (float(np.median(np.diff(t))) if len(t) > 1 else 1e-3)
+    if not (np.isfinite(step) and step > 0):
+        raise ValueError(f"the filter step must be positive, got {step}")
+    return t[0] + step * np.arange(int(round((t[-1] - t[0]) / step)) + 1), step
 
 
 def _systematic(weights: Array, count: int, rng: np.random.Generator) -> Array:
