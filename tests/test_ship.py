@@ -175,3 +175,11 @@ def test_two_threads_and_two_libraries_in_one_program(tmp_path: Path, out_dir: P
     run = subprocess.run(["./threads"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=60)
     assert run.returncode == 0 and run.stdout.split() == ["same", "1"], run.stdout
+
+
+def test_the_exported_library_holds_every_core_source() -> None:
+    """A core file left out of the export would leave its header's functions undefined."""
+    from mbgen.codegen.cache import core_sources
+    from mbgen.codegen.ship import CORE_ORDER
+
+    assert sorted(CORE_ORDER) == sorted(path.name for path in core_sources())

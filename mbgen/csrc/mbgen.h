@@ -181,9 +181,9 @@ int mb_simulate(const mb_plan* plan, const mb_options* options, const double* q0
  * in place, count x n each) moves one step of dt by `method` (MB_RK4, MB_EULER or
  * MB_SEMI_IMPLICIT_EULER) with the acceleration noise noise[s] (count x d) on its
  * independent coordinates z, chosen per state by full pivoting at the step's start; then
- * z and ż move by their entries of dq, dqd (count x n each, NULL for none) and the
- * dependent coordinates follow from Φ = 0 and Φq q̇ = 0. A state that fails keeps its
- * old values. */
+ * q and q̇ move by dq, dqd (count x n each, NULL for none) taken along the constraints
+ * (z by (RᵀR)⁻¹Rᵀ dq, R = ∂q/∂z), and the dependent coordinates follow from Φ = 0 and
+ * Φq q̇ = 0 at the new z, ż. A state that fails keeps its old values. */
 int mb_predict_particles(const mb_plan* plan, const mb_options* options, long count,
     double* q, double* qd, const double* noise, const double* dq, const double* dqd,
     const double* p, int method, double dt, int* status);

@@ -123,9 +123,11 @@ class IntegrationMixin(DynamicsMixin):
         """A particle filter's prediction: every consistent state (q, q̇) (N, n each,
         C-contiguous float64, updated in place) moves one step of dt with the acceleration
         noise ``noise`` (N, dof) on its independent coordinates z (chosen per state by
-        full pivoting), then ``dq``, ``dqd`` (N, n, optional) are added and the state
-        goes back onto the constraints keeping z and ż. Returns the status per state
-        (N,): a state that failed keeps its old values. Large batches run on every core.
+        full pivoting), then moves by ``dq``, ``dqd`` (N, n, optional) taken along the
+        constraints (their least-squares part in the tangent space), and the dependent
+        coordinates follow from Φ = 0 and Φq q̇ = 0 at the new z, ż. Returns the status
+        per state (N,): a state that failed keeps its old values. Large batches run on
+        every core.
         """
         steppers = {name: STEPPERS[name] for name in ("euler", "semi-implicit-euler", "rk4")}
         if integrator not in steppers:
