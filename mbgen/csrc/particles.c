@@ -6,8 +6,9 @@
  * full pivoting on Φq (the paper's Matrix-R method, refs. in particle_filter.py), the
  * acceleration noise acts on z̈, and after the step the dependent coordinates follow from
  * the position and velocity problems at the new (z, ż). The stages of the explicit
- * integrators evaluate the dependent-coordinate dynamics (the module's fastest q̈, with
- * the noise mapped by R = ∂q/∂z), so no stage needs its own position problem. */
+ * integrators evaluate the dependent-coordinate dynamics (the module's fastest q̈, the
+ * noise entering as the force M R ε, R = ∂q/∂z), so no stage needs its own position
+ * problem. */
 #include <stdlib.h>
 
 #include "core.h"
@@ -74,18 +75,22 @@ static int integrate(mb_ws* w, int method, const double* q, const double* qd,
     return MB_OK;
 }
 
-/* x += R δz with δz = (RᵀR)⁻¹ Rᵀ δ: the move δ (n) of a state in dependent coordinates
- * taken along the constraint manifold (its least-squares part in the tangent space; the
- * rest would only be undone by the projection, or throw the guess off its branch).
- * gram: d x d + d doubles, piv: d ints. */
-static int tangent_move(const double* R, int n, int d, const double* delta, double* x,
-                        double* gram, int* piv)
+/* x += R δz and v += R δż with δz = (RᵀR)⁻¹ Rᵀ δ, δż = (RᵀR)⁻¹ Rᵀ δv: moves δ, δv (n each,
+ * NULL for none) of a state in dependent coordinates taken along the constraint manifold
+ * (their least-squares part in the tangent space; the rest would only be undone by the
+ * projection, or throw the guess off its branch). gram: d x d + 2 d doubles, piv: d ints. */
+static int tangent_moves(const double* R, int n, int d, const double* delta,
+                         const double* delta_v, double* x, double* v, double* gram, int* piv)
 {
-    double* dz = gram + d * d;
+    double* dz = gram + d * d;  /* δz, then δż */
     for (int a = 0; a < d; ++a) {
-        double rhs = 0.0;
-        for (int i = 0; i < n; ++i) rhs += R[i * d + a] * delta[i];
-        dz[a] = rhs;
+        double rz = 0.0, rv = 0.0;
+        for (int i = 0; i < n; ++i) {
+            if (delta) rz += R[i * d + a] * delta[i];
+            if (delta_v) rv += R[i * d + a] * delta_v[i];
+        }
+        dz[a] = rz;
+        dz[d + a] = rv;
         for (int b = 0; b < d; ++b) {
             double sum = 0.0;
             for (int i = 0; i < n; ++i) sum += R[i * d + a] * R[i * d + b];
@@ -95,8 +100,12 @@ static int tangent_move(const double* R, int n, int d, const double* delta, doub
     const int st = mb_lu_factor(gram, d, piv, 1e-300);
     if (st) return st;
     mb_lu_solve(gram, d, piv, dz, 1);
+    mb_lu_solve(gram, d, piv, dz + d, 1);
     for (int i = 0; i < n; ++i)
-        for (int a = 0; a < d; ++a) x[i] += R[i * d + a] * dz[a];
+        for (int a = 0; a < d; ++a) {
+            x[i] += R[i * d + a] * dz[a];
+            v[i] += R[i * d + a] * dz[d + a];
+        }
     return MB_OK;
 }
 
@@ -161,8 +170,9 @@ int mb_predict_particles(const mb_plan* plan, const mb_options* options, long co
         return MB_BAD_ARGUMENT;
     mb_ws* w = mb_ws_new(plan, options, 0);
     mb_ws* wk = mb_ws_new(plan, options, 0);
-    double* scratch = (double*)malloc(sizeof(double) * (9 * (size_t)n + (size_t)model->kernel[MB_K_MASS].nnz
-                                            + (size_t)d * (d + 1) + 1));
+    const size_t mass_nnz = (size_t)model->kernel[MB_K_MASS].nnz;
+    double* scratch = (double*)malloc(sizeof(double) * (9 * (size_t)n + mass_nnz
+                                                        + (size_t)d * (d + 2) + 1));
     int* ind = (int*)malloc(sizeof(int) * (2 * (size_t)d + 1));  /* ind, then pivots */
     int failed = 0;
     if (!w || !wk || !scratch || !ind) {
@@ -171,7 +181,7 @@ int mb_predict_particles(const mb_plan* plan, const mb_options* options, long co
     }
     double *x1 = scratch, *v1 = x1 + n, *e = v1 + n, *work = e + 2 * n;
     double* mass = work + 5 * n;
-    double* gram = mass + model->kernel[MB_K_MASS].nnz;
+    double* gram = mass + mass_nnz;
     int* piv = ind + d;
     for (long s = 0; s < count; ++s) {
         double* qs = q + s * n;
@@ -183,9 +193,10 @@ int mb_predict_particles(const mb_plan* plan, const mb_options* options, long co
             st = integrate(w, method, qs, vs, p, e, dt, x1, v1, work);
         }
         if (!st) {
-            if (dq) st = tangent_move(wk->R, n, d, dq + s * n, x1, gram, piv);
-            if (dqd && !st) st = tangent_move(wk->R, n, d, dqd + s * n, v1, gram, piv);
-            st = project(wk, x1, v1, p, ind, options->newton_tol, options->max_iter);
+            if (dq || dqd)
+                st = tangent_moves(wk->R, n, d, dq ? dq + s * n : NULL,
+                                   dqd ? dqd + s * n : NULL, x1, v1, gram, piv);
+            if (!st) st = project(wk, x1, v1, p, ind, options->newton_tol, options->max_iter);
         }
         if (!st && !(mb_all_finite(x1, n) && mb_all_finite(v1, n))) st = MB_NOT_FINITE;
         if (!st) {
