@@ -513,16 +513,19 @@ def test_estimate_from_simulated_readings(run, tmp_path: Path, out_dir: Path) ->
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("t,nope\n0,1\n", "unknown sensor column(s) nope"),
-    ("t,rocker_gyro\n0,1\n0,2\n", "time 0 does not increase"),
-    ("t,rocker_gyro\n0,1\n0.1,abc\n", "readings.csv:3: column rocker_gyro: 'abc' is not"),
-    ("x,rocker_gyro\n0,1\n", "no column 't'"),
+    ("t,rocker_gyro,crank_gyro,nope\n0,1,,1\n", "unknown sensor column(s) nope"),
+    ("t,rocker_gyro,crank_gyro\n0,1,\n0,2,\n", "time 0 does not increase"),
+    ("t,rocker_gyro,crank_gyro\n0,1,\n0.1,abc,\n",
+     "readings.csv:3: column rocker_gyro: 'abc' is not"),
+    ("x,rocker_gyro,crank_gyro\n0,1,\n", "no column 't'"),
+    ("t,crank_gyro\n0,1\n", "missing sensor column(s) rocker_gyro"),
 ])
 def test_estimate_rejects_bad_readings(run, tmp_path: Path, out_dir: Path, text: str,  # noqa: ANN001
                                        message: str) -> None:
     path = tmp_path / "gyro.yaml"
     path.write_text(reference("fourbars1").read_text()
-                    + "sensors:\n  - {type: gyroscope, body: 2, name: rocker_gyro}\n")
+                    + "sensors:\n  - {type: gyroscope, body: 2, name: rocker_gyro}\n"
+                    + "  - {type: gyroscope, body: 0, name: crank_gyro}\n")
     (tmp_path / "readings.csv").write_text(text)
     code, output = run("estimate", str(path), "--sensors", str(tmp_path / "readings.csv"),
                        "--out", str(tmp_path / "e.csv"), "--build-dir", str(out_dir))

@@ -1,5 +1,7 @@
 """Sensor readings files: a column ``t`` and one column per sensor output, named by its
-label (``mbgen info`` lists them); an empty cell means no reading from that sensor then."""
+label (``mbgen info`` lists them); an empty cell means no reading from that sensor then.
+Every sensor has its column: a missing one is more likely a misspelt or stale header than
+a sensor that never reads."""
 
 from __future__ import annotations
 
@@ -30,8 +32,10 @@ def read_readings(path: Path, labels: list[str], what: str = "sensor") -> tuple[
     if unknown:
         raise TrajectoryError(f"{path}:1: unknown {what} column(s) {', '.join(unknown)} "
                               f"({what}s: {', '.join(labels)})")
-    if not set(labels) & set(header):
-        raise TrajectoryError(f"{path}:1: no {what} column ({what}s: {', '.join(labels)})")
+    missing = [label for label in labels if label not in header]
+    if missing:
+        raise TrajectoryError(f"{path}:1: missing {what} column(s) {', '.join(missing)}: "
+                              f"every {what} needs a column (an empty cell: no reading then)")
     t = np.empty(len(rows) - 1)
     values = np.full((len(rows) - 1, len(labels)), np.nan)
     columns = {name: k for k, name in enumerate(header)}
