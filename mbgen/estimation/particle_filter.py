@@ -79,17 +79,19 @@ class ParticleFilter:
     """Tracks a mechanism's state and assembly branch from its sensors.
 
     ``sigma_a``: acceleration noise of the prediction on each independent coordinate
-    (m/s² or rad/s², as the coordinate); ``integrator``: "rk4", "euler" or
-    "semi-implicit-euler";
-    ``sigma_s``: standard deviation of each sensor output (default: the file's ``noise``,
-    else 1e-3). The initial belief is uniform over the branches and, in each, over every
-    configuration the mechanism can take (``spread=None``) or over those within ±spread
-    of q0 in every coordinate; velocities are uniform within ±``speed`` per coordinate,
-    projected on Φq q̇ = 0. The belief starts with ``pool`` times as many particles, which
-    the first readings weigh and resampling brings down to ``particles``: a sample of
-    the whole state space dense enough that some particles explain the first readings.
-    A branch whose probability falls under ``prune`` is ruled out and its particles go
-    to the others. ``branches``: the mechanism's, when already found (many filters on one
+    (m/s² or rad/s², as the coordinate); ``sigma_s``: standard deviation of each sensor
+    output (default: the file's ``noise``, else 1e-3); ``integrator``: "rk4", "euler" or
+    "semi-implicit-euler". The initial belief is uniform over the branches and, in each,
+    over every configuration the mechanism can take (``spread=None``) or over those within
+    ±spread of q0 in every coordinate; velocities are uniform within ±``speed`` per
+    coordinate, projected on Φq q̇ = 0. The belief starts with ``pool`` times as many
+    particles, which the first readings weigh and resampling brings down to
+    ``particles``: a sample of the whole state space dense enough that some particles
+    explain the first readings. ``prior``: states (q, q̇) (K, n each) to draw the initial
+    belief from instead (a cloud around a known start, the particles of an earlier run),
+    moved onto the constraints; each branch starts with the share of them it holds. A
+    branch whose probability falls under ``prune`` is ruled out and its particles go to
+    the others. ``branches``: the mechanism's, when already found (many filters on one
     mechanism).
     """
 
@@ -97,7 +99,8 @@ class ParticleFilter:
                  sigma_s: float | Array | None = None, seed: int = 0,
                  spread: float | None = None, speed: float = 1.0,
                  prune: float = 1e-6, pool: int = 20, roughening: float = 1.0,
-                 branches: Branches | None = None, integrator: str = "rk4") -> None:
+                 branches: Branches | None = None, integrator: str = "rk4",
+                 prior: tuple[Array, Array] | None = None) -> None:
         if not mech.sensor_labels:
             raise ValueError(f"{mech.name} has no sensors: declare them under `sensors:` in "
                              "its file (gyroscope, encoder, position, velocity)")
@@ -115,13 +118,35 @@ class ParticleFilter:
         self.pool = max(1, int(pool))
         self.roughening = float(roughening)
         self.integrator = integrator
+        self.prior = None if prior is None else _prior_states(prior, mech.n)
         self._spread: Array | None = None  # kernel scales of the particles to roughen
         self.branches = branches or find_branches(mech, seed=seed)
         self.initialize()
 
     # -- belief ------------------------------------------------------------------------------
-    def initialize(self) -> None:
-        """The initial belief: the same number of particles in every branch it covers."""
+    def initialize(self, uniform: bool = False) -> None:
+        """The initial belief: drawn from the given prior states, each in the branch it
+        lies in, or (none given, or ``uniform``: starting over after the belief lost the
+        truth) uniform, the same number of particles in every branch it covers."""
+        if self.prior is not None and not uniform:
+            q, qd, status = self._from_prior()
+            label = self.branches.of(q)
+            share = np.bincount(label, minlength=self.branches.count) / len(label)
+            with np.errstate(divide="ignore"):
+                self.log_p = np.log(share)
+        else:
+            q, qd, status, label = self._uniform()
+            present = np.unique(label)
+            self.log_p = np.full(self.branches.count, -np.inf)
+            self.log_p[present] = -np.log(len(present))
+        self.q, self.qd, self.branch = q, qd, label
+        self.log_w = np.where(status == 0, 0.0, -np.inf)  # a singular sample weighs nothing
+        self._spread = None
+        self._normalize_within_branches()
+
+    def _uniform(self) -> tuple[Array, Array, Array, Array]:
+        """q, q̇ (M, n), status, branch (M,) uniform over the branches, over configurations
+        (all, or within ±spread of q0) and over velocities within ±speed."""
         mech, M = self.mech, self.count * self.pool
         if self.spread is None:
             candidates, their_branch = self.branches.samples, self.branches.label
@@ -139,14 +164,21 @@ class ParticleFilter:
             mine = np.flatnonzero(their_branch == b)
             q[label == b] = candidates[self.rng.choice(mine, size=int((label == b).sum()))]
         rates = self.speed * self.rng.uniform(-1.0, 1.0, (M, mech.n))
-        self.q = q
-        self.qd, status = mech.project_velocity(q, rates, errors="status")
-        self.branch = label
-        self.log_p = np.full(self.branches.count, -np.inf)
-        self.log_p[present] = -np.log(len(present))
-        self.log_w = np.where(status == 0, 0.0, -np.inf)  # a singular sample weighs nothing
-        self._spread = None
-        self._normalize_within_branches()
+        qd, status = mech.project_velocity(q, rates, errors="status")
+        return q, qd, status, label
+
+    def _from_prior(self) -> tuple[Array, Array, Array]:
+        """q, q̇ (M, n) and status: the prior's states (all of them when there are M,
+        else drawn with replacement), moved onto the constraints the least."""
+        prior_q, prior_qd = self.prior
+        M = self.count * self.pool
+        pick = np.arange(M) if len(prior_q) == M else self.rng.integers(len(prior_q),
+                                                                          size=M)
+        q, status = self.mech.solve_position(prior_q[pick], minimum_norm=True,
+                                             errors="status")
+        q = np.where(status[:, None] == 0, q, prior_q[pick])
+        qd, status_v = self.mech.project_velocity(q, prior_qd[pick], errors="status")
+        return q, qd, np.where(status == 0, status_v, status)
 
     # -- one step ----------------------------------------------------------------------------
     def predict(self, dt: float) -> None:
@@ -177,13 +209,13 @@ class ParticleFilter:
         # no particle within HOPELESS σ of the readings: every weight has vanished
         # (in floating point they would be exact zeros)
         if not likelihood.max() >= -0.5 * HOPELESS**2 * int(seen.sum()):
-            self.initialize()
+            self.initialize(uniform=True)
             return True
         self.log_w = self.log_w + likelihood
         self.log_p = self.log_p + self._normalize_within_branches()
         top = self.log_p.max()
         if not np.isfinite(top):
-            self.initialize()
+            self.initialize(uniform=True)
             return True
         self.log_p -= top + np.log(np.exp(self.log_p - top).sum())
         self._resample()
@@ -355,6 +387,17 @@ def _weighted_quantiles(values: Array, weights: Array, levels: tuple[float, ...]
     return tuple(values[order[np.minimum((cumulative < level).sum(axis=0),
                                          len(weights) - 1), columns], columns]
                  for level in levels)
+
+
+def _prior_states(prior: tuple[Array, Array], n: int) -> tuple[Array, Array]:
+    """The prior's (q, q̇) as (K, n) float arrays, K ≥ 1, or a ValueError."""
+    q, qd = (np.atleast_2d(np.asarray(a, dtype=float)) for a in prior)
+    if q.ndim != 2 or q.shape[1] != n or q.shape != qd.shape or len(q) == 0:
+        raise ValueError(f"prior must be (q, q̇) of shape (K, {n}) each, got "
+                         f"{np.shape(prior[0])} and {np.shape(prior[1])}")
+    if not (np.isfinite(q).all() and np.isfinite(qd).all()):
+        raise ValueError("prior states must be finite")
+    return q, qd
 
 
 def filter_times(t: Array, dt: float | None = None) -> tuple[Array, float]:
