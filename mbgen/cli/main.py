@@ -6,10 +6,8 @@ command in its own module, register it in the section at the bottom of this file
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -325,21 +323,9 @@ def chain(bodies: int, out: Path | None) -> None:
 
 def _write_atomic(target: Path, text: str) -> None:
     """Readers (or a concurrent `mbgen compile`) never see a half-written file."""
-    try:
-        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                                             dir=target.parent)
-    except OSError as exc:  # name the file the user asked for, not the temporary one
-        raise OSError(exc.errno, exc.strerror, str(target)) from exc
-    try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # mkstemp creates 0600; a YAML file is public
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    from mbgen.dynamics.output import atomic_write
+
+    atomic_write(target, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 # -- commands defined in their own modules ---------------------------------------------------

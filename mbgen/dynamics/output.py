@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,18 +16,23 @@ if TYPE_CHECKING:  # importing it would import SciPy's splines: 0.5 s of every s
 
 
 def atomic_write(path: Path, write: callable) -> None:  # type: ignore[valid-type]
-    """Run ``write(tmp_path)`` then rename over ``path``: readers never see half a file."""
+    """Run ``write(tmp_path)`` then rename over ``path``: readers never see half a file.
+    The temporary's name is fixed before it is created, so a signal at any moment (SIGTERM
+    right after the file appears) still finds it to remove."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(handle)
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}"
     try:
-        write(Path(tmp))
+        try:
+            os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except OSError as exc:  # name the file asked for, not the temporary
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        write(tmp)
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are the user's files
+        os.chmod(tmp, 0o666 & ~umask)  # made 0600; results are the user's files
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
