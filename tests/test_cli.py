@@ -424,7 +424,8 @@ def test_sigterm_while_writing_the_csv_leaves_no_temporary(tmp_path: Path, compi
         time.sleep(0.002)
     child.send_signal(signal.SIGTERM)
     _, errors = child.communicate(timeout=60)
-    assert child.returncode == 128 + signal.SIGTERM and b"Traceback" not in errors, errors.decode()[-3000:]
+    assert child.returncode == 128 + signal.SIGTERM and b"Traceback" not in errors, (
+        errors.decode()[-3000:])
     assert list(tmp_path.iterdir()) == []
 
 
@@ -489,6 +490,12 @@ def test_estimate_from_simulated_readings(run, tmp_path: Path, out_dir: Path) ->
     code, output = run("estimate", str(path), "--sensors", str(readings), "--sigma-s",
                        "0.0175", "--out", str(estimate), "--plot", "--build-dir", str(out_dir))
     assert code == 0, output
+    code, output = run("estimate", str(path), "--sensors", str(readings), "--sigma-s",
+                       "0.0175", "--integrator", "euler", "--out", str(tmp_path / "e.csv"),
+                       "--build-dir", str(out_dir))
+    assert code == 0, output
+    euler = read_csv(tmp_path / "e.csv")[1]
+    assert euler.shape == read_csv(estimate)[1].shape
     header, est = read_csv(estimate)
     assert header[:4] == ["t", "x1", "x1_lo", "x1_hi"] and header[-3:] == [
         "ess", "p_branch0", "p_branch1"]

@@ -185,12 +185,12 @@ def test_a_prior_around_the_start(compiled: Compiled, gyro_fourbar: Path) -> Non
                               branches=branches, prior=(prior_q, np.zeros_like(prior_q)))
     first = observer.estimate()
     assert first.branch_probability.tolist() == [0.0, 1.0]
-    assert abs(crank_angle(first.mean) - crank_angle(start)) < np.radians(1.0)
+    assert abs(crank_angle(first.mean) - crank_angle(start)) < np.radians(0.2)
     assert np.abs(mech.phi(observer.q)).max() < 1e-10
     readings = mech.sensors(truth.q, truth.qd)[:, 0] + np.radians(0.3) * rng.standard_normal(
         len(truth.t))
     errors = [crank_angle(observer.step(1e-3, [readings[k]]).mean) - crank_angle(truth.q[k])
               for k in range(1, len(truth.t))]
-    assert np.degrees(np.abs(errors)).max() < 1.0
+    assert np.degrees(np.abs(errors)).max() < 0.2
     with pytest.raises(ValueError, match="prior must be"):
         ParticleFilter(mech, branches=branches, prior=(prior_q[:, :2], prior_q[:, :2]))

@@ -9,6 +9,7 @@ import numpy as np
 from rich.markup import escape
 
 from mbgen.cli import BUILD_DIR, status_console
+from mbgen.runtime.integration import PREDICTORS
 
 
 @click.command()
@@ -26,6 +27,8 @@ from mbgen.cli import BUILD_DIR, status_console
               help="Sensor noise (default: each sensor's `noise`).")
 @click.option("--dt", type=float, default=None, help="Filter step (default: the readings' "
               "period).")
+@click.option("--integrator", type=click.Choice(list(PREDICTORS)),
+              default="rk4", show_default=True, help="Explicit integrator of the prediction.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--spread", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Initial belief within ±SPREAD of q0 in every coordinate (default: "
@@ -37,7 +40,8 @@ from mbgen.cli import BUILD_DIR, status_console
 @click.option("--plot", is_flag=True, help="Also write the estimate and branch PNGs.")
 @BUILD_DIR
 def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a: float,
-             sigma_s: float | None, dt: float | None, seed: int, spread: float | None,
+             sigma_s: float | None, dt: float | None, integrator: str, seed: int,
+             spread: float | None,
              speed: float, csv_path: Path,
              plot: bool, build_dir: Path | None) -> None:
     """Estimate FILE's state and assembly branch from sensor readings: writes t, each
@@ -61,7 +65,7 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
     try:
         observer = ParticleFilter(mech, particles=particles, sigma_a=sigma_a,
                                   sigma_s=sigma_s, seed=seed, spread=spread,
-                                  speed=speed, pool=pool)
+                                  speed=speed, pool=pool, integrator=integrator)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     console = status_console

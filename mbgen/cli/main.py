@@ -325,7 +325,7 @@ def _write_atomic(target: Path, text: str) -> None:
     """Readers (or a concurrent `mbgen compile`) never see a half-written file."""
     from mbgen.dynamics.output import atomic_write
 
-    atomic_write(target, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    atomic_write(target, lambda tmp: tmp.write_text(text, encoding="utf-8"), parents=False)
 
 
 # -- commands defined in their own modules ---------------------------------------------------

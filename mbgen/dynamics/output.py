@@ -15,11 +15,14 @@ if TYPE_CHECKING:  # importing it would import SciPy's splines: 0.5 s of every s
     from mbgen.dynamics.inverse import InverseResult
 
 
-def atomic_write(path: Path, write: callable) -> None:  # type: ignore[valid-type]
+def atomic_write(path: Path, write: callable, parents: bool = True,  # type: ignore[valid-type]
+                 ) -> None:
     """Run ``write(tmp_path)`` then rename over ``path``: readers never see half a file.
     The temporary's name is fixed before it is created, so a signal at any moment (SIGTERM
-    right after the file appears) still finds it to remove."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    right after the file appears) still finds it to remove. ``parents``: make the
+    directory when missing (else that is an OSError naming ``path``)."""
+    if parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}"
     try:
         try:

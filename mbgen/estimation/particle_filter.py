@@ -36,6 +36,7 @@ import numpy as np
 
 from mbgen.estimation.branches import Branches, find_branches, sample_configurations
 from mbgen.runtime.compiled import CompiledMechanism
+from mbgen.runtime.integration import PREDICTORS
 
 Array = np.ndarray
 HOPELESS = 30.0  # readings this many σ from every particle: the belief has lost the truth
@@ -117,6 +118,9 @@ class ParticleFilter:
         self.prune = float(prune)
         self.pool = max(1, int(pool))
         self.roughening = float(roughening)
+        if integrator not in PREDICTORS:
+            raise ValueError(f"unknown integrator {integrator!r} (choose from "
+                             f"{', '.join(PREDICTORS)})")
         self.integrator = integrator
         self.prior = None if prior is None else _prior_states(prior, mech.n)
         self._spread: Array | None = None  # kernel scales of the particles to roughen

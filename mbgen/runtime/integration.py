@@ -31,6 +31,7 @@ STEPPERS = {"euler": 0, "rk4": 1, "trapezoidal": 2, "semi-implicit-euler": 3}
 VARIATIONAL = {"variational": (False, 2), "variational-newton": (True, 2),
                "variational-4": (False, 4)}
 INTEGRATORS = (*STEPPERS, *VARIATIONAL, "spook")
+PREDICTORS = ("rk4", "euler", "semi-implicit-euler")  # explicit: a particle filter's
 FORMULATIONS = ("dependent", "independent")
 PROJECTIONS = {"none": 0, "manifold": 1, "energy": 2}
 
@@ -129,10 +130,9 @@ class IntegrationMixin(DynamicsMixin):
         per state (N,): a state that failed keeps its old values. Large batches run on
         every core.
         """
-        steppers = {name: STEPPERS[name] for name in ("euler", "semi-implicit-euler", "rk4")}
-        if integrator not in steppers:
+        if integrator not in PREDICTORS:
             raise ValueError(f"unknown integrator {integrator!r} for the prediction (choose "
-                             f"from {', '.join(steppers)})")
+                             f"from {', '.join(PREDICTORS)})")
         count = len(q)
         shapes = {"q": (q, self.n), "qd": (qd, self.n), "noise": (noise, self.dof),
                   "dq": (dq, self.n), "dqd": (dqd, self.n)}
@@ -150,7 +150,7 @@ class IntegrationMixin(DynamicsMixin):
                 return self._dbl(None if array is None else array[start:stop])
             return self._checked(self.lib.mb_predict_particles(
                 self.plan, self.options.struct, stop - start, rows(q), rows(qd), rows(noise),
-                rows(dq), rows(dqd), self.parameter_buffer.pointer, steppers[integrator], dt,
+                rows(dq), rows(dqd), self.parameter_buffer.pointer, STEPPERS[integrator], dt,
                 self._int_ptr(status[start:stop])))
 
         run_split(chunk, count)
