@@ -41,9 +41,8 @@ from mbgen.runtime.integration import PREDICTORS
 @BUILD_DIR
 def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a: float,
              sigma_s: float | None, dt: float | None, integrator: str, seed: int,
-             spread: float | None,
-             speed: float, csv_path: Path,
-             plot: bool, build_dir: Path | None) -> None:
+             spread: float | None, speed: float, csv_path: Path, plot: bool,
+             build_dir: Path | None) -> None:
     """Estimate FILE's state and assembly branch from sensor readings: writes t, each
     coordinate's expected value with <name>_lo/<name>_hi (95 %), ess and p_branch<k>."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn

@@ -2,8 +2,8 @@
 
 The core's batched calls keep no global state and cffi releases the GIL while C runs, so
 contiguous slices of one batch can run in Python threads at once: a particle filter's
-prediction over 10 000 particles is twice as fast on two cores. Small batches stay on one
-thread, where handing work to a thread would cost more than it saves.
+prediction over 10 000 particles runs 1.8x faster on this 2-core machine. Small batches
+stay on one thread, where handing work to a thread would cost more than it saves.
 """
 
 from __future__ import annotations
