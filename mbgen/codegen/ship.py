@@ -21,7 +21,8 @@ from mbgen.errors import MbgenError
 
 # the core's sources in dependency order (headers first); the generated kernels follow
 CORE_ORDER = ("mbgen.h", "mb_model.h", "core.h", "model.c", "sparse.c", "dense.c",
-              "dynamics.c", "inverse.c", "simulate.c", "variational.c", "particles.c")
+              "dynamics.c", "inverse.c", "simulate.c", "variational.c", "particles.c",
+              "stats.c")
 INCLUDE = re.compile(r'^#include "[^"]+"\n', re.MULTILINE)
 
 

@@ -188,6 +188,15 @@ int mb_predict_particles(const mb_plan* plan, const mb_options* options, long co
     double* q, double* qd, const double* noise, const double* dq, const double* dqd,
     const double* p, int method, double dt, int* status);
 
+/* Weighted quantiles of each column of values (count x columns, row-major) with weights
+ * (count; zero or non-finite weights and non-finite values are left out): for every level in
+ * levels (nlevels, in [0, 1]) the smallest value whose cumulative weight in ascending
+ * order reaches level x the total, into out (nlevels x columns; NaN for a column with no
+ * weight). O(count) per column and level. */
+int mb_weighted_quantiles(long count, int columns, const double* values,
+                          const double* weights, int nlevels, const double* levels,
+                          double* out);
+
 /* Variational integrator (trapezoidal discrete Lagrangian, constraints by multipliers at
  * every step, RATTLE-type; see variational.c) from a consistent (q0, q̇0): nsteps steps of
  * dt (negative: backwards). Root finding by Newton with the exact Jacobian (newton = 1)

@@ -377,20 +377,8 @@ class ParticleFilter:
             mean[angle] = reference + _wrap(circular - reference)
             values = self.q.copy()
             values[:, angle] = mean[angle] + _wrap(turns - mean[angle])
-        low, high = _weighted_quantiles(values, w, (0.025, 0.975))
+        low, high = self.mech.weighted_quantiles(values, w, (0.025, 0.975))
         return Estimate(mean, low, high, self.ess(), np.exp(self.log_p), reinitialized)
-
-
-def _weighted_quantiles(values: Array, weights: Array, levels: tuple[float, ...],
-                        ) -> tuple[Array, ...]:
-    """Per column of values (M, n), the smallest value whose cumulative weight (weights
-    (M,), summing to 1) reaches each level: one (n,) array per level."""
-    order = np.argsort(values, axis=0)
-    cumulative = np.cumsum(weights[order], axis=0)
-    columns = np.arange(values.shape[1])
-    return tuple(values[order[np.minimum((cumulative < level).sum(axis=0),
-                                         len(weights) - 1), columns], columns]
-                 for level in levels)
 
 
 def _prior_states(prior: tuple[Array, Array], n: int) -> tuple[Array, Array]:

@@ -15,6 +15,7 @@ damping time τ (see docs/dynamics.md).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,6 +156,27 @@ class IntegrationMixin(DynamicsMixin):
 
         run_split(chunk, count)
         return status
+
+    def weighted_quantiles(self, values: Array, weights: Array,
+                           levels: Sequence[float]) -> Array:
+        """Per column of values (N, k), the smallest value whose cumulative weight (weights
+        (N,), ≥ 0) in ascending order reaches each level times the total, as (L, k) for L
+        levels: by selection in C, O(N) where sorting is O(N log N), which is what keeps a
+        particle filter's interval cheap. Zero weights and non-finite values are left
+        out; a column with no weight gives NaN."""
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        weights = np.ascontiguousarray(weights, dtype=np.float64)
+        level = np.ascontiguousarray(levels, dtype=np.float64).reshape(-1)
+        if values.ndim != 2 or weights.shape != (len(values),):
+            raise ValueError(f"values must be (N, k) and weights (N,), got {values.shape} "
+                             f"and {weights.shape}")
+        if not ((level >= 0) & (level <= 1)).all():
+            raise ValueError(f"levels must lie in [0, 1], got {list(level)}")
+        out = np.empty((len(level), values.shape[1]))
+        self._checked(self.lib.mb_weighted_quantiles(
+            len(values), values.shape[1], self._dbl(values), self._dbl(weights), len(level),
+            self._dbl(level), self._dbl(out)))
+        return out
 
     def integrate_variational(self, q0: Any, qd0: Any, dt: float, steps: int, *,
                               newton: bool = False, order: int = 2,

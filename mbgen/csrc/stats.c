@@ -1,0 +1,117 @@
+/* Weighted quantiles by histogram refinement: O(count) per column in a few passes where
+ * sorting would be O(count log count), so a particle filter's 95 % interval costs less
+ * than its weights. Binning is monotone in the value, so the answer lies in the first
+ * bin whose cumulative weight reaches the level; that bin's values are binned again over
+ * their own range until few are left, then sorted. */
+#include <stdlib.h>
+
+#include "core.h"
+
+enum { BINS = 1024, SMALL = 32 };
+
+typedef struct {
+    double* hist;  /* BINS */
+    int* bin;      /* each value's bin */
+    double lo, span;
+} histogram;
+
+/* Bins v (count) over [min v, max v] with the weights w; returns 0 when all are equal. */
+static int fill(histogram* h, const double* v, const double* w, long count)
+{
+    double lo = v[0], hi = v[0];
+    for (long s = 1; s < count; ++s) {
+        lo = v[s] < lo ? v[s] : lo;
+        hi = v[s] > hi ? v[s] : hi;
+    }
+    h->lo = lo;
+    h->span = hi - lo;
+    if (!(h->span > 0.0)) return 0;
+    for (int b = 0; b < BINS; ++b) h->hist[b] = 0.0;
+    for (long s = 0; s < count; ++s) {  /* (v - lo) / span in [0, 1]: never inf or NaN */
+        const long b = (long)((v[s] - lo) / h->span * BINS);
+        h->bin[s] = b < BINS ? (int)b : BINS - 1;
+    }
+    for (long s = 0; s < count; ++s) h->hist[h->bin[s]] += w[s];
+    return 1;
+}
+
+/* The values of the first bin whose cumulative weight reaches *target copied to (v1, w1),
+ * *target made relative to that bin; returns how many. */
+static long take_bin(const histogram* h, const double* v, const double* w, long count,
+                     double* target, double* v1, double* w1)
+{
+    int bin = 0;
+    double before = 0.0;  /* the weight below bin; the last bin (the maximum) is never empty */
+    while (bin < BINS - 1 && before + h->hist[bin] < *target) before += h->hist[bin++];
+    long kept = 0;
+    for (long s = 0; s < count; ++s)
+        if (h->bin[s] == bin) {
+            v1[kept] = v[s];
+            w1[kept++] = w[s];
+        }
+    *target -= before;
+    return kept;  /* > 0, and < count: the minimum and the maximum are in different bins */
+}
+
+/* The smallest of v (count > 0, positive weights w, both overwritten) whose cumulative
+ * weight in ascending order reaches target. */
+static double weighted_select(double* v, double* w, long count, double target,
+                              histogram* h)
+{
+    while (count > SMALL) {
+        if (!fill(h, v, w, count)) return v[0];
+        count = take_bin(h, v, w, count, &target, v, w);
+    }
+    for (long i = 1; i < count; ++i)  /* insertion sort of the few left */
+        for (long k = i; k > 0 && v[k - 1] > v[k]; --k) {
+            const double tv = v[k], tw = w[k];
+            v[k] = v[k - 1]; w[k] = w[k - 1];
+            v[k - 1] = tv; w[k - 1] = tw;
+        }
+    double cumulative = 0.0;
+    for (long i = 0; i < count; ++i) {
+        cumulative += w[i];
+        if (cumulative >= target) return v[i];
+    }
+    return v[count - 1];
+}
+
+int mb_weighted_quantiles(long count, int columns, const double* values,
+                          const double* weights, int nlevels, const double* levels,
+                          double* out)
+{
+    const size_t size = (size_t)(count > 0 ? count : 1);
+    double* v = (double*)malloc(sizeof(double) * (4 * size + 2 * BINS));
+    int* bin = (int*)malloc(sizeof(int) * 2 * size);
+    if (!v || !bin) { free(v); free(bin); return MB_NO_MEMORY; }
+    double *w = v + size, *v1 = w + size, *w1 = v1 + size;
+    /* the column's histogram, kept for every level, and one for refining a level's bin */
+    histogram h = {w1 + size, bin, 0.0, 0.0};
+    histogram refine = {w1 + size + BINS, bin + size, 0.0, 0.0};
+    for (int j = 0; j < columns; ++j) {
+        long kept = 0;
+        double total = 0.0;
+        for (long s = 0; s < count; ++s) {  /* weightless or non-finite values never count */
+            const double x = values[s * columns + j], y = weights[s];
+            if (y > 0.0 && y < INFINITY && fabs(x) < INFINITY) {
+                v[kept] = x;
+                w[kept++] = y;
+                total += y;
+            }
+        }
+        const int spread = kept > SMALL && fill(&h, v, w, kept);
+        for (int l = 0; l < nlevels; ++l) {
+            double target = levels[l] * total;
+            long k = kept;
+            if (spread) {
+                k = take_bin(&h, v, w, kept, &target, v1, w1);
+            } else {
+                for (long s = 0; s < kept; ++s) { v1[s] = v[s]; w1[s] = w[s]; }
+            }
+            out[l * columns + j] = k ? weighted_select(v1, w1, k, target, &refine) : NAN;
+        }
+    }
+    free(v);
+    free(bin);
+    return MB_OK;
+}
