@@ -115,6 +115,42 @@ def test_a_bad_state_fails_alone(compiled: Compiled) -> None:
     assert np.array_equal(q[good], clean_q[good]) and np.array_equal(qd[good], clean_qd[good])
 
 
+@pytest.mark.parametrize("name", MECHANISMS)
+@pytest.mark.parametrize("integrator", ["rk4", "euler", "semi-implicit-euler"])
+def test_lanes_give_the_states_of_one_at_a_time(compiled: Compiled, name: str,
+                                                integrator: str) -> None:
+    """Two blocks of 8 states in the lane functions and a tail of 3 alone give, bit for
+    bit, what each state gives in a call of its own (one state never uses the lanes)."""
+    mech = compiled(SHIPPED_DIR / f"{name}.yaml")
+    assert mech.predict_lanes
+    q, qd = states(mech, 19, seed=7)
+    noise = np.random.default_rng(4).normal(0.0, 3.0, (19, mech.dof))
+    alone = [(q[k:k + 1].copy(), qd[k:k + 1].copy()) for k in range(19)]
+    for k, (one_q, one_qd) in enumerate(alone):
+        assert not mech.predict_particles(one_q, one_qd, noise[k:k + 1].copy(), 2e-3,
+                                          integrator).any()
+    assert not mech.predict_particles(q, qd, noise, 2e-3, integrator).any()
+    assert np.array_equal(q, np.vstack([a[0] for a in alone]))
+    assert np.array_equal(qd, np.vstack([a[1] for a in alone]))
+
+
+def test_a_state_the_lanes_cannot_move_fails_alone(compiled: Compiled) -> None:
+    """A NaN noise passes the start of a state but breaks its lane: that state is moved
+    again alone, which reports it, and its lane neighbours are untouched."""
+    mech = compiled(SHIPPED_DIR / "fourbar.yaml")
+    q, qd = states(mech, 16)
+    noise = np.random.default_rng(0).normal(size=(16, mech.dof))
+    clean_q, clean_qd = q.copy(), qd.copy()
+    mech.predict_particles(clean_q, clean_qd, noise, 1e-3)
+    noise[5] = np.nan
+    before = q[5].copy()
+    status = mech.predict_particles(q, qd, noise, 1e-3)
+    assert status.tolist() == [0] * 5 + [mech.lib.MB_NOT_FINITE] + [0] * 10
+    assert np.array_equal(q[5], before)
+    good = [k for k in range(16) if k != 5]
+    assert np.array_equal(q[good], clean_q[good]) and np.array_equal(qd[good], clean_qd[good])
+
+
 def test_a_batch_split_across_threads_gives_the_same_states(
         compiled: Compiled, monkeypatch: pytest.MonkeyPatch) -> None:
     mech = compiled(SHIPPED_DIR / "fourbar.yaml")

@@ -13,6 +13,7 @@ from mbgen import __version__
 from mbgen.codegen.c_printer import kernel_body
 from mbgen.codegen.cache import templates_dir
 from mbgen.codegen.kkt import kkt_program
+from mbgen.codegen.lanes import LANE_KERNELS, kernel_lanes, kkt_lanes
 from mbgen.codegen.ordering import coupling_graph, minimum_degree_order
 from mbgen.redundancy import independent_rows
 from mbgen.symbolic.derive import KernelSet
@@ -72,11 +73,12 @@ def generate(kernels: KernelSet, progress: Any = None) -> GeneratedSource:
     for k in kernels.kernels:
         if progress is not None:
             progress(k.name)
+        body = kernel_body([e for _, e in k.entries], names)
         rendered.append({
             "name": k.name, "doc": k.doc, "nnz": k.nnz, "enum": f"MB_K_{k.name.upper()}",
             "rows": [index[0] for index, _ in k.entries],
             "cols": [index[1] for index, _ in k.entries] if len(k.shape) > 1 else [],
-            "body": kernel_body([e for _, e in k.entries], names),
+            "body": body, "lanes": kernel_lanes(body) if k.name in LANE_KERNELS else None,
         })
     order = coordinate_order(kernels)
     patterns = {k.name: [index for index, _ in k.entries] for k in kernels.kernels}
@@ -85,6 +87,7 @@ def generate(kernels: KernelSet, progress: Any = None) -> GeneratedSource:
         "version": __version__, "source": mechanism.source.replace("*/", "* /"),
         "name": mechanism.name.replace("*/", "* /"), "n": model.n, "m": model.m,
         "np": len(model.params), "kernels": rendered, "order": order, "kkt": kkt,
+        "kkt_lanes": kkt_lanes(kkt) if kkt else None,
     }
     c_source = template_environment().get_template("mechanism.c.j2").render(context)
     return GeneratedSource(c_source, build_meta(kernels))

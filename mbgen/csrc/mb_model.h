@@ -12,11 +12,16 @@
 /* out[k] = value of nonzero k at (q, x, p); x is q̇, v or λ depending on the kernel. */
 typedef void (*mb_kernel_fn)(const double* q, const double* x, const double* p, double* out);
 
+/* States evaluated side by side by the lane functions, every array [entry][lane]. */
+#define MB_LANES 8
+
 typedef struct {
     mb_kernel_fn eval;  /* NULL when the kernel has no entries (e.g. no sensors) */
     int nnz;
     const int* row;     /* first index of each nonzero */
     const int* col;     /* second index of each nonzero (NULL for vectors) */
+    mb_kernel_fn lanes; /* eval for MB_LANES states at once ([entry][lane] arrays, p
+                         * shared); only for the kernels the batched prediction uses */
 } mb_kernel;
 
 /* The dynamics' KKT factorization [M + γAᵀA, Aᵀ; A, 0] (A: the rows independent at q0,
@@ -45,6 +50,12 @@ typedef struct {
      * when alpha != 0); NULL: the core's generic products */
     void (*jacobians)(const double* Z, double* const* kv, const double* aux, double alpha,
                       double beta, double* Jq, double* Jqd);
+    /* factor and solve for MB_LANES states at once ([entry][lane] arrays; NULL for
+     * factors split into several functions): bad[l] = 1 where the factor's checks failed
+     * (the lane computes on; redo that state with factor for its status) */
+    void (*factor_lanes)(const double* mv, const double* a, double mass_tol,
+                         double pivot_tol, double* L, double* D, double* gamma, int* bad);
+    void (*solve_lanes)(const double* L, const double* D, double* x);
 } mb_kkt;
 
 struct mb_model {

@@ -188,6 +188,11 @@ int mb_predict_particles(const mb_plan* plan, const mb_options* options, long co
     double* q, double* qd, const double* noise, const double* dq, const double* dqd,
     const double* p, int method, double dt, int* status);
 
+/* Whether mb_predict_particles integrates MB_LANES (8) states at once in the module's lane
+ * functions (mechanisms small enough for a one-piece unrolled KKT, no stabilization):
+ * the same states, bit for bit, in less time. */
+int mb_predict_uses_lanes(const mb_plan* plan, const mb_options* options);
+
 /* Weighted quantiles of each column of values (count x columns, row-major) with weights
  * (count; zero or non-finite weights and non-finite values are left out): for every level in
  * levels (nlevels, in [0, 1]) the smallest value whose cumulative weight in ascending

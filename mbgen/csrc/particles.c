@@ -160,6 +160,213 @@ static int project(mb_ws* wk, double* x, double* v, const double* p, const int* 
     return st ? st : mb_velocity_one(wk, x, v, p, ind, wk->d, 0);
 }
 
+/* Everything one call shares: the inputs, the dynamics' workspace, and per lane the
+ * workspace that holds its particle's choice of z and factors for the projection. */
+typedef struct {
+    const mb_model* model;
+    const mb_options* options;
+    double *q, *qd;
+    const double *noise, *dq, *dqd, *p;
+    int method, n, d;
+    double dt;
+    mb_ws* w;
+    mb_ws* wk[MB_LANES];
+    int* ind;              /* d per lane, then d pivots */
+    double *mass, *gram, *work, *Re;
+} predictor;
+
+/* Particle s (lane l) up to the integration: finite, z chosen (R into wk[l]), and the
+ * noise force e (n). */
+static int start(predictor* P, int l, long s, double* e)
+{
+    const int n = P->n, d = P->d;
+    const double *qs = P->q + s * n, *vs = P->qd + s * n;
+    int st = mb_all_finite(qs, n) && mb_all_finite(vs, n) ? MB_OK : MB_NOT_FINITE;
+    if (!st) st = mb_choose_z(P->wk[l], qs, P->p, P->ind + l * d);  /* R = ∂q/∂z */
+    if (!st) noise_force(P->model, P->wk[l]->R, d, P->noise + s * d, qs, P->p, P->mass, e,
+                         P->Re);
+    return st;
+}
+
+/* Particle s (lane l) from the integrated (x1, v1) (n each, overwritten): the kernel's
+ * moves, the projection, and its new state stored when all went well. */
+static int finish(predictor* P, int l, long s, double* x1, double* v1)
+{
+    const int n = P->n, d = P->d;
+    int st = MB_OK;
+    if (P->dq || P->dqd)
+        st = tangent_moves(P->wk[l]->R, n, d, P->dq ? P->dq + s * n : NULL,
+                           P->dqd ? P->dqd + s * n : NULL, x1, v1, P->gram,
+                           P->ind + MB_LANES * d);
+    if (!st) st = project(P->wk[l], x1, v1, P->p, P->ind + l * d, P->options->newton_tol,
+                          P->options->max_iter);
+    if (!st && !(mb_all_finite(x1, n) && mb_all_finite(v1, n))) st = MB_NOT_FINITE;
+    if (!st) {
+        mb_copy(P->q + s * n, x1, n);
+        mb_copy(P->qd + s * n, v1, n);
+    }
+    return st;
+}
+
+/* ---- MB_LANES particles at once: the integration in the generated lane functions --- */
+
+/* Scratch of the lanes, every array [entry][lane]. */
+typedef struct {
+    double *q, *qd, *e, *x1, *v1;  /* n each: the start, the noise force, the result */
+    double *kv, *kx, *xs, *sx, *sv; /* RK4's stages, n each */
+    double *f, *dd, *a, *mv, *b, *L, *D, *gamma;
+    int bad[MB_LANES];
+} lanes;
+
+/* The lanes run the unrolled KKT path of mb_dynamics_one (forces, Φq, the mass and the
+ * KKT factor and solve, no stabilization), so they compute what it would, bit for bit. */
+int mb_predict_uses_lanes(const mb_plan* plan, const mb_options* options)
+{
+    const mb_model* model = plan->model;
+    const mb_kkt* kkt = model->kkt;
+    return kkt && kkt->factor_lanes && kkt->solve_lanes && plan->r > 0 &&
+           mb_plan_uses_sparse(plan, options) && mb_plan_uses_unrolled(plan, options) &&
+           options->alpha == 0.0 && options->beta == 0.0 &&
+           model->kernel[MB_K_PHI_Q].lanes && model->kernel[MB_K_MASS].lanes &&
+           model->kernel[MB_K_DPHIQ_QD].lanes &&
+           (model->kernel[MB_K_FORCES].lanes || !model->kernel[MB_K_FORCES].nnz);
+}
+
+static lanes* lanes_new(const mb_plan* plan)
+{
+    const mb_model* model = plan->model;
+    const size_t n = (size_t)model->n, N = n + (size_t)plan->r, W = MB_LANES;
+    const size_t sizes[] = {n, n, n, n, n, n, n, n, n, n,
+                            (size_t)model->kernel[MB_K_FORCES].nnz + 1,
+                            (size_t)model->kernel[MB_K_DPHIQ_QD].nnz,
+                            (size_t)model->kernel[MB_K_PHI_Q].nnz,
+                            (size_t)model->kernel[MB_K_MASS].nnz, N,
+                            (size_t)model->kkt->nnz_l + 1, N, 1};
+    size_t total = 0;
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; ++k) total += sizes[k] * W;
+    lanes* s = (lanes*)malloc(sizeof(lanes) + sizeof(double) * total);
+    if (!s) return NULL;
+    double* next = (double*)(s + 1);
+    double** arrays[] = {&s->q, &s->qd, &s->e, &s->x1, &s->v1, &s->kv, &s->kx, &s->xs,
+                         &s->sx, &s->sv, &s->f, &s->dd, &s->a, &s->mv, &s->b, &s->L, &s->D,
+                         &s->gamma};
+    for (size_t k = 0; k < sizeof arrays / sizeof *arrays; ++k) {
+        *arrays[k] = next;
+        next += sizes[k] * W;
+    }
+    return s;
+}
+
+/* q̈ (n x lanes) at (q, q̇) under the extra force e; s->bad[l] |= 1 where lane l failed. */
+static void dynamics_lanes(const mb_plan* plan, const mb_options* options, lanes* s,
+                           const double* q, const double* qd, const double* e,
+                           const double* p, double* qdd)
+{
+    enum { W = MB_LANES };
+    const mb_model* model = plan->model;
+    const mb_kernel *kf = &model->kernel[MB_K_FORCES], *ka = &model->kernel[MB_K_PHI_Q];
+    const int n = model->n, r = plan->r;
+    double *b = s->b, *c = s->b + n * W;
+    int bad[W];
+    for (int i = 0; i < n * W; ++i) s->bad[i % W] |= !(isfinite(q[i]) && isfinite(qd[i]));
+    for (int i = 0; i < n * W; ++i) b[i] = 0.0;
+    if (kf->lanes) {
+        kf->lanes(q, qd, p, s->f);
+        for (int k = 0; k < kf->nnz; ++k)
+            for (int l = 0; l < W; ++l) b[kf->row[k] * W + l] = s->f[k * W + l];
+    }
+    for (int i = 0; i < n * W; ++i) b[i] += e[i];
+    model->kernel[MB_K_DPHIQ_QD].lanes(q, qd, p, s->dd);
+    for (int k = 0; k < r; ++k)
+        for (int l = 0; l < W; ++l) c[k * W + l] = -s->dd[plan->rows[k] * W + l];
+    ka->lanes(q, NULL, p, s->a);
+    model->kernel[MB_K_MASS].lanes(q, NULL, p, s->mv);
+    model->kkt->factor_lanes(s->mv, s->a, options->mass_tol, options->pivot_tol, s->L, s->D,
+                             s->gamma, bad);
+    for (int k = 0; k < ka->nnz; ++k) {  /* as mb_sparse_rhs */
+        const int row = plan->rowpos[ka->row[k]];
+        if (row < 0) continue;
+        double* bc = b + ka->col[k] * W;
+        for (int l = 0; l < W; ++l) bc[l] += s->gamma[l] * s->a[k * W + l] * c[row * W + l];
+    }
+    model->kkt->solve_lanes(s->L, s->D, b);
+    for (int i = 0; i < n * W; ++i) {
+        qdd[i] = b[i];
+        s->bad[i % W] |= !isfinite(b[i]);
+    }
+    for (int l = 0; l < W; ++l) s->bad[l] |= bad[l];
+}
+
+/* integrate() for the lanes: (s->q, s->qd) under s->e to (s->x1, s->v1). */
+static void integrate_lanes(const mb_plan* plan, const mb_options* options, lanes* s,
+                            int method, const double* p, double dt)
+{
+    const int nw = plan->model->n * MB_LANES;
+    double *kv = s->kv, *kx = s->kx, *xs = s->xs, *sx = s->sx, *sv = s->sv;
+    for (int l = 0; l < MB_LANES; ++l) s->bad[l] = 0;
+    dynamics_lanes(plan, options, s, s->q, s->qd, s->e, p, kv);
+    mb_copy(s->x1, s->q, nw);
+    mb_copy(s->v1, s->qd, nw);
+    if (method != MB_RK4) {
+        add_scaled(s->v1, kv, dt, nw);
+        add_scaled(s->x1, method == MB_EULER ? s->qd : s->v1, dt, nw);
+        return;
+    }
+    static const double c[3] = {0.5, 0.5, 1.0}, weight[3] = {2.0, 2.0, 1.0};
+    mb_copy(kx, s->qd, nw);
+    mb_copy(sx, s->qd, nw);
+    mb_copy(sv, kv, nw);
+    for (int k = 0; k < 3; ++k) {
+        for (int i = 0; i < nw; ++i) {
+            xs[i] = s->q[i] + c[k] * dt * kx[i];
+            kx[i] = s->qd[i] + c[k] * dt * kv[i];
+        }
+        dynamics_lanes(plan, options, s, xs, kx, s->e, p, kv);
+        add_scaled(sx, kx, weight[k], nw);
+        add_scaled(sv, kv, weight[k], nw);
+    }
+    add_scaled(s->x1, sx, dt / 6.0, nw);
+    add_scaled(s->v1, sv, dt / 6.0, nw);
+}
+
+/* Particles s0 .. s0 + MB_LANES - 1: started one by one, integrated together, finished
+ * one by one; a lane the lanes could not integrate is integrated again alone (the
+ * one-state dynamics give its status). e: MB_LANES x n; x1, v1, work as integrate(). */
+static int predict_block(predictor* P, lanes* s, long s0, double* e, double* x1, double* v1,
+                         int* status)
+{
+    enum { W = MB_LANES };
+    const int n = P->n;
+    int failed = 0;
+    for (int l = 0; l < W; ++l) {
+        const long k = s0 + l;
+        status[k] = start(P, l, k, e + l * n);
+        for (int i = 0; i < n; ++i) {
+            s->q[i * W + l] = P->q[k * n + i];
+            s->qd[i * W + l] = P->qd[k * n + i];
+            s->e[i * W + l] = status[k] ? 0.0 : e[l * n + i];
+        }
+    }
+    integrate_lanes(P->w->plan, P->options, s, P->method, P->p, P->dt);
+    for (int l = 0; l < W; ++l) {
+        const long k = s0 + l;
+        int st = status[k];
+        if (!st && s->bad[l]) {
+            st = integrate(P->w, P->method, P->q + k * n, P->qd + k * n, P->p, e + l * n,
+                           P->dt, x1, v1, P->work);
+        } else if (!st) {
+            for (int i = 0; i < n; ++i) {
+                x1[i] = s->x1[i * W + l];
+                v1[i] = s->v1[i * W + l];
+            }
+        }
+        if (!st) st = finish(P, l, k, x1, v1);
+        status[k] = st;
+        failed += st != MB_OK;
+    }
+    return failed;
+}
+
 int mb_predict_particles(const mb_plan* plan, const mb_options* options, long count,
     double* q, double* qd, const double* noise, const double* dq, const double* dqd,
     const double* p, int method, double dt, int* status)
@@ -168,47 +375,43 @@ int mb_predict_particles(const mb_plan* plan, const mb_options* options, long co
     const int n = model->n, d = plan->d;
     if (method != MB_EULER && method != MB_SEMI_IMPLICIT_EULER && method != MB_RK4)
         return MB_BAD_ARGUMENT;
-    mb_ws* w = mb_ws_new(plan, options, 0);
-    mb_ws* wk = mb_ws_new(plan, options, 0);
+    const int use_lanes = count >= MB_LANES && mb_predict_uses_lanes(plan, options);
+    predictor P = {model, options, q, qd, noise, dq, dqd, p, method, n, d, dt,
+                   mb_ws_new(plan, options, 0), {NULL}, NULL, NULL, NULL, NULL, NULL};
+    int ok = P.w != NULL;
+    for (int l = 0; l < (use_lanes ? MB_LANES : 1); ++l)
+        ok &= (P.wk[l] = mb_ws_new(plan, options, 0)) != NULL;
     const size_t mass_nnz = (size_t)model->kernel[MB_K_MASS].nnz;
-    double* scratch = (double*)malloc(sizeof(double) * (9 * (size_t)n + mass_nnz
+    /* e for every lane, x1, v1, Re, work (5 n), mass, gram */
+    double* scratch = (double*)malloc(sizeof(double) * ((MB_LANES + 8) * (size_t)n + mass_nnz
                                                         + (size_t)d * (d + 2) + 1));
-    int* ind = (int*)malloc(sizeof(int) * (2 * (size_t)d + 1));  /* ind, then pivots */
+    P.ind = (int*)malloc(sizeof(int) * ((MB_LANES + 1) * (size_t)d + 1));
+    lanes* s = use_lanes ? lanes_new(plan) : NULL;
     int failed = 0;
-    if (!w || !wk || !scratch || !ind) {
-        mb_ws_free(w); mb_ws_free(wk); free(scratch); free(ind);
-        return MB_NO_MEMORY;
+    if (!ok || !scratch || !P.ind || (use_lanes && !s)) {
+        failed = MB_NO_MEMORY;
+    } else {
+        double *e = scratch, *x1 = e + MB_LANES * n, *v1 = x1 + n;
+        P.Re = v1 + n;
+        P.work = P.Re + n;
+        P.mass = P.work + 5 * n;
+        P.gram = P.mass + mass_nnz;
+        long k = 0;
+        for (; use_lanes && k + MB_LANES <= count; k += MB_LANES)
+            failed += predict_block(&P, s, k, e, x1, v1, status);
+        for (; k < count; ++k) {
+            int st = start(&P, 0, k, e);
+            if (!st) st = integrate(P.w, method, q + k * n, qd + k * n, p, e, dt, x1, v1,
+                                    P.work);
+            if (!st) st = finish(&P, 0, k, x1, v1);
+            status[k] = st;
+            failed += st != MB_OK;
+        }
     }
-    double *x1 = scratch, *v1 = x1 + n, *e = v1 + n, *work = e + 2 * n;
-    double* mass = work + 5 * n;
-    double* gram = mass + mass_nnz;
-    int* piv = ind + d;
-    for (long s = 0; s < count; ++s) {
-        double* qs = q + s * n;
-        double* vs = qd + s * n;
-        int st = mb_all_finite(qs, n) && mb_all_finite(vs, n) ? MB_OK : MB_NOT_FINITE;
-        if (!st) st = mb_choose_z(wk, qs, p, ind);  /* also R = ∂q/∂z into wk->R */
-        if (!st) {
-            noise_force(model, wk->R, d, noise + s * d, qs, p, mass, e, e + n);
-            st = integrate(w, method, qs, vs, p, e, dt, x1, v1, work);
-        }
-        if (!st) {
-            if (dq || dqd)
-                st = tangent_moves(wk->R, n, d, dq ? dq + s * n : NULL,
-                                   dqd ? dqd + s * n : NULL, x1, v1, gram, piv);
-            if (!st) st = project(wk, x1, v1, p, ind, options->newton_tol, options->max_iter);
-        }
-        if (!st && !(mb_all_finite(x1, n) && mb_all_finite(v1, n))) st = MB_NOT_FINITE;
-        if (!st) {
-            mb_copy(qs, x1, n);
-            mb_copy(vs, v1, n);
-        }
-        status[s] = st;
-        failed += st != MB_OK;
-    }
-    mb_ws_free(w);
-    mb_ws_free(wk);
+    mb_ws_free(P.w);
+    for (int l = 0; l < MB_LANES; ++l) mb_ws_free(P.wk[l]);
     free(scratch);
-    free(ind);
+    free(P.ind);
+    free(s);
     return failed;
 }

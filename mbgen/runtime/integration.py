@@ -157,6 +157,12 @@ class IntegrationMixin(DynamicsMixin):
         run_split(chunk, count)
         return status
 
+    @property
+    def predict_lanes(self) -> bool:
+        """Whether predict_particles moves 8 states at once in the generated lane functions
+        (small mechanisms without stabilization): the same states, in less time."""
+        return bool(self.lib.mb_predict_uses_lanes(self.plan, self.options.struct))
+
     def weighted_quantiles(self, values: Array, weights: Array,
                            levels: Sequence[float]) -> Array:
         """Per column of values (N, k), the smallest value whose cumulative weight (weights
