@@ -54,5 +54,7 @@ def kkt_lanes(kkt: KktProgram) -> tuple[list[str], list[str]] | None:
             line = f"bad |= !({check['condition']});"
         line = RUNNING_MAX.sub(r"\g<m> = \g<x> > \g<m> ? \g<x> : \g<m>;", line)
         factor.append(line.replace("*gamma = g;", "gamma[l] = g;"))
+    if any("return" in line for line in factor + solve):
+        return None  # a statement of a kind this rewrite does not know: no lanes
     return (in_lanes(factor, ("mv", "a", "L", "D", "E")),
             in_lanes(solve, ("L", "D", "x")))
