@@ -119,10 +119,7 @@ static int project(mb_ws* wk, double* x, double* v, const double* p, const int* 
                    double tol, int max_iter)
 {
     const int r = wk->r, n = wk->n;
-    const mb_kernel* k = &wk->model->kernel[MB_K_PHI_Q];
-    const int* rowpos = wk->plan->rowpos;
-    double *ph = wk->kv[MB_K_PHI], *a = wk->kv[MB_K_PHI_Q];
-    double *b = wk->residual, *scale = wk->tmp_n2, *delta = wk->Sc;
+    double *ph = wk->kv[MB_K_PHI], *b = wk->residual, *delta = wk->Sc;
     int placed = 0, moving = 0;
     for (int it = 0; it < CHORD_STEPS && !placed; ++it) {
         mb_eval_one(wk->model, MB_K_PHI, x, NULL, p, ph);
@@ -137,19 +134,24 @@ static int project(mb_ws* wk, double* x, double* v, const double* p, const int* 
         }
         placed = err <= tol;
     }
-    /* velocities: the residual Φq q̇ against the size of its terms */
+    /* velocities: the residual Φq q̇ against the size of its terms, Φq at x dense once
+     * (row by row, each sum stays in a register) */
+    if (placed) {
+        mb_eval_one(wk->model, MB_K_PHI_Q, x, NULL, p, wk->kv[MB_K_PHI_Q]);
+        mb_dense_build_A(wk);
+    }
     for (int it = 0; it < CHORD_STEPS && placed && !moving; ++it) {
-        mb_eval_one(wk->model, MB_K_PHI_Q, x, NULL, p, a);
-        mb_zero(b, r);
-        mb_zero(scale, r);
-        for (int e = 0; e < k->nnz; ++e) {
-            const int i = rowpos[k->row[e]];
-            if (i < 0) continue;
-            b[i] += a[e] * v[k->col[e]];
-            scale[i] += fabs(a[e] * v[k->col[e]]);
-        }
         moving = 1;
-        for (int i = 0; i < r; ++i) moving &= fabs(b[i]) <= 1e-14 * scale[i] + 1e-300;
+        for (int i = 0; i < r; ++i) {
+            const double* row = wk->A + i * n;
+            double sum = 0.0, size = 0.0;
+            for (int j = 0; j < n; ++j) {
+                sum += row[j] * v[j];
+                size += fabs(row[j] * v[j]);
+            }
+            b[i] = sum;
+            moving &= fabs(sum) <= 1e-14 * size + 1e-300;
+        }
         if (!moving) {
             mb_dense_solve_S(wk, b, delta);
             for (int i = 0; i < n; ++i) v[i] -= delta[i];
@@ -268,7 +270,9 @@ static void dynamics_lanes(const mb_plan* plan, const mb_options* options, lanes
     const int n = model->n, r = plan->r;
     double *b = s->b, *c = s->b + n * W;
     int bad[W];
-    for (int i = 0; i < n * W; ++i) s->bad[i % W] |= !(isfinite(q[i]) && isfinite(qd[i]));
+    for (int i = 0; i < n; ++i)
+        for (int l = 0; l < W; ++l)
+            s->bad[l] |= !(isfinite(q[i * W + l]) && isfinite(qd[i * W + l]));
     for (int i = 0; i < n * W; ++i) b[i] = 0.0;
     if (kf->lanes) {
         kf->lanes(q, qd, p, s->f);
@@ -290,10 +294,11 @@ static void dynamics_lanes(const mb_plan* plan, const mb_options* options, lanes
         for (int l = 0; l < W; ++l) bc[l] += s->gamma[l] * s->a[k * W + l] * c[row * W + l];
     }
     model->kkt->solve_lanes(s->L, s->D, b);
-    for (int i = 0; i < n * W; ++i) {
-        qdd[i] = b[i];
-        s->bad[i % W] |= !isfinite(b[i]);
-    }
+    for (int i = 0; i < n; ++i)
+        for (int l = 0; l < W; ++l) {
+            qdd[i * W + l] = b[i * W + l];
+            s->bad[l] |= !isfinite(b[i * W + l]);
+        }
     for (int l = 0; l < W; ++l) s->bad[l] |= bad[l];
 }
 
