@@ -124,6 +124,7 @@ class ParticleFilter:
         self.integrator = integrator
         self.prior = None if prior is None else _prior_states(prior, mech.n)
         self._spread: Array | None = None  # kernel scales of the particles to roughen
+        self._angles = np.array([unit == "rad" for unit in mech.coordinate_units])
         self.branches = branches or find_branches(mech, seed=seed)
         self.initialize()
 
@@ -364,10 +365,11 @@ class ParticleFilter:
         the heaviest particle."""
         w = self.weights()
         w = w / w.sum()
+        ess = float(1.0 / (w * w).sum())
         # einsum, not BLAS: OpenBLAS's threads would spin on the core the prediction uses
         mean = np.einsum("i,ij->j", w, self.q)
         values = self.q
-        angle = np.array([unit == "rad" for unit in self.mech.coordinate_units])
+        angle = self._angles
         if angle.any():
             # angles as deviations from the heaviest particle, wrapped to (−π, π]
             reference = self.q[int(np.argmax(w)), angle]
@@ -378,7 +380,7 @@ class ParticleFilter:
             values = self.q.copy()
             values[:, angle] = mean[angle] + _wrap(turns - mean[angle])
         low, high = self.mech.weighted_quantiles(values, w, (0.025, 0.975))
-        return Estimate(mean, low, high, self.ess(), np.exp(self.log_p), reinitialized)
+        return Estimate(mean, low, high, ess, np.exp(self.log_p), reinitialized)
 
 
 def _prior_states(prior: tuple[Array, Array], n: int) -> tuple[Array, Array]:
