@@ -151,6 +151,26 @@ def test_a_state_the_lanes_cannot_move_fails_alone(compiled: Compiled) -> None:
     assert np.array_equal(q[good], clean_q[good]) and np.array_equal(qd[good], clean_qd[good])
 
 
+def test_a_singular_state_in_a_lane_gets_the_status_it_gets_alone(
+        compiled: Compiled) -> None:
+    """The lanes' choice of z gives up on a singular Φq (q = 0 puts the crank's point on
+    its fixed pivot: that row of Φq vanishes); the state's status is the one it gets in a
+    call of its own and its lane neighbours move as without it."""
+    mech = compiled(SHIPPED_DIR / "fourbar.yaml")
+    q, qd = states(mech, 16)
+    noise = np.random.default_rng(0).normal(size=(16, mech.dof))
+    clean_q, clean_qd = q.copy(), qd.copy()
+    mech.predict_particles(clean_q, clean_qd, noise, 1e-3)
+    q[2], qd[2] = 0.0, 0.0
+    alone = mech.predict_particles(q[2:3].copy(), qd[2:3].copy(), noise[2:3].copy(), 1e-3)
+    assert alone.tolist() == [mech.lib.MB_SINGULAR_PHIQ]
+    status = mech.predict_particles(q, qd, noise, 1e-3)
+    assert status.tolist() == [0, 0, mech.lib.MB_SINGULAR_PHIQ] + [0] * 13
+    assert not q[2].any()
+    good = [k for k in range(16) if k != 2]
+    assert np.array_equal(q[good], clean_q[good]) and np.array_equal(qd[good], clean_qd[good])
+
+
 def test_a_batch_split_across_threads_gives_the_same_states(
         compiled: Compiled, monkeypatch: pytest.MonkeyPatch) -> None:
     mech = compiled(SHIPPED_DIR / "fourbar.yaml")

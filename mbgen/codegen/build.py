@@ -52,10 +52,12 @@ from mbgen.symbolic import build_symbolic_model, derive_kernels
 # the values are the same)
 KERNEL_FLAGS = ["-O2", "-fPIC", "-std=gnu99", "-fno-strict-aliasing", "-fvisibility=hidden",
                 "-ffp-contract=off", "-fno-trapping-math", "-w"]
-# -fno-tree-loop-distribute-patterns: core.h's mb_copy/mb_zero stay inline loops
+# -fno-tree-loop-distribute-patterns: core.h's mb_copy/mb_zero stay inline loops;
+# -fno-trapping-math as above (the lane partition's pivot search)
 CORE_FLAGS = ["-O3", "-fPIC", "-std=c99", "-fvisibility=hidden", "-ffp-contract=off",
-              "-fno-tree-loop-distribute-patterns", "-Wall", "-Werror=implicit",
-              "-Werror=incompatible-pointer-types", "-Werror=int-conversion"]
+              "-fno-tree-loop-distribute-patterns", "-fno-trapping-math", "-Wall",
+              "-Werror=implicit", "-Werror=incompatible-pointer-types",
+              "-Werror=int-conversion"]
 GLUE_FLAGS = ["-O0", "-fPIC", "-w", "-Werror=incompatible-pointer-types",
               "-Werror=int-conversion"]
 CDEF_BEGIN, CDEF_END = "/* cdef:begin */", "/* cdef:end */"

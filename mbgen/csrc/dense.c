@@ -402,3 +402,105 @@ void mb_lu_solve(const double* LU, int k, const int* piv, double* B, int cols)
             }
     lu_substitute(LU, k, B, cols);
 }
+
+/* mb_choose_z's partition (full pivoting, no fixed z) for MB_LANES states at once, with
+ * the same pivots and values: ws[l] receives lane l's F, R, prow and pcol, ind + l d its
+ * z. a: Φq's values [nnz][lane]; LU: (r n + r) MB_LANES doubles of scratch, its
+ * columns swapped in place so that every lane's pivot sits at the same position and the
+ * elimination runs across the lanes. Returns a bit mask of the lanes that failed or hold
+ * a NaN: redo those with mb_choose_z for their status. */
+int mb_dense_partition_lanes(mb_ws* const* ws, const double* a, double* LU, int* ind)
+{
+    enum { W = MB_LANES };
+    const mb_ws* w0 = ws[0];
+    const mb_kernel* k = &w0->model->kernel[MB_K_PHI_Q];
+    const int r = w0->r, n = w0->n, d = w0->d, *rowpos = w0->plan->rowpos;
+    const double tol = w0->opt->pivot_tol;
+    double amax[W], best[W], at_i[W], at_j[W], *x = LU + r * n * W;
+    int bi[W], bj[W], failed = 0;
+#define AT(i, j) (LU + ((i) * n + (j)) * W)
+    mb_zero(LU, (long)r * n * W);
+    for (int e = 0; e < k->nnz; ++e) {
+        const int i = rowpos[k->row[e]];
+        if (i >= 0) mb_copy(AT(i, k->col[e]), a + e * W, W);
+    }
+    for (int l = 0; l < W; ++l) amax[l] = 0.0;
+    for (int e = 0; e < r * n; ++e)
+        for (int l = 0; l < W; ++l) {
+            const double v = fabs(LU[e * W + l]);
+            amax[l] = v > amax[l] ? v : amax[l];
+            failed |= (v != v) << l;
+        }
+    for (int l = 0; l < W; ++l) {
+        failed |= !(amax[l] < INFINITY) << l;
+        for (int i = 0; i < r; ++i) ws[l]->prow[i] = i;
+        for (int j = 0; j < n; ++j) ws[l]->pcol[j] = j;
+    }
+    for (int p = 0; p < r; ++p) {
+        /* in mb_dense_partition's order, so that ties go the same way; the pivot's row
+         * and column as doubles, so that every select is on doubles and vectorizes */
+        for (int l = 0; l < W; ++l) best[l] = at_i[l] = at_j[l] = -1.0;
+        for (int i = p; i < r; ++i)
+            for (int j = p; j < n; ++j)
+#pragma GCC unroll 1
+                for (int l = 0; l < W; ++l) {  /* a loop, not unrolled: it vectorizes */
+                    const double v = fabs(AT(i, j)[l]);
+                    const int better = v > best[l];
+                    at_i[l] = better ? (double)i : at_i[l];
+                    at_j[l] = better ? (double)j : at_j[l];
+                    best[l] = better ? v : best[l];
+                }
+        for (int l = 0; l < W; ++l) {
+            mb_ws* w = ws[l];
+            bi[l] = (int)at_i[l];
+            bj[l] = (int)at_j[l];
+            if (bi[l] < 0 || best[l] <= tol * amax[l] || best[l] == 0.0) {
+                failed |= 1 << l;
+                bi[l] = bj[l] = p;
+            }
+            for (int j = 0; j < n; ++j) {
+                const double t = AT(p, j)[l];
+                AT(p, j)[l] = AT(bi[l], j)[l];
+                AT(bi[l], j)[l] = t;
+            }
+            for (int i = 0; i < r; ++i) {
+                const double t = AT(i, p)[l];
+                AT(i, p)[l] = AT(i, bj[l])[l];
+                AT(i, bj[l])[l] = t;
+            }
+            int t = w->prow[p]; w->prow[p] = w->prow[bi[l]]; w->prow[bi[l]] = t;
+            t = w->pcol[p]; w->pcol[p] = w->pcol[bj[l]]; w->pcol[bj[l]] = t;
+        }
+        for (int i = p + 1; i < r; ++i) {
+            for (int l = 0; l < W; ++l) AT(i, p)[l] /= AT(p, p)[l];
+            /* mb_dense_partition skips a zero multiplier; here it subtracts a zero */
+            for (int j = p + 1; j < n; ++j)
+                for (int l = 0; l < W; ++l) AT(i, j)[l] -= AT(i, p)[l] * AT(p, j)[l];
+        }
+    }
+    for (int l = 0; l < W; ++l) {
+        if (failed >> l & 1) continue;
+        mb_ws* w = ws[l];
+        for (int i = 0; i < r; ++i)
+            for (int p = 0; p < r; ++p) w->F[i * r + p] = AT(i, p)[l];
+        mb_zero(w->R, (long)n * (d > 0 ? d : 1));
+        for (int j = 0; j < d; ++j) {
+            ind[l * d + j] = w->pcol[r + j];
+            w->R[w->pcol[r + j] * d + j] = 1.0;
+        }
+    }
+    /* R = [-U1⁻¹ U2; I]: the back substitution across the lanes, x [position][lane] */
+    for (int j = 0; j < d; ++j)
+        for (int p = r - 1; p >= 0; --p) {
+            double* xp = x + p * W;
+            for (int l = 0; l < W; ++l) {
+                double s = AT(p, r + j)[l];
+                for (int q = p + 1; q < r; ++q) s -= AT(p, q)[l] * x[q * W + l];
+                xp[l] = s / AT(p, p)[l];
+            }
+            for (int l = 0; l < W; ++l)
+                if (!(failed >> l & 1)) ws[l]->R[ws[l]->pcol[p] * d + j] = -xp[l];
+        }
+#undef AT
+    return failed;
+}

@@ -18,23 +18,30 @@ static void add_scaled(double* restrict x, const double* restrict v, double h, i
     for (int i = 0; i < n; ++i) x[i] += h * v[i];
 }
 
-/* The generalized force f = M R ε (n) that gives z̈ the noise ε (d) at q: the dynamics
- * keep Φq q̈ = c under it at every stage, so the noise cannot pull the state off the
- * constraints, and (RᵀMR)⁻¹ Rᵀ f = ε. mass: the mass kernel's values; Re: n doubles. */
-static void noise_force(const mb_model* model, const double* R, int d, const double* noise,
-                        const double* q, const double* p, double* mass, double* f,
-                        double* Re)
+/* The generalized force f = M R ε that gives z̈ the noise ε (d) at q: the dynamics keep
+ * Φq q̈ = c under it at every stage, so the noise cannot pull the state off the
+ * constraints, and (RᵀMR)⁻¹ Rᵀ f = ε. noise_direction makes Re (n) = R ε, mass_apply
+ * f = M Re. */
+static void noise_direction(const double* R, int n, int d, const double* noise, double* Re)
 {
-    const int n = model->n;
-    const mb_kernel* k = &model->kernel[MB_K_MASS];
     for (int i = 0; i < n; ++i) {
         double sum = 0.0;
         for (int j = 0; j < d; ++j) sum += R[i * d + j] * noise[j];
         Re[i] = sum;
     }
-    mb_eval_one(model, MB_K_MASS, q, NULL, p, mass);
-    mb_zero(f, n);
-    for (int e = 0; e < k->nnz; ++e) f[k->row[e]] += mass[e] * Re[k->col[e]];
+}
+
+/* f = M x for `lanes` states side by side (f, x: [n][lanes]; mass: the mass kernel's
+ * values, [entry][lanes]), summed in the kernel's entry order whatever the lanes. */
+static void mass_apply(const mb_kernel* k, int n, int lanes, const double* mass,
+                       const double* x, double* f)
+{
+    mb_zero(f, (long)n * lanes);
+    for (int e = 0; e < k->nnz; ++e) {
+        double* fe = f + k->row[e] * lanes;
+        const double *me = mass + e * lanes, *xe = x + k->col[e] * lanes;
+        for (int l = 0; l < lanes; ++l) fe[l] += me[l] * xe[l];
+    }
 }
 
 /* One step of dt from (q, q̇) under the extra force e (n) to (x1, v1), before the
@@ -185,8 +192,11 @@ static int start(predictor* P, int l, long s, double* e)
     const double *qs = P->q + s * n, *vs = P->qd + s * n;
     int st = mb_all_finite(qs, n) && mb_all_finite(vs, n) ? MB_OK : MB_NOT_FINITE;
     if (!st) st = mb_choose_z(P->wk[l], qs, P->p, P->ind + l * d);  /* R = ∂q/∂z */
-    if (!st) noise_force(P->model, P->wk[l]->R, d, P->noise + s * d, qs, P->p, P->mass, e,
-                         P->Re);
+    if (!st) {
+        noise_direction(P->wk[l]->R, n, d, P->noise + s * d, P->Re);
+        mb_eval_one(P->model, MB_K_MASS, qs, NULL, P->p, P->mass);
+        mass_apply(&P->model->kernel[MB_K_MASS], n, 1, P->mass, P->Re, e);
+    }
     return st;
 }
 
@@ -215,6 +225,7 @@ static int finish(predictor* P, int l, long s, double* x1, double* v1)
 /* Scratch of the lanes, every array [entry][lane]. */
 typedef struct {
     double *q, *qd, *e, *x1, *v1;  /* n each: the start, the noise force, the result */
+    double *Re, *LU;                /* n: R ε; (r n + r): the partition's scratch */
     double *kv, *kx, *xs, *sx, *sv; /* RK4's stages, n each */
     double *f, *dd, *a, *mv, *b, *L, *D, *gamma;
     int bad[MB_LANES];
@@ -238,7 +249,8 @@ static lanes* lanes_new(const mb_plan* plan)
 {
     const mb_model* model = plan->model;
     const size_t n = (size_t)model->n, N = n + (size_t)plan->r, W = MB_LANES;
-    const size_t sizes[] = {n, n, n, n, n, n, n, n, n, n,
+    const size_t r = (size_t)plan->r;
+    const size_t sizes[] = {n, n, n, n, n, n, r * n + r, n, n, n, n, n,
                             (size_t)model->kernel[MB_K_FORCES].nnz + 1,
                             (size_t)model->kernel[MB_K_DPHIQ_QD].nnz,
                             (size_t)model->kernel[MB_K_PHI_Q].nnz,
@@ -249,7 +261,7 @@ static lanes* lanes_new(const mb_plan* plan)
     lanes* s = (lanes*)malloc(sizeof(lanes) + sizeof(double) * total);
     if (!s) return NULL;
     double* next = (double*)(s + 1);
-    double** arrays[] = {&s->q, &s->qd, &s->e, &s->x1, &s->v1, &s->kv, &s->kx, &s->xs,
+    double** arrays[] = {&s->q, &s->qd, &s->e, &s->x1, &s->v1, &s->Re, &s->LU, &s->kv, &s->kx, &s->xs,
                          &s->sx, &s->sv, &s->f, &s->dd, &s->a, &s->mv, &s->b, &s->L, &s->D,
                          &s->gamma};
     for (size_t k = 0; k < sizeof arrays / sizeof *arrays; ++k) {
@@ -259,10 +271,11 @@ static lanes* lanes_new(const mb_plan* plan)
     return s;
 }
 
-/* q̈ (n x lanes) at (q, q̇) under the extra force e; s->bad[l] |= 1 where lane l failed. */
+/* q̈ (n x lanes) at (q, q̇) under the extra force e; s->bad[l] |= 1 where lane l failed.
+ * evaluated: s->a and s->mv hold Φq and M at this q already. */
 static void dynamics_lanes(const mb_plan* plan, const mb_options* options, lanes* s,
                            const double* q, const double* qd, const double* e,
-                           const double* p, double* qdd)
+                           const double* p, int evaluated, double* qdd)
 {
     enum { W = MB_LANES };
     const mb_model* model = plan->model;
@@ -283,8 +296,10 @@ static void dynamics_lanes(const mb_plan* plan, const mb_options* options, lanes
     model->kernel[MB_K_DPHIQ_QD].lanes(q, qd, p, s->dd);
     for (int k = 0; k < r; ++k)
         for (int l = 0; l < W; ++l) c[k * W + l] = -s->dd[plan->rows[k] * W + l];
-    ka->lanes(q, NULL, p, s->a);
-    model->kernel[MB_K_MASS].lanes(q, NULL, p, s->mv);
+    if (!evaluated) {
+        ka->lanes(q, NULL, p, s->a);
+        model->kernel[MB_K_MASS].lanes(q, NULL, p, s->mv);
+    }
     model->kkt->factor_lanes(s->mv, s->a, options->mass_tol, options->pivot_tol, s->L, s->D,
                              s->gamma, bad);
     for (int k = 0; k < ka->nnz; ++k) {  /* as mb_sparse_rhs */
@@ -302,14 +317,15 @@ static void dynamics_lanes(const mb_plan* plan, const mb_options* options, lanes
     for (int l = 0; l < W; ++l) s->bad[l] |= bad[l];
 }
 
-/* integrate() for the lanes: (s->q, s->qd) under s->e to (s->x1, s->v1). */
+/* integrate() for the lanes: (s->q, s->qd) under s->e to (s->x1, s->v1), with Φq and M
+ * at s->q in s->a and s->mv. */
 static void integrate_lanes(const mb_plan* plan, const mb_options* options, lanes* s,
                             int method, const double* p, double dt)
 {
     const int nw = plan->model->n * MB_LANES;
     double *kv = s->kv, *kx = s->kx, *xs = s->xs, *sx = s->sx, *sv = s->sv;
     for (int l = 0; l < MB_LANES; ++l) s->bad[l] = 0;
-    dynamics_lanes(plan, options, s, s->q, s->qd, s->e, p, kv);
+    dynamics_lanes(plan, options, s, s->q, s->qd, s->e, p, 1, kv);
     mb_copy(s->x1, s->q, nw);
     mb_copy(s->v1, s->qd, nw);
     if (method != MB_RK4) {
@@ -326,7 +342,7 @@ static void integrate_lanes(const mb_plan* plan, const mb_options* options, lane
             xs[i] = s->q[i] + c[k] * dt * kx[i];
             kx[i] = s->qd[i] + c[k] * dt * kv[i];
         }
-        dynamics_lanes(plan, options, s, xs, kx, s->e, p, kv);
+        dynamics_lanes(plan, options, s, xs, kx, s->e, p, 0, kv);
         add_scaled(sx, kx, weight[k], nw);
         add_scaled(sv, kv, weight[k], nw);
     }
@@ -334,31 +350,52 @@ static void integrate_lanes(const mb_plan* plan, const mb_options* options, lane
     add_scaled(s->v1, sv, dt / 6.0, nw);
 }
 
-/* Particles s0 .. s0 + MB_LANES - 1: started one by one, integrated together, finished
- * one by one; a lane the lanes could not integrate is integrated again alone (the
- * one-state dynamics give its status). e: MB_LANES x n; x1, v1, work as integrate(). */
+/* start() for particles s0 .. s0 + MB_LANES - 1, one per lane: Φq and M at their q,
+ * evaluated once in lanes, serve the choice of z (in lanes too), the noise force (s->e)
+ * and the first stage of the dynamics. */
+static void start_lanes(predictor* P, lanes* s, long s0, int* status)
+{
+    enum { W = MB_LANES };
+    const int n = P->n, d = P->d;
+    const mb_model* model = P->model;
+    for (int l = 0; l < W; ++l)
+        for (int i = 0; i < n; ++i) {
+            s->q[i * W + l] = P->q[(s0 + l) * n + i];
+            s->qd[i * W + l] = P->qd[(s0 + l) * n + i];
+        }
+    model->kernel[MB_K_PHI_Q].lanes(s->q, NULL, P->p, s->a);
+    model->kernel[MB_K_MASS].lanes(s->q, NULL, P->p, s->mv);
+    const int redo = mb_dense_partition_lanes(P->wk, s->a, s->LU, P->ind);
+    for (int l = 0; l < W; ++l) {
+        const long k = s0 + l;
+        const double *qk = P->q + k * n, *vk = P->qd + k * n;
+        int st = mb_all_finite(qk, n) && mb_all_finite(vk, n) ? MB_OK : MB_NOT_FINITE;
+        if (!st && (redo >> l & 1)) st = mb_choose_z(P->wk[l], qk, P->p, P->ind + l * d);
+        if (!st) noise_direction(P->wk[l]->R, n, d, P->noise + k * d, P->Re);
+        for (int i = 0; i < n; ++i) s->Re[i * W + l] = st ? 0.0 : P->Re[i];
+        status[k] = st;
+    }
+    mass_apply(&model->kernel[MB_K_MASS], n, W, s->mv, s->Re, s->e);
+}
+
+/* Particles s0 .. s0 + MB_LANES - 1: started and integrated together, finished one by
+ * one; a lane the lanes could not integrate is integrated again alone (the one-state
+ * dynamics give its status). e, x1, v1: n each; work as integrate(). */
 static int predict_block(predictor* P, lanes* s, long s0, double* e, double* x1, double* v1,
                          int* status)
 {
     enum { W = MB_LANES };
     const int n = P->n;
     int failed = 0;
-    for (int l = 0; l < W; ++l) {
-        const long k = s0 + l;
-        status[k] = start(P, l, k, e + l * n);
-        for (int i = 0; i < n; ++i) {
-            s->q[i * W + l] = P->q[k * n + i];
-            s->qd[i * W + l] = P->qd[k * n + i];
-            s->e[i * W + l] = status[k] ? 0.0 : e[l * n + i];
-        }
-    }
+    start_lanes(P, s, s0, status);
     integrate_lanes(P->w->plan, P->options, s, P->method, P->p, P->dt);
     for (int l = 0; l < W; ++l) {
         const long k = s0 + l;
         int st = status[k];
         if (!st && s->bad[l]) {
-            st = integrate(P->w, P->method, P->q + k * n, P->qd + k * n, P->p, e + l * n,
-                           P->dt, x1, v1, P->work);
+            for (int i = 0; i < n; ++i) e[i] = s->e[i * W + l];
+            st = integrate(P->w, P->method, P->q + k * n, P->qd + k * n, P->p, e, P->dt, x1,
+                           v1, P->work);
         } else if (!st) {
             for (int i = 0; i < n; ++i) {
                 x1[i] = s->x1[i * W + l];
@@ -387,8 +424,8 @@ int mb_predict_particles(const mb_plan* plan, const mb_options* options, long co
     for (int l = 0; l < (use_lanes ? MB_LANES : 1); ++l)
         ok &= (P.wk[l] = mb_ws_new(plan, options, 0)) != NULL;
     const size_t mass_nnz = (size_t)model->kernel[MB_K_MASS].nnz;
-    /* e for every lane, x1, v1, Re, work (5 n), mass, gram */
-    double* scratch = (double*)malloc(sizeof(double) * ((MB_LANES + 8) * (size_t)n + mass_nnz
+    /* e, x1, v1, Re, work (5 n), mass, gram */
+    double* scratch = (double*)malloc(sizeof(double) * (9 * (size_t)n + mass_nnz
                                                         + (size_t)d * (d + 2) + 1));
     P.ind = (int*)malloc(sizeof(int) * ((MB_LANES + 1) * (size_t)d + 1));
     lanes* s = use_lanes ? lanes_new(plan) : NULL;
@@ -396,7 +433,7 @@ int mb_predict_particles(const mb_plan* plan, const mb_options* options, long co
     if (!ok || !scratch || !P.ind || (use_lanes && !s)) {
         failed = MB_NO_MEMORY;
     } else {
-        double *e = scratch, *x1 = e + MB_LANES * n, *v1 = x1 + n;
+        double *e = scratch, *x1 = e + n, *v1 = x1 + n;
         P.Re = v1 + n;
         P.work = P.Re + n;
         P.mass = P.work + 5 * n;
