@@ -27,11 +27,17 @@ static int fill(histogram* h, const double* v, const double* w, long count)
     h->span = hi - lo;
     if (!(h->span > 0.0)) return 0;
     for (int b = 0; b < BINS; ++b) h->hist[b] = 0.0;
-    for (long s = 0; s < count; ++s) {  /* (v - lo) / span in [0, 1]: never inf or NaN */
-        const long b = (long)((v[s] - lo) / h->span * BINS);
-        h->bin[s] = b < BINS ? (int)b : BINS - 1;
+    /* (v - lo) / span in [0, 1]: never inf or NaN; a product by BINS / span where that is
+     * finite (a division costs several products), rounded the same way for every value,
+     * so the binning stays monotone */
+    const double scale = BINS / h->span;
+    for (long s = 0; s < count; ++s) {
+        const long b = scale < INFINITY ? (long)((v[s] - lo) * scale)
+                                        : (long)((v[s] - lo) / h->span * BINS);
+        const int bin = b < BINS ? (int)b : BINS - 1;
+        h->bin[s] = bin;
+        h->hist[bin] += w[s];
     }
-    for (long s = 0; s < count; ++s) h->hist[h->bin[s]] += w[s];
     return 1;
 }
 

@@ -231,8 +231,7 @@ class ParticleFilter:
         (B,), the likelihood of the readings given the branch."""
         total = np.full(self.branches.count, -np.inf)
         self.log_w[np.isnan(self.log_w)] = -np.inf
-        for b in self._branches_held():
-            mine = self.branch == b
+        for b, mine in self._members():
             top = self.log_w[mine].max()
             if not np.isfinite(top):  # every particle of the branch broke
                 self.log_w[mine] = 0.0
@@ -254,19 +253,18 @@ class ParticleFilter:
             self._share(np.flatnonzero(alive))
             return
         picked = []
-        for b in self._branches_held():
-            mine = np.flatnonzero(self.branch == b)
+        for _, mine in self._members():
             w = np.exp(self.log_w[mine])
-            if 1.0 / (w * w).sum() < len(mine) / 2:
-                pick = mine[_systematic(w, len(mine), self.rng)]
+            if 1.0 / (w * w).sum() < len(w) / 2:
+                pick = np.arange(len(self.q))[mine][_systematic(w, len(w), self.rng)]
                 self.q[mine], self.qd[mine] = self.q[pick], self.qd[pick]
-                self.log_w[mine] = -np.log(len(mine))
+                self.log_w[mine] = -np.log(len(w))
                 picked.append(mine)
         if picked:
             self._roughen(picked)
 
-    def _roughen(self, groups: list[Array]) -> None:
-        """Mark the particles just resampled (each group: one branch's indices) to be moved
+    def _roughen(self, groups: list[Array | slice]) -> None:
+        """Mark the particles just resampled (each group: one branch's index) to be moved
         apart at the next prediction by a Gaussian kernel of their group's own spread
         (the regularized particle filter): copies of one particle would otherwise stay
         together, and a cloud that lost the truth could not find it again."""
@@ -275,9 +273,9 @@ class ParticleFilter:
         dim = 2 * max(self.mech.dof, 1)
         scale = np.zeros((len(self.q), 2 * self.mech.n))
         for group in groups:
-            h = self.roughening * (4.0 / (dim + 2)) ** (1 / (dim + 4)) * len(group) ** (
-                -1 / (dim + 4))
             state = np.hstack([self.q[group], self.qd[group]])
+            h = self.roughening * (4.0 / (dim + 2)) ** (1 / (dim + 4)) * len(state) ** (
+                -1 / (dim + 4))
             scale[group] = h * state.std(axis=0)
         self._spread = scale
 
@@ -330,9 +328,14 @@ class ParticleFilter:
             restarted = self.update(readings)
         return self.estimate(restarted)
 
-    def _branches_held(self) -> Array:
-        """The branches some particle is in (bincount: np.unique would sort M labels)."""
-        return np.flatnonzero(np.bincount(self.branch, minlength=self.branches.count))
+    def _members(self) -> list[tuple[int, Array | slice]]:
+        """Each branch some particle is in, with its particles' indices: a slice over all
+        of them when one branch holds every particle (the usual case once the readings
+        have decided, where views save copying every array through an index)."""
+        held = np.flatnonzero(np.bincount(self.branch, minlength=self.branches.count))
+        if len(held) == 1:
+            return [(int(held[0]), slice(None))]
+        return [(int(b), np.flatnonzero(self.branch == b)) for b in held]
 
     def run(self, t: Array, readings: Array, dt: float | None = None,
             progress: Callable[[], None] | None = None) -> Track:
