@@ -134,6 +134,24 @@ def test_lanes_give_the_states_of_one_at_a_time(compiled: Compiled, name: str,
     assert np.array_equal(qd, np.vstack([a[1] for a in alone]))
 
 
+def test_the_choice_of_z_in_lanes_alone_gives_the_states_of_one_at_a_time(
+        compiled: Compiled) -> None:
+    """The robot's dynamics are too long for lane functions, but its blocks of 8 still
+    choose z in lanes (Φq and M have lane functions) and integrate one by one."""
+    mech = compiled(SHIPPED_DIR / "pick-and-place-robot.yaml")
+    assert not mech.predict_lanes
+    q = np.repeat(mech.solve_position(np.array(mech.q0))[None], 11, axis=0)
+    rng = np.random.default_rng(5)
+    qd = mech.project_velocity(q, rng.uniform(-0.5, 0.5, q.shape))
+    noise = rng.normal(0.0, 3.0, (11, mech.dof))
+    alone = [(q[k:k + 1].copy(), qd[k:k + 1].copy()) for k in range(11)]
+    for k, (one_q, one_qd) in enumerate(alone):
+        assert not mech.predict_particles(one_q, one_qd, noise[k:k + 1].copy(), 2e-3).any()
+    assert not mech.predict_particles(q, qd, noise, 2e-3).any()
+    assert np.array_equal(q, np.vstack([a[0] for a in alone]))
+    assert np.array_equal(qd, np.vstack([a[1] for a in alone]))
+
+
 def test_a_state_the_lanes_cannot_move_fails_alone(compiled: Compiled) -> None:
     """A NaN noise passes the start of a state but breaks its lane: that state is moved
     again alone, which reports it, and its lane neighbours are untouched."""

@@ -475,6 +475,7 @@ int mb_dense_partition_lanes(mb_ws* const* ws, const double* a, double* LU, int*
             for (int l = 0; l < W; ++l) AT(i, p)[l] /= AT(p, p)[l];
             /* mb_dense_partition skips a zero multiplier; here it subtracts a zero */
             for (int j = p + 1; j < n; ++j)
+#pragma GCC unroll 1
                 for (int l = 0; l < W; ++l) AT(i, j)[l] -= AT(i, p)[l] * AT(p, j)[l];
         }
     }

@@ -177,6 +177,7 @@ typedef struct {
     double *q, *qd;
     const double *noise, *dq, *dqd, *p;
     int method, n, d;
+    int integrate_lanes;   /* blocks integrate in lanes (else each particle alone) */
     double dt;
     mb_ws* w;
     mb_ws* wk[MB_LANES];
@@ -225,7 +226,7 @@ static int finish(predictor* P, int l, long s, double* x1, double* v1)
 /* Scratch of the lanes, every array [entry][lane]. */
 typedef struct {
     double *q, *qd, *e, *x1, *v1;  /* n each: the start, the noise force, the result */
-    double *Re, *LU;                /* n: R ε; (r n + r): the partition's scratch */
+    double *Re, *LU;  /* n: R ε; r n + r: the partition's scratch */
     double *kv, *kx, *xs, *sx, *sv; /* RK4's stages, n each */
     double *f, *dd, *a, *mv, *b, *L, *D, *gamma;
     int bad[MB_LANES];
@@ -255,15 +256,15 @@ static lanes* lanes_new(const mb_plan* plan)
                             (size_t)model->kernel[MB_K_DPHIQ_QD].nnz,
                             (size_t)model->kernel[MB_K_PHI_Q].nnz,
                             (size_t)model->kernel[MB_K_MASS].nnz, N,
-                            (size_t)model->kkt->nnz_l + 1, N, 1};
+                            (size_t)(model->kkt ? model->kkt->nnz_l : 0) + 1, N, 1};
     size_t total = 0;
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; ++k) total += sizes[k] * W;
     lanes* s = (lanes*)malloc(sizeof(lanes) + sizeof(double) * total);
     if (!s) return NULL;
     double* next = (double*)(s + 1);
-    double** arrays[] = {&s->q, &s->qd, &s->e, &s->x1, &s->v1, &s->Re, &s->LU, &s->kv, &s->kx, &s->xs,
-                         &s->sx, &s->sv, &s->f, &s->dd, &s->a, &s->mv, &s->b, &s->L, &s->D,
-                         &s->gamma};
+    double** arrays[] = {&s->q, &s->qd, &s->e, &s->x1, &s->v1, &s->Re, &s->LU, &s->kv,
+                         &s->kx, &s->xs, &s->sx, &s->sv, &s->f, &s->dd, &s->a, &s->mv, &s->b,
+                         &s->L, &s->D, &s->gamma};
     for (size_t k = 0; k < sizeof arrays / sizeof *arrays; ++k) {
         *arrays[k] = next;
         next += sizes[k] * W;
@@ -378,9 +379,10 @@ static void start_lanes(predictor* P, lanes* s, long s0, int* status)
     mass_apply(&model->kernel[MB_K_MASS], n, W, s->mv, s->Re, s->e);
 }
 
-/* Particles s0 .. s0 + MB_LANES - 1: started and integrated together, finished one by
- * one; a lane the lanes could not integrate is integrated again alone (the one-state
- * dynamics give its status). e, x1, v1: n each; work as integrate(). */
+/* Particles s0 .. s0 + MB_LANES - 1: started together, integrated together (when the
+ * module has lane functions for the dynamics) and finished one by one; a lane the lanes
+ * could not integrate is integrated alone (the one-state dynamics give its status).
+ * e, x1, v1: n each; work as integrate(). */
 static int predict_block(predictor* P, lanes* s, long s0, double* e, double* x1, double* v1,
                          int* status)
 {
@@ -388,7 +390,10 @@ static int predict_block(predictor* P, lanes* s, long s0, double* e, double* x1,
     const int n = P->n;
     int failed = 0;
     start_lanes(P, s, s0, status);
-    integrate_lanes(P->w->plan, P->options, s, P->method, P->p, P->dt);
+    if (P->integrate_lanes)
+        integrate_lanes(P->w->plan, P->options, s, P->method, P->p, P->dt);
+    else
+        for (int l = 0; l < W; ++l) s->bad[l] = 1;
     for (int l = 0; l < W; ++l) {
         const long k = s0 + l;
         int st = status[k];
@@ -417,9 +422,13 @@ int mb_predict_particles(const mb_plan* plan, const mb_options* options, long co
     const int n = model->n, d = plan->d;
     if (method != MB_EULER && method != MB_SEMI_IMPLICIT_EULER && method != MB_RK4)
         return MB_BAD_ARGUMENT;
-    const int use_lanes = count >= MB_LANES && mb_predict_uses_lanes(plan, options);
-    predictor P = {model, options, q, qd, noise, dq, dqd, p, method, n, d, dt,
-                   mb_ws_new(plan, options, 0), {NULL}, NULL, NULL, NULL, NULL, NULL};
+    /* blocks of MB_LANES particles start in lanes (the choice of z) wherever Φq and M
+     * have lane functions, and integrate in lanes where the dynamics have them too */
+    const int use_lanes = count >= MB_LANES && plan->r > 0 &&
+                          model->kernel[MB_K_PHI_Q].lanes && model->kernel[MB_K_MASS].lanes;
+    predictor P = {model, options, q, qd, noise, dq, dqd, p, method, n, d,
+                   mb_predict_uses_lanes(plan, options), dt, mb_ws_new(plan, options, 0),
+                   {NULL}, NULL, NULL, NULL, NULL, NULL};
     int ok = P.w != NULL;
     for (int l = 0; l < (use_lanes ? MB_LANES : 1); ++l)
         ok &= (P.wk[l] = mb_ws_new(plan, options, 0)) != NULL;
