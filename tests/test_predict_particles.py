@@ -117,19 +117,22 @@ def test_a_bad_state_fails_alone(compiled: Compiled) -> None:
 
 @pytest.mark.parametrize("name", MECHANISMS)
 @pytest.mark.parametrize("integrator", ["rk4", "euler", "semi-implicit-euler"])
+@pytest.mark.parametrize("dt", [2e-3, 0.08])
 def test_lanes_give_the_states_of_one_at_a_time(compiled: Compiled, name: str,
-                                                integrator: str) -> None:
+                                                integrator: str, dt: float) -> None:
     """Two blocks of 8 states in the lane functions and a tail of 3 alone give, bit for
-    bit, what each state gives in a call of its own (one state never uses the lanes)."""
+    bit, what each state gives in a call of its own (one state never uses the lanes).
+    The long step leaves some states to the exact solvers after the chord steps."""
     mech = compiled(SHIPPED_DIR / f"{name}.yaml")
     assert mech.predict_lanes
     q, qd = states(mech, 19, seed=7)
     noise = np.random.default_rng(4).normal(0.0, 3.0, (19, mech.dof))
     alone = [(q[k:k + 1].copy(), qd[k:k + 1].copy()) for k in range(19)]
-    for k, (one_q, one_qd) in enumerate(alone):
-        assert not mech.predict_particles(one_q, one_qd, noise[k:k + 1].copy(), 2e-3,
-                                          integrator).any()
-    assert not mech.predict_particles(q, qd, noise, 2e-3, integrator).any()
+    status_alone = [mech.predict_particles(one_q, one_qd, noise[k:k + 1].copy(), dt,
+                                           integrator)[0]
+                    for k, (one_q, one_qd) in enumerate(alone)]
+    status = mech.predict_particles(q, qd, noise, dt, integrator)
+    assert status.tolist() == status_alone and (status == 0).sum() >= 15
     assert np.array_equal(q, np.vstack([a[0] for a in alone]))
     assert np.array_equal(qd, np.vstack([a[1] for a in alone]))
 

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 from mbgen.codegen.kkt import KktProgram
 
-# Kernels the batched prediction evaluates in lanes (particles.c, dynamics_lanes)
-LANE_KERNELS = ("forces", "dphiq_qd", "phi_q", "mass")
+# Kernels the batched prediction evaluates in lanes (particles.c)
+LANE_KERNELS = ("forces", "dphiq_qd", "phi", "phi_q", "mass")
 # Statements of the factor and solve above which there are no KKT lanes (the five-bar has
 # ~190, the pick-and-place robot over 1 000)
 LANE_STATEMENTS = 1000

@@ -118,6 +118,15 @@ static int tangent_moves(const double* R, int n, int d, const double* delta,
 
 enum { CHORD_STEPS = 8 };
 
+/* Back onto Φ = 0 and Φq q̇ = 0 keeping z and ż (x, v in place) by the exact solvers, for a
+ * state the chord steps left outside the tolerances. */
+static int exact(mb_ws* wk, double* x, double* v, const double* p, const int* ind,
+                 double tol, int max_iter)
+{
+    const int st = mb_position_one(wk, x, p, ind, wk->d, 0, tol, max_iter);
+    return st ? st : mb_velocity_one(wk, x, v, p, ind, wk->d, 0);
+}
+
 /* Back onto Φ = 0 and Φq q̇ = 0 keeping z and ż (x, v in place), by Newton steps with the
  * dependent block of Φq that wk factored at the step's start: one step moves the state
  * little, so these chord steps converge in one or two where exact Newton would factor
@@ -164,9 +173,7 @@ static int project(mb_ws* wk, double* x, double* v, const double* p, const int* 
             for (int i = 0; i < n; ++i) v[i] -= delta[i];
         }
     }
-    if (placed && moving) return MB_OK;
-    const int st = mb_position_one(wk, x, p, ind, wk->d, 0, tol, max_iter);
-    return st ? st : mb_velocity_one(wk, x, v, p, ind, wk->d, 0);
+    return placed && moving ? MB_OK : exact(wk, x, v, p, ind, tol, max_iter);
 }
 
 /* Everything one call shares: the inputs, the dynamics' workspace, and per lane the
@@ -201,24 +208,34 @@ static int start(predictor* P, int l, long s, double* e)
     return st;
 }
 
+/* Particle s's new state (x1, v1), when finite. */
+static int store(predictor* P, long s, const double* x1, const double* v1)
+{
+    const int n = P->n;
+    if (!(mb_all_finite(x1, n) && mb_all_finite(v1, n))) return MB_NOT_FINITE;
+    mb_copy(P->q + s * n, x1, n);
+    mb_copy(P->qd + s * n, v1, n);
+    return MB_OK;
+}
+
+/* The kernel's moves of particle s (lane l) on its integrated (x1, v1) (n each). */
+static int jitter(predictor* P, int l, long s, double* x1, double* v1)
+{
+    const int n = P->n, d = P->d;
+    if (!P->dq && !P->dqd) return MB_OK;
+    return tangent_moves(P->wk[l]->R, n, d, P->dq ? P->dq + s * n : NULL,
+                         P->dqd ? P->dqd + s * n : NULL, x1, v1, P->gram,
+                         P->ind + MB_LANES * d);
+}
+
 /* Particle s (lane l) from the integrated (x1, v1) (n each, overwritten): the kernel's
  * moves, the projection, and its new state stored when all went well. */
 static int finish(predictor* P, int l, long s, double* x1, double* v1)
 {
-    const int n = P->n, d = P->d;
-    int st = MB_OK;
-    if (P->dq || P->dqd)
-        st = tangent_moves(P->wk[l]->R, n, d, P->dq ? P->dq + s * n : NULL,
-                           P->dqd ? P->dqd + s * n : NULL, x1, v1, P->gram,
-                           P->ind + MB_LANES * d);
-    if (!st) st = project(P->wk[l], x1, v1, P->p, P->ind + l * d, P->options->newton_tol,
-                          P->options->max_iter);
-    if (!st && !(mb_all_finite(x1, n) && mb_all_finite(v1, n))) st = MB_NOT_FINITE;
-    if (!st) {
-        mb_copy(P->q + s * n, x1, n);
-        mb_copy(P->qd + s * n, v1, n);
-    }
-    return st;
+    int st = jitter(P, l, s, x1, v1);
+    if (!st) st = project(P->wk[l], x1, v1, P->p, P->ind + l * P->d,
+                          P->options->newton_tol, P->options->max_iter);
+    return st ? st : store(P, s, x1, v1);
 }
 
 /* ---- MB_LANES particles at once: the integration in the generated lane functions --- */
@@ -226,7 +243,8 @@ static int finish(predictor* P, int l, long s, double* x1, double* v1)
 /* Scratch of the lanes, every array [entry][lane]. */
 typedef struct {
     double *q, *qd, *e, *x1, *v1;  /* n each: the start, the noise force, the result */
-    double *Re, *LU;  /* n: R ε; r n + r: the partition's scratch */
+    double *Re, *LU;  /* n: R ε; r n + r: the partition's scratch, then its factors */
+    double *ph, *A, *res, *y, *delta; /* the projection's: m, r n, r, r, n */
     double *kv, *kx, *xs, *sx, *sv; /* RK4's stages, n each */
     double *f, *dd, *a, *mv, *b, *L, *D, *gamma;
     int bad[MB_LANES];
@@ -251,7 +269,8 @@ static lanes* lanes_new(const mb_plan* plan)
     const mb_model* model = plan->model;
     const size_t n = (size_t)model->n, N = n + (size_t)plan->r, W = MB_LANES;
     const size_t r = (size_t)plan->r;
-    const size_t sizes[] = {n, n, n, n, n, n, r * n + r, n, n, n, n, n,
+    const size_t m = (size_t)model->m;
+    const size_t sizes[] = {n, n, n, n, n, n, r * n + r, m, r * n, r, r, n, n, n, n, n, n,
                             (size_t)model->kernel[MB_K_FORCES].nnz + 1,
                             (size_t)model->kernel[MB_K_DPHIQ_QD].nnz,
                             (size_t)model->kernel[MB_K_PHI_Q].nnz,
@@ -262,9 +281,10 @@ static lanes* lanes_new(const mb_plan* plan)
     lanes* s = (lanes*)malloc(sizeof(lanes) + sizeof(double) * total);
     if (!s) return NULL;
     double* next = (double*)(s + 1);
-    double** arrays[] = {&s->q, &s->qd, &s->e, &s->x1, &s->v1, &s->Re, &s->LU, &s->kv,
-                         &s->kx, &s->xs, &s->sx, &s->sv, &s->f, &s->dd, &s->a, &s->mv, &s->b,
-                         &s->L, &s->D, &s->gamma};
+    double** arrays[] = {&s->q, &s->qd, &s->e, &s->x1, &s->v1, &s->Re, &s->LU, &s->ph,
+                         &s->A, &s->res, &s->y, &s->delta, &s->kv, &s->kx, &s->xs, &s->sx,
+                         &s->sv, &s->f, &s->dd, &s->a, &s->mv, &s->b, &s->L, &s->D,
+                         &s->gamma};
     for (size_t k = 0; k < sizeof arrays / sizeof *arrays; ++k) {
         *arrays[k] = next;
         next += sizes[k] * W;
@@ -353,8 +373,9 @@ static void integrate_lanes(const mb_plan* plan, const mb_options* options, lane
 
 /* start() for particles s0 .. s0 + MB_LANES - 1, one per lane: Φq and M at their q,
  * evaluated once in lanes, serve the choice of z (in lanes too), the noise force (s->e)
- * and the first stage of the dynamics. */
-static void start_lanes(predictor* P, lanes* s, long s0, int* status)
+ * and the first stage of the dynamics. Returns the mask of the lanes that chose z alone
+ * (their factors are in their workspace only). */
+static int start_lanes(predictor* P, lanes* s, long s0, int* status)
 {
     enum { W = MB_LANES };
     const int n = P->n, d = P->d;
@@ -377,19 +398,128 @@ static void start_lanes(predictor* P, lanes* s, long s0, int* status)
         status[k] = st;
     }
     mass_apply(&model->kernel[MB_K_MASS], n, W, s->mv, s->Re, s->e);
+    return redo;
+}
+
+/* x (n x lanes) = S b (r x lanes) for every lane, as mb_dense_solve_S with the lanes'
+ * factors (s->LU, each lane's prow and pcol). */
+static void solve_S_lanes(const predictor* P, const lanes* s, const double* b, double* x)
+{
+    enum { W = MB_LANES };
+    const int r = P->w->r, n = P->n;
+    double* y = s->y;
+#define F(i, k) (s->LU + ((i) * n + (k)) * W)
+    for (int i = 0; i < r; ++i) {
+        for (int l = 0; l < W; ++l) y[i * W + l] = b[P->wk[l]->prow[i] * W + l];
+        for (int k = 0; k < i; ++k)
+            for (int l = 0; l < W; ++l) y[i * W + l] -= F(i, k)[l] * y[k * W + l];
+    }
+    for (int i = r - 1; i >= 0; --i) {
+        for (int k = i + 1; k < r; ++k)
+            for (int l = 0; l < W; ++l) y[i * W + l] -= F(i, k)[l] * y[k * W + l];
+        for (int l = 0; l < W; ++l) y[i * W + l] /= F(i, i)[l];
+    }
+#undef F
+    mb_zero(x, (long)n * W);
+    for (int k = 0; k < r; ++k)
+        for (int l = 0; l < W; ++l) x[P->wk[l]->pcol[k] * W + l] = y[k * W + l];
+}
+
+/* x -= δ (n x lanes) in the lanes of mask `step` only. */
+static void step_lanes(double* x, const double* delta, const int* step, int n)
+{
+    enum { W = MB_LANES };
+    for (int i = 0; i < n; ++i)
+        for (int l = 0; l < W; ++l)
+            x[i * W + l] = step[l] ? x[i * W + l] - delta[i * W + l] : x[i * W + l];
+}
+
+static int any_lane(const int* flags)
+{
+    int any = 0;
+    for (int l = 0; l < MB_LANES; ++l) any |= flags[l];
+    return any;
+}
+
+/* project()'s chord steps for the lanes in the mask `live` at once (s->x1, s->v1 in
+ * place), each lane doing what project() does to its state; placed and moving: as there,
+ * per lane (a lane left outside the tolerances goes to the exact solvers). */
+static void chord_lanes(const predictor* P, lanes* s, int live, int* placed, int* moving)
+{
+    enum { W = MB_LANES };
+    const mb_plan* plan = P->w->plan;
+    const mb_kernel* ka = &P->model->kernel[MB_K_PHI_Q];
+    const int r = plan->r, n = P->n;
+    const double tol = P->options->newton_tol;
+    double *b = s->res, *A = s->A;
+    int todo[W], ok[W];
+    double err[W];
+    for (int l = 0; l < W; ++l) {
+        placed[l] = moving[l] = 0;
+        todo[l] = live >> l & 1;
+    }
+    for (int it = 0; it < CHORD_STEPS && any_lane(todo); ++it) {
+        P->model->kernel[MB_K_PHI].lanes(s->x1, NULL, P->p, s->ph);
+        for (int l = 0; l < W; ++l) err[l] = 0.0;
+        for (int i = 0; i < r; ++i)
+            for (int l = 0; l < W; ++l) {
+                b[i * W + l] = s->ph[plan->rows[i] * W + l];
+                err[l] = fabs(b[i * W + l]) > err[l] ? fabs(b[i * W + l]) : err[l];
+            }
+        for (int l = 0; l < W; ++l) {
+            placed[l] |= todo[l] && err[l] <= tol;
+            todo[l] = todo[l] && !(err[l] <= tol);
+        }
+        if (!any_lane(todo)) break;
+        solve_S_lanes(P, s, b, s->delta);
+        step_lanes(s->x1, s->delta, todo, n);
+    }
+    /* velocities: Φq at x dense once, then the residual row by row (project()) */
+    if (!any_lane(placed)) return;
+    ka->lanes(s->x1, NULL, P->p, s->a);
+    mb_zero(A, (long)r * n * W);
+    for (int e = 0; e < ka->nnz; ++e) {
+        const int i = plan->rowpos[ka->row[e]];
+        if (i >= 0) mb_copy(A + (i * n + ka->col[e]) * W, s->a + e * W, W);
+    }
+    for (int l = 0; l < W; ++l) todo[l] = placed[l];
+    for (int it = 0; it < CHORD_STEPS && any_lane(todo); ++it) {
+        for (int l = 0; l < W; ++l) ok[l] = 1;
+        for (int i = 0; i < r; ++i) {
+            double sum[W], size[W];
+            for (int l = 0; l < W; ++l) sum[l] = size[l] = 0.0;
+            for (int j = 0; j < n; ++j)
+                for (int l = 0; l < W; ++l) {
+                    sum[l] += A[(i * n + j) * W + l] * s->v1[j * W + l];
+                    size[l] += fabs(A[(i * n + j) * W + l] * s->v1[j * W + l]);
+                }
+            for (int l = 0; l < W; ++l) {
+                b[i * W + l] = sum[l];
+                ok[l] &= fabs(sum[l]) <= 1e-14 * size[l] + 1e-300;
+            }
+        }
+        for (int l = 0; l < W; ++l) {
+            moving[l] |= todo[l] && ok[l];
+            todo[l] = todo[l] && !ok[l];
+        }
+        if (!any_lane(todo)) break;
+        solve_S_lanes(P, s, b, s->delta);
+        step_lanes(s->v1, s->delta, todo, n);
+    }
 }
 
 /* Particles s0 .. s0 + MB_LANES - 1: started together, integrated together (when the
- * module has lane functions for the dynamics) and finished one by one; a lane the lanes
- * could not integrate is integrated alone (the one-state dynamics give its status).
- * e, x1, v1: n each; work as integrate(). */
+ * module has lane functions for the dynamics), projected together and stored one by
+ * one; a lane the lanes could not integrate is integrated alone (the one-state dynamics
+ * give its status), and one that chose z alone is projected alone. x1, v1, e: n each;
+ * work as integrate(). */
 static int predict_block(predictor* P, lanes* s, long s0, double* e, double* x1, double* v1,
                          int* status)
 {
     enum { W = MB_LANES };
     const int n = P->n;
-    int failed = 0;
-    start_lanes(P, s, s0, status);
+    int failed = 0, live = 0, placed[W], moving[W];
+    const int alone = start_lanes(P, s, s0, status);
     if (P->integrate_lanes)
         integrate_lanes(P->w->plan, P->options, s, P->method, P->p, P->dt);
     else
@@ -407,7 +537,32 @@ static int predict_block(predictor* P, lanes* s, long s0, double* e, double* x1,
                 v1[i] = s->v1[i * W + l];
             }
         }
-        if (!st) st = finish(P, l, k, x1, v1);
+        if (!st) st = jitter(P, l, k, x1, v1);
+        for (int i = 0; i < n && !st; ++i) {
+            s->x1[i * W + l] = x1[i];
+            s->v1[i * W + l] = v1[i];
+        }
+        status[k] = st;
+        live |= (!st && !(alone >> l & 1)) << l;
+    }
+    chord_lanes(P, s, live, placed, moving);
+    for (int l = 0; l < W; ++l) {
+        const long k = s0 + l;
+        int st = status[k];
+        if (!st) {
+            for (int i = 0; i < n; ++i) {
+                x1[i] = s->x1[i * W + l];
+                v1[i] = s->v1[i * W + l];
+            }
+            mb_ws* wk = P->wk[l];
+            const int* ind = P->ind + l * P->d;
+            const double tol = P->options->newton_tol;
+            if (alone >> l & 1)
+                st = project(wk, x1, v1, P->p, ind, tol, P->options->max_iter);
+            else if (!(placed[l] && moving[l]))
+                st = exact(wk, x1, v1, P->p, ind, tol, P->options->max_iter);
+        }
+        if (!st) st = store(P, k, x1, v1);
         status[k] = st;
         failed += st != MB_OK;
     }
@@ -422,9 +577,9 @@ int mb_predict_particles(const mb_plan* plan, const mb_options* options, long co
     const int n = model->n, d = plan->d;
     if (method != MB_EULER && method != MB_SEMI_IMPLICIT_EULER && method != MB_RK4)
         return MB_BAD_ARGUMENT;
-    /* blocks of MB_LANES particles start in lanes (the choice of z) wherever Φq and M
+    /* blocks of MB_LANES particles choose z and project in lanes wherever Φ, Φq and M
      * have lane functions, and integrate in lanes where the dynamics have them too */
-    const int use_lanes = count >= MB_LANES && plan->r > 0 &&
+    const int use_lanes = count >= MB_LANES && plan->r > 0 && model->kernel[MB_K_PHI].lanes &&
                           model->kernel[MB_K_PHI_Q].lanes && model->kernel[MB_K_MASS].lanes;
     predictor P = {model, options, q, qd, noise, dq, dqd, p, method, n, d,
                    mb_predict_uses_lanes(plan, options), dt, mb_ws_new(plan, options, 0),
