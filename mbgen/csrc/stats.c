@@ -7,7 +7,7 @@
 
 #include "core.h"
 
-enum { BINS = 1024, SMALL = 32 };
+enum { BINS = 1024, SMALL = 32, GROUP = 4 };
 
 typedef struct {
     double* hist;  /* BINS */
@@ -15,14 +15,10 @@ typedef struct {
     double lo, span;
 } histogram;
 
-/* Bins v (count) over [min v, max v] with the weights w; returns 0 when all are equal. */
-static int fill(histogram* h, const double* v, const double* w, long count)
+/* Bins v (count, all within [lo, hi]) with the weights w; returns 0 when lo == hi. */
+static int fill_range(histogram* h, const double* v, const double* w, long count, double lo,
+                      double hi)
 {
-    double lo = v[0], hi = v[0];
-    for (long s = 1; s < count; ++s) {
-        lo = v[s] < lo ? v[s] : lo;
-        hi = v[s] > hi ? v[s] : hi;
-    }
     h->lo = lo;
     h->span = hi - lo;
     if (!(h->span > 0.0)) return 0;
@@ -41,21 +37,38 @@ static int fill(histogram* h, const double* v, const double* w, long count)
     return 1;
 }
 
-/* The values of the first bin whose cumulative weight reaches *target copied to (v1, w1),
- * *target made relative to that bin; returns how many. */
-static long take_bin(const histogram* h, const double* v, const double* w, long count,
-                     double* target, double* v1, double* w1)
+/* Bins v (count) over [min v, max v] with the weights w; returns 0 when all are equal. */
+static int fill(histogram* h, const double* v, const double* w, long count)
+{
+    double lo = v[0], hi = v[0];
+    for (long s = 1; s < count; ++s) {
+        lo = v[s] < lo ? v[s] : lo;
+        hi = v[s] > hi ? v[s] : hi;
+    }
+    return fill_range(h, v, w, count, lo, hi);
+}
+
+/* The first bin whose cumulative weight reaches *target, *target made relative to it
+ * (the last bin, the maximum's, is never empty). */
+static int find_bin(const histogram* h, double* target)
 {
     int bin = 0;
-    double before = 0.0;  /* the weight below bin; the last bin (the maximum) is never empty */
+    double before = 0.0;
     while (bin < BINS - 1 && before + h->hist[bin] < *target) before += h->hist[bin++];
+    *target -= before;
+    return bin;
+}
+
+/* The values of bin `bin` copied to (v1, w1); returns how many. */
+static long take_bin(const histogram* h, const double* v, const double* w, long count,
+                     int bin, double* v1, double* w1)
+{
     long kept = 0;
     for (long s = 0; s < count; ++s)
         if (h->bin[s] == bin) {
             v1[kept] = v[s];
             w1[kept++] = w[s];
         }
-    *target -= before;
     return kept;  /* > 0, and < count: the minimum and the maximum are in different bins */
 }
 
@@ -66,7 +79,7 @@ static double weighted_select(double* v, double* w, long count, double target,
 {
     while (count > SMALL) {
         if (!fill(h, v, w, count)) return v[0];
-        count = take_bin(h, v, w, count, &target, v, w);
+        count = take_bin(h, v, w, count, find_bin(h, &target), v, w);
     }
     for (long i = 1; i < count; ++i)  /* insertion sort of the few left */
         for (long k = i; k > 0 && v[k - 1] > v[k]; --k) {
@@ -87,34 +100,50 @@ int mb_weighted_quantiles(long count, int columns, const double* values,
                           double* out)
 {
     const size_t size = (size_t)(count > 0 ? count : 1);
-    double* v = (double*)malloc(sizeof(double) * (4 * size + 2 * BINS));
+    double* v = (double*)malloc(sizeof(double) * ((2 + 2 * GROUP) * size + 2 * BINS));
     int* bin = (int*)malloc(sizeof(int) * 2 * size);
     if (!v || !bin) { free(v); free(bin); return MB_NO_MEMORY; }
-    double *w = v + size, *v1 = w + size, *w1 = v1 + size;
+    double *w = v + size, *group = w + size;  /* a (value, weight) buffer per level */
     /* the column's histogram, kept for every level, and one for refining a level's bin */
-    histogram h = {w1 + size, bin, 0.0, 0.0};
-    histogram refine = {w1 + size + BINS, bin + size, 0.0, 0.0};
+    histogram h = {group + 2 * GROUP * size, bin, 0.0, 0.0};
+    histogram refine = {h.hist + BINS, bin + size, 0.0, 0.0};
     for (int j = 0; j < columns; ++j) {
         long kept = 0;
-        double total = 0.0;
+        double total = 0.0, lo = INFINITY, hi = -INFINITY;
         for (long s = 0; s < count; ++s) {  /* weightless or non-finite values never count */
             const double x = values[s * columns + j], y = weights[s];
             if (y > 0.0 && y < INFINITY && fabs(x) < INFINITY) {
                 v[kept] = x;
                 w[kept++] = y;
                 total += y;
+                lo = x < lo ? x : lo;
+                hi = x > hi ? x : hi;
             }
         }
-        const int spread = kept > SMALL && fill(&h, v, w, kept);
-        for (int l = 0; l < nlevels; ++l) {
-            double target = levels[l] * total;
-            long k = kept;
-            if (spread) {
-                k = take_bin(&h, v, w, kept, &target, v1, w1);
-            } else {
-                for (long s = 0; s < kept; ++s) { v1[s] = v[s]; w1[s] = w[s]; }
+        const int spread = kept > SMALL && fill_range(&h, v, w, kept, lo, hi);
+        /* up to GROUP levels per pass over the column: each takes its bin's values */
+        for (int g = 0; g < nlevels; g += GROUP) {
+            const int nl = nlevels - g < GROUP ? nlevels - g : GROUP;
+            double target[GROUP];
+            int at[GROUP];
+            long k[GROUP] = {0};
+            for (int l = 0; l < nl; ++l) {
+                target[l] = levels[g + l] * total;
+                at[l] = spread ? find_bin(&h, &target[l]) : -1;
             }
-            out[l * columns + j] = k ? weighted_select(v1, w1, k, target, &refine) : NAN;
+            for (long s = 0; s < kept; ++s)
+                for (int l = 0; l < nl; ++l)
+                    if (!spread || h.bin[s] == at[l]) {
+                        double* buffer = group + 2 * l * size;
+                        buffer[k[l]] = v[s];
+                        buffer[size + k[l]++] = w[s];
+                    }
+            for (int l = 0; l < nl; ++l) {
+                double* buffer = group + 2 * l * size;
+                out[(g + l) * columns + j] =
+                    k[l] ? weighted_select(buffer, buffer + size, k[l], target[l], &refine)
+                         : NAN;
+            }
         }
     }
     free(v);

@@ -29,7 +29,7 @@ _pool: ThreadPoolExecutor | None = None
 def _executor() -> ThreadPoolExecutor:
     global _pool
     if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=usable_cores(),
+        _pool = ThreadPoolExecutor(max_workers=max(1, usable_cores() - 1),
                                    thread_name_prefix="mbgen-batch")
     return _pool
 
@@ -41,6 +41,7 @@ def run_split(call: Callable[[int, int], int], count: int) -> int:
     if chunks == 1:
         return call(0, count)
     bounds = [count * k // chunks for k in range(chunks + 1)]
+    # the first chunk runs here: this thread would only wait, and a handoff costs a wakeup
     futures = [_executor().submit(call, start, stop)
-               for start, stop in zip(bounds[:-1], bounds[1:], strict=True)]
-    return sum(future.result() for future in futures)
+               for start, stop in zip(bounds[1:-1], bounds[2:], strict=True)]
+    return call(bounds[0], bounds[1]) + sum(future.result() for future in futures)
