@@ -39,6 +39,7 @@ from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.runtime.integration import PREDICTORS
 
 Array = np.ndarray
+Members = list[tuple[int, Array | slice]]  # each branch held, with its particles' index
 HOPELESS = 30.0  # readings this many σ from every particle: the belief has lost the truth
 
 
@@ -217,21 +218,23 @@ class ParticleFilter:
             self.initialize(uniform=True)
             return True
         self.log_w = self.log_w + likelihood
-        self.log_p = self.log_p + self._normalize_within_branches()
+        members = self._members()  # the particles do not change branch until resampling
+        self.log_p = self.log_p + self._normalize_within_branches(members)
         top = self.log_p.max()
         if not np.isfinite(top):
             self.initialize(uniform=True)
             return True
         self.log_p -= top + np.log(np.exp(self.log_p - top).sum())
-        self._resample()
+        self._resample(members)
         return False
 
-    def _normalize_within_branches(self) -> Array:
+    def _normalize_within_branches(self, members: Members | None = None) -> Array:
         """Normalize each branch's weights to sum 1; returns the log of what each summed to
-        (B,), the likelihood of the readings given the branch."""
+        (B,), the likelihood of the readings given the branch. ``members``: _members(),
+        when the caller has it."""
         total = np.full(self.branches.count, -np.inf)
         self.log_w[np.isnan(self.log_w)] = -np.inf
-        for b, mine in self._members():
+        for b, mine in members or self._members():
             top = self.log_w[mine].max()
             if not np.isfinite(top):  # every particle of the branch broke
                 self.log_w[mine] = 0.0
@@ -240,12 +243,12 @@ class ParticleFilter:
             self.log_w[mine] -= total[b]
         return total
 
-    def _resample(self) -> None:
+    def _resample(self, members: Members) -> None:
         """Systematic resampling within each branch whose ESS fell under half its
         particles; a branch ruled out (probability under ``prune``) gives its particles to
         the others, drawn by their weights."""
         alive = self.log_p >= np.log(self.prune)
-        ruled_out = not alive[self.branch].all()
+        ruled_out = not all(alive[b] for b, _ in members)
         if ruled_out:
             self.log_p[~alive] = -np.inf
             self.log_p -= np.log(np.exp(self.log_p).sum())
@@ -253,7 +256,7 @@ class ParticleFilter:
             self._share(np.flatnonzero(alive))
             return
         picked = []
-        for _, mine in self._members():
+        for _, mine in members:
             w = np.exp(self.log_w[mine])
             if 1.0 / (w * w).sum() < len(w) / 2:
                 pick = np.arange(len(self.q))[mine][_systematic(w, len(w), self.rng)]
@@ -328,7 +331,7 @@ class ParticleFilter:
             restarted = self.update(readings)
         return self.estimate(restarted)
 
-    def _members(self) -> list[tuple[int, Array | slice]]:
+    def _members(self) -> Members:
         """Each branch some particle is in, with its particles' indices: a slice over all
         of them when one branch holds every particle (the usual case once the readings
         have decided, where views save copying every array through an index)."""
