@@ -8,7 +8,13 @@
  * the position and velocity problems at the new (z, ż). The stages of the explicit
  * integrators evaluate the dependent-coordinate dynamics (the module's fastest q̈, the
  * noise entering as the force M R ε, R = ∂q/∂z), so no stage needs its own position
- * problem. */
+ * problem.
+ *
+ * Blocks of MB_LANES particles go through each phase side by side, their arrays
+ * [entry][lane], in the module's lane functions (mbgen/codegen/lanes.py) and the core's
+ * lane loops, which the C compiler puts in SIMD registers: each lane computes what the
+ * one-particle code computes for it, bit for bit, and a lane whose state fails a check is
+ * done again alone for its status. */
 #include <stdlib.h>
 
 #include "core.h"
@@ -238,7 +244,7 @@ static int finish(predictor* P, int l, long s, double* x1, double* v1)
     return st ? st : store(P, s, x1, v1);
 }
 
-/* ---- MB_LANES particles at once: the integration in the generated lane functions --- */
+/* ---- MB_LANES particles at once ------------------------------------------------------ */
 
 /* Scratch of the lanes, every array [entry][lane]. */
 typedef struct {
