@@ -5,6 +5,7 @@ the batch."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -203,6 +204,44 @@ def test_a_batch_split_across_threads_gives_the_same_states(
     monkeypatch.setattr(parallel, "usable_cores", lambda: 3)
     assert not mech.predict_particles(q, qd, noise, 1e-3).any()
     assert np.array_equal(q, one_q) and np.array_equal(qd, one_qd)
+
+
+@pytest.mark.parametrize("count", [1, 1023, 1024, 10_000, 10_007])
+def test_run_split_covers_a_batch_once_in_pieces_of_whole_lanes(
+        count: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 2)
+    pieces: list[tuple[int, int]] = []
+
+    def call(start: int, stop: int) -> int:
+        pieces.append((start, stop))
+        return stop - start  # the sum comes back as the failed count
+
+    assert parallel.run_split(call, count) == count
+    pieces.sort()
+    assert [start for start, _ in pieces] == [0] + [stop for _, stop in pieces[:-1]]
+    assert pieces[-1][1] == count and all(start < stop for start, stop in pieces)
+    assert all(start % parallel.ALIGN == 0 for start, _ in pieces)
+    assert len(pieces) == (1 if count < 2 * parallel.MIN_CHUNK else
+                           min(2 * parallel.PIECES_PER_CORE, count // parallel.MIN_CHUNK))
+
+
+def test_mbgen_threads_sets_how_many_threads_a_batch_uses(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    threads: set[str] = set()
+
+    def call(start: int, stop: int) -> int:
+        threads.add(threading.current_thread().name)
+        return 0
+
+    monkeypatch.setenv("MBGEN_THREADS", "1")
+    parallel.run_split(call, 100_000)
+    assert threads == {threading.current_thread().name}
+    monkeypatch.setenv("MBGEN_THREADS", "3")
+    assert parallel.usable_cores() == 3
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("MBGEN_THREADS", bad)
+        with pytest.raises(ValueError, match="MBGEN_THREADS must be a positive whole"):
+            parallel.run_split(call, 100_000)
 
 
 def test_bad_arguments(compiled: Compiled) -> None:

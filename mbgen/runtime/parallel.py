@@ -8,15 +8,25 @@ stay on one thread, where handing work to a thread would cost more than it saves
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 MIN_CHUNK = 512  # states per thread below which splitting does not pay
+PIECES_PER_CORE = 4  # a batch is cut finer than one piece per core: see run_split
+ALIGN = 8  # pieces start at multiples of 8 states, the lanes of the generated kernels
 
 
 def usable_cores() -> int:
-    """Cores this process may run on (its affinity mask, not the machine's count)."""
+    """Threads a batch may use: ``MBGEN_THREADS`` when set (1: never split, for a caller
+    that runs its own threads or a benchmark of one core's work), else the cores this
+    process may run on (its affinity mask, not the machine's count)."""
+    wanted = os.environ.get("MBGEN_THREADS", "").strip()
+    if wanted:
+        if not wanted.isdigit() or int(wanted) < 1:
+            raise ValueError(f"MBGEN_THREADS must be a positive whole number, got {wanted!r}")
+        return int(wanted)
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -35,13 +45,27 @@ def _executor() -> ThreadPoolExecutor:
 
 
 def run_split(call: Callable[[int, int], int], count: int) -> int:
-    """``call(start, stop)`` over contiguous chunks of range(count), one per core when the
-    batch is large enough; returns the sum of what the calls return (failed states)."""
-    chunks = max(1, min(usable_cores(), count // MIN_CHUNK))
-    if chunks == 1:
+    """``call(start, stop)`` over contiguous pieces of range(count), on every core when the
+    batch is large enough; returns the sum of what the calls return (failed states).
+
+    Each thread takes the next piece when it is done with its last, so a core that
+    another process slows down (or a thread that wakes up late) takes fewer pieces instead
+    of keeping the others waiting at the end.
+    """
+    threads = max(1, min(usable_cores(), count // MIN_CHUNK))
+    if threads == 1:
         return call(0, count)
-    bounds = [count * k // chunks for k in range(chunks + 1)]
-    # the first chunk runs here: this thread would only wait, and a handoff costs a wakeup
-    futures = [_executor().submit(call, start, stop)
-               for start, stop in zip(bounds[1:-1], bounds[2:], strict=True)]
-    return call(bounds[0], bounds[1]) + sum(future.result() for future in futures)
+    pieces = min(PIECES_PER_CORE * threads, count // MIN_CHUNK)
+    bounds = [min(count, ALIGN * round(count * k / (pieces * ALIGN)))
+              for k in range(pieces)] + [count]
+    taken = itertools.count()  # next() on it is atomic: each piece goes to one thread
+
+    def worker() -> int:
+        failed = 0
+        while (k := next(taken)) < pieces:
+            failed += call(bounds[k], bounds[k + 1])
+        return failed
+
+    # this thread works too: it would only wait, and a handoff costs a wakeup
+    futures = [_executor().submit(worker) for _ in range(threads - 1)]
+    return worker() + sum(future.result() for future in futures)
