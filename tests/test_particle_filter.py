@@ -12,7 +12,7 @@ from conftest import SHIPPED_DIR, reference
 
 from mbgen.dynamics import simulate
 from mbgen.estimation.branches import find_branches
-from mbgen.estimation.particle_filter import ParticleFilter
+from mbgen.estimation.particle_filter import ParticleFilter, linear_gaussian_update
 from mbgen.runtime.compiled import CompiledMechanism
 
 Compiled = Callable[[Path], CompiledMechanism]
@@ -194,3 +194,53 @@ def test_a_prior_around_the_start(compiled: Compiled, gyro_fourbar: Path) -> Non
     assert np.degrees(np.abs(errors)).max() < 0.2
     with pytest.raises(ValueError, match="prior must be"):
         ParticleFilter(mech, branches=branches, prior=(prior_q[:, :2], prior_q[:, :2]))
+
+
+def test_a_uniform_belief_takes_its_velocities_from_the_first_reading(
+        compiled: Compiled, gyro_fourbar: Path) -> None:
+    """The rocker read turning at 30 deg/s (σs = 1 deg/s): a uniform belief's particles
+    all get velocities that agree with it, on the constraints, so the pool of 1 000 keeps
+    its spread; the same particles given as a prior (velocities as drawn) leave so few
+    that agree that the pool comes down to the 50 asked at once."""
+    mech = compiled(gyro_fourbar)
+    reading, sigma = np.radians(30.0), np.radians(1.0)
+    observer = ParticleFilter(mech, particles=50, sigma_s=sigma, seed=3, pool=20)
+    drawn = (observer.q.copy(), observer.qd.copy())
+    observer.update([reading])
+    assert len(observer.q) == 1000 and observer.ess() > 100
+    h = mech.sensors(observer.q, observer.qd)[:, 0]
+    assert np.quantile(np.abs(h - reading), 0.99) < 4 * sigma
+    assert np.abs(np.einsum("kij,kj->ki", mech.phi_q(observer.q), observer.qd)).max() < 1e-10
+    as_prior = ParticleFilter(mech, particles=50, sigma_s=sigma, seed=3, pool=20,
+                              branches=observer.branches, prior=drawn)
+    as_prior.update([reading])
+    assert len(as_prior.q) == 50
+
+
+def test_linear_gaussian_update_against_quadrature_and_the_covariance_form() -> None:
+    """log p(r) of r = A s + e agrees (up to its one constant) with the integral over s by
+    quadrature; the draws of s have the posterior's mean and covariance written in the
+    covariance form (prior Aᵀ C⁻¹ r, prior I − prior² Aᵀ C⁻¹ A), not the information
+    form the function uses."""
+    rng = np.random.default_rng(0)
+    A = np.array([[[0.7]], [[-2.0]], [[0.0]], [[5.0]]])
+    r = np.array([[0.3], [1.1], [0.2], [-4.0]])
+    noise, prior = np.array([0.04]), 1.5
+    log_p, _ = linear_gaussian_update(A, r, noise, prior, rng)
+    s = np.linspace(-12.0, 12.0, 240_001)
+    density = [np.exp(-0.5 * (r[i, 0] - A[i, 0, 0] * s) ** 2 / noise[0] - 0.5 * s**2 / prior)
+               for i in range(len(r))]
+    quadrature = np.log([np.trapezoid(f, s) for f in density])
+    assert np.allclose(log_p - log_p[0], quadrature - quadrature[0], atol=1e-9)
+
+    A2 = np.array([[[1.0, -0.5], [0.3, 2.0], [0.0, 1.0]]])  # 3 readings, 2 velocities
+    r2 = np.array([[4.0, -10.0, 2.0]])
+    noise2 = np.array([0.1, 0.2, 0.05])
+    count = 200_000
+    _, draws = linear_gaussian_update(np.repeat(A2, count, 0), np.repeat(r2, count, 0),
+                                      noise2, prior, rng)
+    C = prior * A2[0] @ A2[0].T + np.diag(noise2)
+    gain = prior * A2[0].T @ np.linalg.inv(C)
+    mean, cov = gain @ r2[0], prior * np.eye(2) - gain @ A2[0] * prior
+    assert np.allclose(draws.mean(axis=0), mean, atol=5 * np.sqrt(cov.max() / count))
+    assert np.allclose(np.cov(draws.T), cov, atol=0.01 * cov.max())

@@ -20,6 +20,12 @@ angle in most seeds):
 - resampled particles are moved apart by a kernel of the cloud's spread (regularized
   particle filter), so that copies of one particle do not stay together.
 
+And one that is not about failing: a uniform belief draws its velocities again at the
+first reading, from their posterior given it (the sensors are affine in q̇, so this is
+exact). A gyroscope read to 1 deg/s otherwise leaves a handful of particles of thousands
+to decide the branch, and the branch reached 0.99 within six readings as often in the
+wrong branch as in the true one (benchmarks/pf_prototype.py).
+
 The whole prediction of all particles is one batched C call per step (the integrator's
 stages, the noise and the projection, split across the cores for large batches), the
 update one more (the sensor model); particles whose state fails (a singular
@@ -86,7 +92,9 @@ class ParticleFilter:
     "semi-implicit-euler". The initial belief is uniform over the branches and, in each,
     over every configuration the mechanism can take (``spread=None``) or over those within
     ±spread of q0 in every coordinate; velocities are uniform within ±``speed`` per
-    coordinate, projected on Φq q̇ = 0. The belief starts with ``pool`` times as many
+    coordinate, projected on Φq q̇ = 0, until the first reading draws them again from
+    their posterior given it (Gaussian on Φq q̇ = 0 with the same variance, speed²/3 per
+    direction). The belief starts with ``pool`` times as many
     particles, which the first readings weigh and resampling brings down to
     ``particles``: a sample of the whole state space dense enough that some particles
     explain the first readings. ``prior``: states (q, q̇) (K, n each) to draw the initial
@@ -148,6 +156,8 @@ class ParticleFilter:
         self.q, self.qd, self.branch = q, qd, label
         self.log_w = np.where(status == 0, 0.0, -np.inf)  # a singular sample weighs nothing
         self._spread = None
+        # a uniform belief takes its velocities from the first reading (_from_reading)
+        self._fresh = self.prior is None or uniform
         self._normalize_within_branches()
 
     def _uniform(self) -> tuple[Array, Array, Array, Array]:
@@ -208,15 +218,24 @@ class ParticleFilter:
         seen = np.isfinite(y)
         if not seen.any():  # no reading: the weights stay as they are
             return False
-        h = self.mech.sensors(self.q, self.qd).reshape(len(self.q), -1)
-        r = (h[:, seen] - y[seen]) / self.sigma_s[seen]
-        likelihood = -0.5 * (r * r).sum(axis=1)
-        likelihood[np.isnan(likelihood)] = -np.inf  # a broken particle weighs nothing
-        # no particle within HOPELESS σ of the readings: every weight has vanished
-        # (in floating point they would be exact zeros)
-        if not likelihood.max() >= -0.5 * HOPELESS**2 * int(seen.sum()):
+        likelihood, velocities = self._likelihood(y, seen)
+        if _hopeless(likelihood, seen):
+            # no particle within HOPELESS σ of the readings: every weight has vanished (in
+            # floating point they would be exact zeros); a new belief meets this reading
             self.initialize(uniform=True)
+            likelihood, velocities = self._likelihood(y, seen)
+            if not _hopeless(likelihood, seen):
+                self._weigh(likelihood, velocities)
             return True
+        return self._weigh(likelihood, velocities)
+
+    def _weigh(self, likelihood: Array, velocities: Array | None = None) -> bool:
+        """The weights times the likelihood (M,) of a reading (with the particles'
+        velocities (M, n) drawn given it, for a fresh belief), the branches' probabilities
+        times theirs, then resampling; returns whether the filter had to start over."""
+        if velocities is not None:
+            self.qd = velocities
+        self._fresh = False
         self.log_w = self.log_w + likelihood
         members = self._members()  # the particles do not change branch until resampling
         self.log_p = self.log_p + self._normalize_within_branches(members)
@@ -227,6 +246,62 @@ class ParticleFilter:
         self.log_p -= top + np.log(np.exp(self.log_p - top).sum())
         self._resample(members)
         return False
+
+    def _likelihood(self, y: Array, seen: Array) -> tuple[Array, Array | None]:
+        """log p(y | particle) (M,) of the readings y (sensors,) where ``seen``, by the
+        Gaussian sensor model; for a fresh uniform belief, with new velocities (M, n)
+        drawn given the readings (_from_reading), else None."""
+        if self._fresh:
+            conditioned = self._from_reading(y, seen)
+            if conditioned is not None:
+                return conditioned
+        h = self.mech.sensors(self.q, self.qd).reshape(len(self.q), -1)
+        r = (h[:, seen] - y[seen]) / self.sigma_s[seen]
+        likelihood = -0.5 * (r * r).sum(axis=1)
+        likelihood[np.isnan(likelihood)] = -np.inf  # a broken particle weighs nothing
+        return likelihood, None
+
+    def _from_reading(self, y: Array, seen: Array) -> tuple[Array, Array] | None:
+        """A uniform belief meeting its first reading: each particle's velocity drawn from
+        its posterior given the reading, and the particle weighed by the reading's
+        likelihood with the velocity integrated out. Returns that log-likelihood (M,) and
+        the velocities (M, n), or None when the sensors are not affine in q̇.
+
+        Why: a rate sensor far more precise than the belief's spread of velocities (a
+        gyroscope read to 1 deg/s, velocities within some rad/s) would otherwise leave a
+        few particles of thousands, drawn at random angles, to carry the belief and the
+        branches' probabilities; with velocities that agree with the reading, every
+        configuration keeps a particle. The velocity prior is Gaussian on the tangent
+        space, with the variance of the uniform ±speed it replaces (speed²/3 per
+        direction); the sensors' model h(q, q̇) = h(q, 0) + ∂h/∂q̇ q̇ makes the rest exact
+        (a linear-Gaussian update per particle)."""
+        mech, q, rng = self.mech, self.q, self.rng
+        count, d = len(q), mech.dof
+        if d == 0 or self.speed <= 0:
+            return None
+        # an orthonormal basis (M, n, d) of each particle's tangent space
+        directions, failed = [], np.zeros(count, dtype=bool)
+        for _ in range(d):
+            v, status = mech.project_velocity(q, rng.standard_normal(q.shape), errors="status")
+            directions.append(v)
+            failed |= status != 0
+        basis = np.linalg.qr(np.stack(directions, axis=2))[0]
+        at_rest = mech.sensors(q, np.zeros_like(q)).reshape(count, -1)
+        rates = mech.sensors_qd(q, q).reshape(count, len(y), -1)
+        probe = basis[:, :, 0]
+        if not np.allclose(mech.sensors(q, probe).reshape(count, -1),
+                           at_rest + np.einsum("ijk,ik->ij", rates, probe),
+                           rtol=1e-9, atol=1e-12, equal_nan=True):
+            return None  # a sensor not affine in the velocities
+        A = rates[:, seen] @ basis  # (M, s, d): the readings per tangent velocity
+        r = y[seen] - at_rest[:, seen]
+        good = ~failed & np.isfinite(A).all(axis=(1, 2)) & np.isfinite(r).all(axis=1)
+        likelihood = np.full(count, -np.inf)  # a broken particle weighs nothing
+        velocities = self.qd.copy()
+        likelihood[good], tangent = linear_gaussian_update(
+            A[good], r[good], self.sigma_s[seen] ** 2, self.speed**2 / 3.0, rng)
+        velocities[good] = np.einsum("ijk,ik->ij", basis[good], tangent)
+        return likelihood, velocities
 
     def _normalize_within_branches(self, members: Members | None = None) -> Array:
         """Normalize each branch's weights to sum 1; returns the log of what each summed to
@@ -259,7 +334,7 @@ class ParticleFilter:
         for _, mine in members:
             w = np.exp(self.log_w[mine])
             if 1.0 / (w * w).sum() < len(w) / 2:
-                pick = np.arange(len(self.q))[mine][_systematic(w, len(w), self.rng)]
+                pick = np.arange(len(self.q))[mine][systematic(w, len(w), self.rng)]
                 self.q[mine], self.qd[mine] = self.q[pick], self.qd[pick]
                 self.log_w[mine] = -np.log(len(w))
                 picked.append(mine)
@@ -297,7 +372,7 @@ class ParticleFilter:
         share = np.full(len(alive), self.count // len(alive))
         share[: self.count % len(alive)] += 1
         index = np.concatenate([
-            np.flatnonzero(self.branch == b)[_systematic(
+            np.flatnonzero(self.branch == b)[systematic(
                 np.exp(self.log_w[self.branch == b]), k, self.rng)]
             for b, k in zip(alive, share, strict=True) if k > 0])
         self.q, self.qd, self.branch = self.q[index], self.qd[index], self.branch[index]
@@ -389,6 +464,31 @@ class ParticleFilter:
         return Estimate(mean, low, high, ess, np.exp(self.log_p), reinitialized)
 
 
+def linear_gaussian_update(A: Array, r: Array, noise: Array, prior: float,
+                           rng: np.random.Generator) -> tuple[Array, Array]:
+    """Readings r = A s + e (r (M, k), A (M, k, d)) with s ~ N(0, prior I) and
+    e ~ N(0, diag(noise)) (noise (k,)), for M independent problems: log p(r) (M,), up to
+    one constant, and a draw (M, d) of s from its posterior N(μ, P), where
+    P⁻¹ = I/prior + Aᵀ diag(noise)⁻¹ A and μ = P Aᵀ diag(noise)⁻¹ r."""
+    d = A.shape[2]
+    C = prior * A @ A.transpose(0, 2, 1) + np.diag(noise)  # r's covariance
+    L = np.linalg.cholesky(C)
+    white = np.linalg.solve(L, r[:, :, None])[:, :, 0]
+    log_likelihood = -0.5 * (white * white).sum(axis=1) - np.log(
+        np.diagonal(L, axis1=1, axis2=2)).sum(axis=1)
+    scaled = A.transpose(0, 2, 1) / noise  # Aᵀ diag(noise)⁻¹ (M, d, k)
+    information = np.eye(d) / prior + scaled @ A
+    mean = np.linalg.solve(information, scaled @ r[:, :, None])[:, :, 0]
+    root = np.linalg.cholesky(information)  # P = root⁻ᵀ root⁻¹
+    draw = np.linalg.solve(root.transpose(0, 2, 1), rng.standard_normal((len(r), d, 1)))
+    return log_likelihood, mean + draw[:, :, 0]
+
+
+def _hopeless(likelihood: Array, seen: Array) -> bool:
+    """Whether no particle lies within HOPELESS σ of the readings (``seen`` of them)."""
+    return not likelihood.max() >= -0.5 * HOPELESS**2 * int(seen.sum())
+
+
 def _prior_states(prior: tuple[Array, Array], n: int) -> tuple[Array, Array]:
     """The prior's (q, q̇) as (K, n) float arrays, K ≥ 1, or a ValueError."""
     q, qd = (np.atleast_2d(np.asarray(a, dtype=float)) for a in prior)
@@ -409,8 +509,9 @@ def filter_times(t: Array, dt: float | None = None) -> tuple[Array, float]:
     return t[0] + step * np.arange(int(round((t[-1] - t[0]) / step)) + 1), step
 
 
-def _systematic(weights: Array, count: int, rng: np.random.Generator) -> Array:
-    """Indices (count,) drawn by systematic resampling: one offset, evenly spaced pointers."""
+def systematic(weights: Array, count: int, rng: np.random.Generator) -> Array:
+    """Indices (count,) drawn by systematic resampling (one offset, evenly spaced
+    pointers) from weights (N,), which need not sum to one."""
     positions = (rng.random() + np.arange(count)) / count
     cumulative = np.cumsum(weights)
     return np.minimum(np.searchsorted(cumulative / cumulative[-1], positions),
