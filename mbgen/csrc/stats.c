@@ -95,6 +95,34 @@ static double weighted_select(double* v, double* w, long count, double target,
     return v[count - 1];
 }
 
+/* The values x[s * stride] (count) with a positive finite weight and a finite value,
+ * copied with their weights to (v, w), with their range; returns how many. Branch-free,
+ * with two minima and maxima: a particle filter's columns are mostly kept. */
+static long gather(const double* x, int stride, const double* weights, long count,
+                   double* restrict v, double* restrict w, double* lo, double* hi)
+{
+    long kept = 0;
+    double lo0 = INFINITY, lo1 = INFINITY, hi0 = -INFINITY, hi1 = -INFINITY;
+    for (long s = 0; s < count; ++s) {
+        const double value = x[s * stride], weight = weights[s];
+        const int keep = weight > 0.0 && weight < INFINITY && fabs(value) < INFINITY;
+        v[kept] = value;
+        w[kept] = weight;
+        kept += keep;
+        const double low = keep ? value : INFINITY, high = keep ? value : -INFINITY;
+        if (s & 1) {
+            lo1 = low < lo1 ? low : lo1;
+            hi1 = high > hi1 ? high : hi1;
+        } else {
+            lo0 = low < lo0 ? low : lo0;
+            hi0 = high > hi0 ? high : hi0;
+        }
+    }
+    *lo = lo0 < lo1 ? lo0 : lo1;
+    *hi = hi0 > hi1 ? hi0 : hi1;
+    return kept;
+}
+
 int mb_weighted_quantiles(long count, int columns, const double* values,
                           const double* weights, int nlevels, const double* levels,
                           double* out)
@@ -107,37 +135,36 @@ int mb_weighted_quantiles(long count, int columns, const double* values,
     /* the column's histogram, kept for every level, and one for refining a level's bin */
     histogram h = {group + 2 * GROUP * size, bin, 0.0, 0.0};
     histogram refine = {h.hist + BINS, bin + size, 0.0, 0.0};
+    unsigned char want[BINS];  /* per bin: the levels (bits) whose answer lies in it */
     for (int j = 0; j < columns; ++j) {
-        long kept = 0;
-        double total = 0.0, lo = INFINITY, hi = -INFINITY;
-        for (long s = 0; s < count; ++s) {  /* weightless or non-finite values never count */
-            const double x = values[s * columns + j], y = weights[s];
-            if (y > 0.0 && y < INFINITY && fabs(x) < INFINITY) {
-                v[kept] = x;
-                w[kept++] = y;
-                total += y;
-                lo = x < lo ? x : lo;
-                hi = x > hi ? x : hi;
-            }
-        }
+        double lo, hi;
+        const long kept = gather(values + j, columns, weights, count, v, w, &lo, &hi);
         const int spread = kept > SMALL && fill_range(&h, v, w, kept, lo, hi);
+        double total = 0.0;  /* the histogram's sum: a shorter chain of additions */
+        if (spread)
+            for (int b = 0; b < BINS; ++b) total += h.hist[b];
+        else
+            for (long s = 0; s < kept; ++s) total += w[s];
         /* up to GROUP levels per pass over the column: each takes its bin's values */
         for (int g = 0; g < nlevels; g += GROUP) {
             const int nl = nlevels - g < GROUP ? nlevels - g : GROUP;
             double target[GROUP];
-            int at[GROUP];
             long k[GROUP] = {0};
+            if (spread) for (int b = 0; b < BINS; ++b) want[b] = 0;
             for (int l = 0; l < nl; ++l) {
                 target[l] = levels[g + l] * total;
-                at[l] = spread ? find_bin(&h, &target[l]) : -1;
+                if (spread) want[find_bin(&h, &target[l])] |= (unsigned char)(1u << l);
             }
-            for (long s = 0; s < kept; ++s)
+            for (long s = 0; s < kept; ++s) {
+                const unsigned mask = spread ? want[h.bin[s]] : (1u << nl) - 1u;
+                if (!mask) continue;  /* most values: none of the levels' bins */
                 for (int l = 0; l < nl; ++l)
-                    if (!spread || h.bin[s] == at[l]) {
+                    if (mask >> l & 1u) {
                         double* buffer = group + 2 * l * size;
                         buffer[k[l]] = v[s];
                         buffer[size + k[l]++] = w[s];
                     }
+            }
             for (int l = 0; l < nl; ++l) {
                 double* buffer = group + 2 * l * size;
                 out[(g + l) * columns + j] =
