@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import SHIPPED_DIR, reference
+from scipy.integrate import trapezoid
 
 from mbgen.dynamics import simulate
 from mbgen.estimation.branches import find_branches
@@ -230,7 +231,7 @@ def test_linear_gaussian_update_against_quadrature_and_the_covariance_form() -> 
     s = np.linspace(-12.0, 12.0, 240_001)
     density = [np.exp(-0.5 * (r[i, 0] - A[i, 0, 0] * s) ** 2 / noise[0] - 0.5 * s**2 / prior)
                for i in range(len(r))]
-    quadrature = np.log([np.trapezoid(f, s) for f in density])
+    quadrature = np.log([trapezoid(f, s) for f in density])
     assert np.allclose(log_p - log_p[0], quadrature - quadrature[0], atol=1e-9)
 
     A2 = np.array([[[1.0, -0.5], [0.3, 2.0], [0.0, 1.0]]])  # 3 readings, 2 velocities

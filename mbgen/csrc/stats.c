@@ -96,8 +96,9 @@ static double weighted_select(double* v, double* w, long count, double target,
 }
 
 /* The values x[s * stride] (count) with a positive finite weight and a finite value,
- * copied with their weights to (v, w), with their range; returns how many. Branch-free,
- * with two minima and maxima: a particle filter's columns are mostly kept. */
+ * copied with their weights to (v, w), with their range; returns how many. Every value is
+ * written and the count moves only for the kept ones (no jump on the test), and two
+ * running minima and maxima let consecutive values not wait for each other. */
 static long gather(const double* x, int stride, const double* weights, long count,
                    double* restrict v, double* restrict w, double* lo, double* hi)
 {

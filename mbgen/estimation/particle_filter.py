@@ -286,8 +286,9 @@ class ParticleFilter:
             directions.append(v)
             failed |= status != 0
         basis = np.linalg.qr(np.stack(directions, axis=2))[0]
-        at_rest = mech.sensors(q, np.zeros_like(q)).reshape(count, -1)
-        rates = mech.sensors_qd(q, q).reshape(count, len(y), -1)
+        still = np.zeros_like(q)
+        at_rest = mech.sensors(q, still).reshape(count, -1)
+        rates = mech.sensors_qd(q, still).reshape(count, len(y), -1)  # ∂h/∂q̇ (M, k, n)
         probe = basis[:, :, 0]
         if not np.allclose(mech.sensors(q, probe).reshape(count, -1),
                            at_rest + np.einsum("ijk,ik->ij", rates, probe),
