@@ -101,6 +101,7 @@ void mb_sparse_ldu_solve(const mb_sparse* sp, const double* Lx, const double* Ux
 /* dense.c */
 void mb_dense_build_A(mb_ws* w);
 int mb_dense_partition(mb_ws* w, const int* zfix, int nz, int full);
+void mb_dense_build_A_lanes(const mb_plan* plan, const double* a, double* A);
 int mb_dense_partition_lanes(mb_ws* const* ws, const double* a, double* LU, int* ind);
 void mb_dense_solve_S(const mb_ws* w, const double* b, double* x);
 int mb_dense_factor_mass(mb_ws* w, const double* q, const double* p);

@@ -25,6 +25,20 @@ void mb_dense_build_A(mb_ws* w)
     }
 }
 
+/* mb_dense_build_A for MB_LANES states: A (r x n, [row][col][lane]) from Φq's values a
+ * ([entry][lane]). */
+void mb_dense_build_A_lanes(const mb_plan* plan, const double* a, double* A)
+{
+    const mb_kernel* k = &plan->model->kernel[MB_K_PHI_Q];
+    const int n = plan->model->n;
+    mb_zero(A, (long)plan->r * n * MB_LANES);
+    for (int e = 0; e < k->nnz; ++e) {
+        const int i = plan->rowpos[k->row[e]];
+        if (i >= 0)
+            mb_copy(A + (i * n + k->col[e]) * MB_LANES, a + e * MB_LANES, MB_LANES);
+    }
+}
+
 /* LU of A with column pivoting. `full`: pivot over the whole remaining block (chooses z
  * well); otherwise the largest entry of the pivot row (cheaper; the dynamics do not depend
  * on the choice). With zfix the pivots avoid the given independent columns. */
@@ -413,17 +427,12 @@ int mb_dense_partition_lanes(mb_ws* const* ws, const double* a, double* LU, int*
 {
     enum { W = MB_LANES };
     const mb_ws* w0 = ws[0];
-    const mb_kernel* k = &w0->model->kernel[MB_K_PHI_Q];
-    const int r = w0->r, n = w0->n, d = w0->d, *rowpos = w0->plan->rowpos;
+    const int r = w0->r, n = w0->n, d = w0->d;
     const double tol = w0->opt->pivot_tol;
     double amax[W], best[W], at_i[W], at_j[W], *x = LU + r * n * W;
     int bi[W], bj[W], failed = 0;
 #define AT(i, j) (LU + ((i) * n + (j)) * W)
-    mb_zero(LU, (long)r * n * W);
-    for (int e = 0; e < k->nnz; ++e) {
-        const int i = rowpos[k->row[e]];
-        if (i >= 0) mb_copy(AT(i, k->col[e]), a + e * W, W);
-    }
+    mb_dense_build_A_lanes(w0->plan, a, LU);
     for (int l = 0; l < W; ++l) amax[l] = 0.0;
     for (int e = 0; e < r * n; ++e)
         for (int l = 0; l < W; ++l) {

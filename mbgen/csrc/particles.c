@@ -483,11 +483,7 @@ static void chord_lanes(const predictor* P, lanes* s, int live, int* placed, int
     /* velocities: Φq at x dense once, then the residual row by row (project()) */
     if (!any_lane(placed)) return;
     ka->lanes(s->x1, NULL, P->p, s->a);
-    mb_zero(A, (long)r * n * W);
-    for (int e = 0; e < ka->nnz; ++e) {
-        const int i = plan->rowpos[ka->row[e]];
-        if (i >= 0) mb_copy(A + (i * n + ka->col[e]) * W, s->a + e * W, W);
-    }
+    mb_dense_build_A_lanes(plan, s->a, A);
     for (int l = 0; l < W; ++l) todo[l] = placed[l];
     for (int it = 0; it < CHORD_STEPS && any_lane(todo); ++it) {
         for (int l = 0; l < W; ++l) ok[l] = 1;
