@@ -171,3 +171,48 @@ def test_a_linear_problem_needs_one_factorization_with_the_chord_stop(chord_stop
     assert result.converged
     assert result.iterations == (1 if chord_stop else 2)
     assert np.allclose(result.x, exact, rtol=1e-8, atol=1e-10)
+
+
+def linear_problem(seed: int = 11) -> tuple[sparse.csr_matrix, np.ndarray, np.ndarray]:
+    """A banded linear least-squares problem with a nonzero residual, and its solution."""
+    rng = np.random.default_rng(seed)
+    jac = bordered_jacobian(rng, border=0)
+    rhs = rng.normal(size=jac.shape[0])
+    exact = sparse.linalg.spsolve((jac.T @ jac).tocsc(), jac.T @ rhs)
+    return jac, rhs, exact
+
+
+def test_a_start_at_the_solution_is_converged_before_any_step() -> None:
+    """At the exact minimizer the first-order test stops the solver before it tries a
+    step, whatever rounding does to the trial costs."""
+    jac, rhs, exact = linear_problem()
+    result = levenberg_marquardt(lambda x, want: (jac @ x - rhs, jac if want else None),
+                                 exact, jac.shape[1])
+    assert result.converged, result.message
+    assert result.iterations == 1 and "first-order" in result.message
+    assert np.array_equal(result.x, exact)
+
+
+def test_no_lower_cost_at_a_stationary_point_is_convergence() -> None:
+    """Trial costs that never come out lower (rounding at a stationary point, here made
+    certain by a nudge to every trial residual) end in convergence when the model
+    predicts nothing to gain, with the first-order test switched off to reach that path."""
+    jac, rhs, exact = linear_problem()
+
+    def nudged(x: np.ndarray, want: bool) -> tuple[np.ndarray, sparse.csr_matrix | None]:
+        r = jac @ x - rhs
+        return (r, jac) if want else (r * (1 + 1e-12), None)
+
+    result = levenberg_marquardt(nudged, exact, jac.shape[1], gtol=0.0)
+    assert result.converged and "predicts none" in result.message
+    assert np.array_equal(result.x, exact)
+
+
+def test_no_lower_cost_away_from_a_stationary_point_is_a_failure() -> None:
+    """A wrong Jacobian (sign flipped) points every step uphill: no step lowers the cost,
+    the model still promises a decrease, so the result is not converged."""
+    jac, rhs, exact = linear_problem()
+    result = levenberg_marquardt(lambda x, want: (jac @ x - rhs, -jac if want else None),
+                                 np.zeros(jac.shape[1]), jac.shape[1])
+    assert not result.converged
+    assert "not a stationary point" in result.message

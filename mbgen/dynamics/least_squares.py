@@ -339,7 +339,7 @@ def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
                         scaling: str = "marquardt", damping: float = 1e-4,
                         atol: float = 0.0,
                         border_rtol: float = 0.0, final_normal: bool = True,
-                        chord_stop: bool = False) -> LeastSquaresResult:
+                        chord_stop: bool = False, gtol: float = 1e-10) -> LeastSquaresResult:
     """Minimize ½‖fun(x)‖² from x0 within [lower, upper] (Marquardt's scaling by diag JᵀJ,
     steps projected onto the box); JᵀJ is banded in the first ``banded`` unknowns (see
     :class:`BorderedMatrix`). ``callback(iteration, cost)`` after each iteration.
@@ -360,6 +360,12 @@ def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
     step lowered the cost by what the linear model predicted (within 10 %) and the step
     that same factor gives from the new point would lower it by less than the
     tolerances: on a nearly linear problem the last iteration only confirms the first.
+    ``gtol``: stop before trying a step when x is first-order optimal, every free
+    unknown's gradient |(Jᵀr)ᵢ| at most ``gtol``·‖Jᵢ‖‖r‖ (the cosine between the residual
+    and that column: invariant to the units of x and r). When no step lowers the cost,
+    x is a solution if the Gauss–Newton model predicts no decrease worth the tolerances
+    (at a stationary point rounding alone decides whether a trial lowers the cost), and
+    a failure otherwise.
 
     BLAS runs on one thread meanwhile: its threads only slow down the band factorizations
     and the batched small products (the robot's inverse-dynamics graph: 2.9 s with two
@@ -367,7 +373,7 @@ def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
     with threadpool_limits(1, "blas"):
         return _levenberg_marquardt(fun, x0, banded, lower, upper, max_iterations, ftol,
                                     xtol, callback, correct, scaling, damping, atol,
-                                    border_rtol, final_normal, chord_stop)
+                                    border_rtol, final_normal, chord_stop, gtol)
 
 
 def _levenberg_marquardt(fun: Residuals, x0: Array, banded: int, lower: Array | None,
@@ -375,7 +381,8 @@ def _levenberg_marquardt(fun: Residuals, x0: Array, banded: int, lower: Array | 
                          callback: Callable[[int, float], None] | None,
                          correct: Callable[[Array, Array], Array] | None, scaling: str,
                          damping: float, atol: float, border_rtol: float,
-                         final_normal: bool, chord_stop: bool) -> LeastSquaresResult:
+                         final_normal: bool, chord_stop: bool, gtol: float
+                         ) -> LeastSquaresResult:
     x = np.asarray(x0, dtype=float).copy()
     lower = np.full(x.size, -np.inf) if lower is None else np.asarray(lower, dtype=float)
     upper = np.full(x.size, np.inf) if upper is None else np.asarray(upper, dtype=float)
@@ -389,6 +396,10 @@ def _levenberg_marquardt(fun: Residuals, x0: Array, banded: int, lower: Array | 
     settled = 0  # consecutive steps that left the border unknowns where they were
     for iteration in range(1, max_iterations + 1):
         diagonal = normal.diagonal()
+        if _gradient_cosine(gradient, diagonal, cost, x, lower, upper) <= gtol:
+            converged = True
+            message = "converged: first-order optimal (the gradient is zero to gtol)"
+            break
         if scaling == "marquardt":
             scale = np.maximum(diagonal, 1e-12 * max(diagonal.max(), 1e-300))
         elif scaling == "levenberg":
@@ -410,8 +421,14 @@ def _levenberg_marquardt(fun: Residuals, x0: Array, banded: int, lower: Array | 
                 break
             damping *= 4.0
             if damping > 1e12:
-                return LeastSquaresResult(x, cost, r, normal, iteration, cost < 1e-30,
-                                          "no step lowers the cost")
+                if _model_predicts_no_decrease(normal, gradient, cost, x, lower, upper,
+                                               max(ftol * cost, atol)):
+                    return LeastSquaresResult(
+                        x, cost, r, normal, iteration, True,
+                        "converged: no step lowers the cost, and the model predicts none")
+                return LeastSquaresResult(x, cost, r, normal, iteration, False,
+                                          "no step lowers the cost (not a stationary point: "
+                                          "is the Jacobian right?)")
         moved = float(np.linalg.norm(trial - x))
         decrease = cost - cost_trial
         predicted = -0.5 * float(gradient @ step)  # the linear model's (small damping)
@@ -446,6 +463,43 @@ def _levenberg_marquardt(fun: Residuals, x0: Array, banded: int, lower: Array | 
         if converged:
             break
     return LeastSquaresResult(x, cost, r, normal, iteration, converged, message)
+
+
+def _free(gradient: Array, x: Array, lower: Array, upper: Array) -> Array:
+    """The unknowns that a descent step (along −gradient) may move: not those on a bound
+    that the step would leave."""
+    return ~(((x <= lower) & (gradient > 0)) | ((x >= upper) & (gradient < 0)))
+
+
+def _gradient_cosine(gradient: Array, diagonal: Array, cost: float, x: Array,
+                     lower: Array, upper: Array) -> float:
+    """max over the free unknowns of |(Jᵀr)ᵢ| / (‖Jᵢ‖‖r‖), with ‖Jᵢ‖² = diag(JᵀJ)ᵢ and
+    ‖r‖² = 2·cost: 0 at a first-order optimum, at most 1 anywhere."""
+    norms = np.sqrt(np.maximum(diagonal, 0.0) * 2.0 * cost)
+    free = _free(gradient, x, lower, upper)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(free & (gradient != 0), np.abs(gradient) / norms, 0.0)
+    return float(np.max(np.nan_to_num(ratio, nan=np.inf), initial=0.0))
+
+
+def _model_predicts_no_decrease(normal: BorderedMatrix, gradient: Array, cost: float,
+                                x: Array, lower: Array, upper: Array,
+                                tolerance: float) -> bool:
+    """Whether the Gauss–Newton step (the free unknowns', barely damped) would lower the
+    cost by at most ``tolerance`` plus rounding in the cost, −½ gᵀs: x is stationary to
+    what the stopping tests can tell. One extra factorization, only when no step lowered
+    the cost."""
+    free = _free(gradient, x, lower, upper)
+    diagonal = normal.diagonal()
+    tiny = 1e-12 * np.maximum(diagonal, 1e-300)
+    big = 1e12 * max(float(diagonal.max(initial=0.0)), 1.0)
+    try:
+        step = normal.factor(tiny + big * ~free).solve(np.where(free, -gradient, 0.0))
+    except linalg.LinAlgError:
+        return False
+    predicted = -0.5 * float(gradient @ step)
+    rounding = 64 * np.finfo(float).eps * cost
+    return bool(np.isfinite(predicted) and predicted <= max(tolerance, rounding))
 
 
 def _bounded_step(normal: BorderedMatrix, shift: Array, gradient: Array, x: Array,
