@@ -30,3 +30,9 @@ class SingularConfigurationError(MbgenError):
 
 class TrajectoryError(MbgenError):
     """Bad prescribed motion: names the file and line (or the expression) at fault."""
+
+
+class UntrustedResultError(MbgenError):
+    """The computation ran, but its result is not to be trusted: a solver that did not
+    converge, NaN or inf in the output, a run that stopped early, a parameter the data do
+    not determine. The command line exits with code 4 on it."""

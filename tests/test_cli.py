@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import REFERENCE_DATA, SHIPPED_DIR, reference
 
+from mbgen.cli.conventions import EXIT_BAD_INPUT, EXIT_UNTRUSTED, EXIT_USAGE
 from mbgen.cli.main import cli
 from mbgen.model.parser import load_mechanism
 
@@ -158,7 +159,7 @@ def test_simulate_by_factor_graph_matches_the_integrator(run, tmp_path: Path,  #
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--solver", "factor-graph", "--window", "0"], "must be a positive number of time"),
+    (["--solver", "factor-graph", "--window", "0"], "'--window': 0 is not in the range x>=1"),
     (["--solver", "factor-graph", "--integrator", "rk4"], "trapezoidal or euler"),
     (["--force", "theta0=__import__('os')"], "unexpected character"),
     (["--force", "nope=1"], "unknown coordinate"),
@@ -205,7 +206,7 @@ def test_bad_mechanism_file_is_one_located_error_line(run, tmp_path: Path) -> No
     path = tmp_path / "bad.yaml"
     path.write_text("points:\n  - {x: 0, y: 0, fixed: true}\n  - {x: 1, y: oops}\n")
     code, output = run("compile", str(path), "--build-dir", str(tmp_path / "gen"))
-    assert code == 2
+    assert code == EXIT_BAD_INPUT
     assert f"{path}:3" in output and "unknown name" in output and "Traceback" not in output
 
 
@@ -234,20 +235,20 @@ def test_inverse_writes_forces_and_plots(run, tmp_path: Path, out_dir: Path) -> 
                                atol=0.05)
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--imposed", "nope"], "unknown coordinate 'nope'"),
-    (["--imposed", "x1,y1"], "name 1 coordinate"),
-    (["--imposed", "theta0", "--method", "magic"], "Invalid value for '--method'"),
-    ([], "needs --imposed"),
+@pytest.mark.parametrize(("args", "message", "exit_code"), [
+    (["--imposed", "nope"], "unknown coordinate 'nope'", EXIT_BAD_INPUT),
+    (["--imposed", "x1,y1"], "name 1 coordinate", EXIT_BAD_INPUT),
+    (["--imposed", "theta0", "--method", "magic"], "Invalid value for '--method'", EXIT_USAGE),
+    ([], "needs --imposed", EXIT_USAGE),
 ])
 def test_inverse_rejects_bad_input(run, tmp_path: Path, out_dir: Path, args: list[str],  # noqa: ANN001
-                                   message: str) -> None:
+                                   message: str, exit_code: int) -> None:
     trajectory = REFERENCE_DATA / "config" / "trajectories" / \
         "fourbars1-with-rel-angle-trajectory.txt"
     code, output = run("inverse", str(reference("fourbars1-with-rel-angle")), "--trajectory",
                        str(trajectory), "--out", str(tmp_path / "x.csv"), "--build-dir",
                        str(out_dir), *args)
-    assert code == 2 and message in " ".join(output.split())
+    assert code == exit_code and message in " ".join(output.split())
     assert not (tmp_path / "x.csv").exists()
 
 
@@ -268,12 +269,12 @@ def test_check_reports_what_compile_would_reject(tmp_path: Path) -> None:
     bad.write_text(text.replace("mass: 1.0", "mass: 1.0 +* 2", 1))
     compiled = runner.invoke(cli, ["compile", str(bad), "--build-dir", str(tmp_path / "gen")])
     checked = runner.invoke(cli, ["check", str(bad)])
-    assert checked.exit_code == compiled.exit_code == 2
+    assert checked.exit_code == compiled.exit_code == EXIT_BAD_INPUT
     assert checked.output.strip() == compiled.output.strip()
     two = tmp_path / "two.yaml"
     two.write_text(text + "independent_coordinates: [x1, y1]\n")
     checked = runner.invoke(cli, ["check", str(two)])
-    assert checked.exit_code == 2
+    assert checked.exit_code == EXIT_BAD_INPUT
     assert "independent_coordinates names 2 coordinate(s) but the mechanism has 1" in \
         " ".join(checked.output.split())
     off = tmp_path / "off.yaml"
@@ -319,16 +320,16 @@ def test_simulate_adds_sensors_and_multipliers_and_decimates(run, tmp_path: Path
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--t-end", "inf", "--dt", "1e-3"], "must be positive and finite"),
+    (["--t-end", "inf", "--dt", "1e-3"], "'--t-end': 'inf' is not a finite number"),
     (["--t-end", "0.001", "--dt", "1"], "not a whole number of steps"),
     (["--t-end", "1", "--dt", "0.4"], "(2.5 steps)"),
     (["--t-end", "1", "--dt", "0.1", "--q0", "x1=nan"], "values must be finite"),
     (["--t-end", "1", "--dt", "0.1", "--q0", "inf,0,1,2"], "values must be finite"),
-    (["--t-end", "1", "--dt", "0"], "t_end and dt must be positive"),
-    (["--t-end", "-1", "--dt", "0.1"], "t_end and dt must be positive"),
-    (["--t-end", "1", "--dt", "-0.1"], "t_end and dt must be positive"),
-    (["--t-end", "nan", "--dt", "0.1"], "t_end and dt must be positive"),
-    (["--t-end", "1", "--dt", "nan"], "t_end and dt must be positive and finite"),
+    (["--t-end", "1", "--dt", "0"], "'--dt': 0 is not > 0"),
+    (["--t-end", "-1", "--dt", "0.1"], "'--t-end': -1 is not > 0"),
+    (["--t-end", "1", "--dt", "-0.1"], "'--dt': -0.1 is not > 0"),
+    (["--t-end", "nan", "--dt", "0.1"], "'--t-end': 'nan' is not a finite number"),
+    (["--t-end", "1", "--dt", "nan"], "'--dt': 'nan' is not a finite number"),
     (["--t-end", "1", "--dt", "0.1", "--solver", "factor-graph", "--dt", "0.3"],
      "not a whole number of steps"),
 ])
@@ -344,13 +345,14 @@ def test_simulate_refuses_times_it_cannot_honour(run, tmp_path: Path, out_dir: P
 def test_simulate_says_when_the_constraints_are_not_kept(run, tmp_path: Path,  # noqa: ANN001
                                                          out_dir: Path) -> None:
     """Explicit Euler without projection drifts off the constraints (max ‖Φ‖ 0.55): no ✓,
-    exit code 1 and the time it happened; the CSV is kept for inspection."""
+    exit code 4 (a result not to be trusted) and the time it happened; the CSV is kept for
+    inspection."""
     args = ("simulate", str(SHIPPED_DIR / "fourbar.yaml"), "--t-end", "1", "--dt", "0.01",
             "--integrator", "euler", "--projection", "none", "--out", str(tmp_path / "x.csv"),
             "--build-dir", str(out_dir))
     code, output = run(*args)
     text = " ".join(output.split())
-    assert code == 1 and "✓" not in text and "✗ fourbar" in text, text
+    assert code == EXIT_UNTRUSTED and "✓" not in text and "✗ fourbar" in text, text
     assert "the constraint error ‖Φ‖ reaches 0.553 (tolerance 0.004 = --phi-tol 0.001 × " \
         "size²), first exceeded at t = 0.17 s" in text
     assert read_csv(tmp_path / "x.csv")[1].shape[0] == 101
@@ -372,7 +374,7 @@ def test_simulate_names_a_singular_start(run, tmp_path: Path, out_dir: Path) -> 
                            "--projection", projection, "--out", str(tmp_path / "x.csv"),
                            "--build-dir", str(out_dir))
         text = " ".join(output.split())
-        assert code == 2 and "Traceback" not in text and "✓" not in text
+        assert code == EXIT_BAD_INPUT and "Traceback" not in text and "✓" not in text
         assert "constraint row 2 (rocker: |p3-p2| = const) is redundant at the file's " \
             "initial positions but not next to them: they are a singular configuration" in text
         assert "not an over-constrained model" in text
@@ -433,7 +435,7 @@ def test_a_binary_file_is_a_located_error(tmp_path: Path) -> None:
     path = tmp_path / "latin.yaml"
     path.write_bytes(b"parameters:\n  L: 1.0 # caf\xe9\n")
     result = CliRunner().invoke(cli, ["check", str(path)])
-    assert result.exit_code == 2
+    assert result.exit_code == EXIT_BAD_INPUT
     assert "latin.yaml:2: not a UTF-8 text file (byte 0xe9 at offset 26)" in \
         " ".join(result.output.split())
     binary = tmp_path / "binary.yaml"
@@ -442,7 +444,7 @@ def test_a_binary_file_is_a_located_error(tmp_path: Path) -> None:
                                             "--out", str(tmp_path / "x.csv")]):
         result = CliRunner().invoke(cli, [command[0], str(binary), *command[1:],
                                           "--build-dir", str(tmp_path / "gen")])
-        assert result.exit_code == 2 and "Traceback" not in result.output
+        assert result.exit_code == EXIT_BAD_INPUT and "Traceback" not in result.output
         assert "binary.yaml:1: not a UTF-8 text file (byte 0x89 at offset 0)" in \
             " ".join(result.output.split()), result.output
 
@@ -453,7 +455,7 @@ def test_compile_checks_the_named_independent_coordinates(tmp_path: Path) -> Non
                     + "independent_coordinates: [x1, y1]\n")
     result = CliRunner().invoke(cli, ["compile", str(path), "--build-dir",
                                       str(tmp_path / "gen")])
-    assert result.exit_code == 2
+    assert result.exit_code == EXIT_BAD_INPUT
     assert "two.yaml [independent_coordinates]: independent_coordinates names 2" in \
         " ".join(result.output.split())
 
@@ -482,15 +484,15 @@ def test_estimate_from_simulated_readings(run, tmp_path: Path, out_dir: Path) ->
                     + "sensors:\n  - {type: gyroscope, body: 2, name: rocker_gyro}\n")
     truth, readings, estimate = (tmp_path / f"{n}.csv" for n in ("truth", "readings", "est"))
     code, output = run("simulate", str(path), "--t-end", "1", "--dt", "1e-3", "--out",
-                       str(truth), "--sensors-out", str(readings), "--sensor-noise", "0.005",
+                       str(truth), "--sensors-out", str(readings), "--noise-sensor", "0.005",
                        "--build-dir", str(out_dir))
     assert code == 0, output
     header, data = read_csv(readings)
     assert header == ["t", "rocker_gyro"] and data.shape == (1001, 2)
-    code, output = run("estimate", str(path), "--sensors", str(readings), "--sigma-s",
+    code, output = run("estimate", str(path), "--data", str(readings), "--noise-sensor",
                        "0.0175", "--out", str(estimate), "--plot", "--build-dir", str(out_dir))
     assert code == 0, output
-    code, output = run("estimate", str(path), "--sensors", str(readings), "--sigma-s",
+    code, output = run("estimate", str(path), "--data", str(readings), "--noise-sensor",
                        "0.0175", "--integrator", "euler", "--out", str(tmp_path / "e.csv"),
                        "--build-dir", str(out_dir))
     assert code == 0, output
@@ -536,9 +538,9 @@ def test_estimate_rejects_bad_readings(run, tmp_path: Path, out_dir: Path, text:
                     + "sensors:\n  - {type: gyroscope, body: 2, name: rocker_gyro}\n"
                     + "  - {type: gyroscope, body: 0, name: crank_gyro}\n")
     (tmp_path / "readings.csv").write_text(text)
-    code, output = run("estimate", str(path), "--sensors", str(tmp_path / "readings.csv"),
+    code, output = run("estimate", str(path), "--data", str(tmp_path / "readings.csv"),
                        "--out", str(tmp_path / "e.csv"), "--build-dir", str(out_dir))
-    assert code == 2 and message in " ".join(output.split())
+    assert code == EXIT_BAD_INPUT and message in " ".join(output.split())
     assert not (tmp_path / "e.csv").exists()
 
 
@@ -551,14 +553,14 @@ def test_estimate_rejects_bad_readings(run, tmp_path: Path, out_dir: Path, text:
       "--sensors-out", "OUT/s.csv", "--sensor-period", "0.0015"], "not a multiple of --dt"),
     (["draw", "MECH", "--out", "OUT/d.png", "--q", "y2=abc"], "could not convert"),
     (["draw", "MECH", "--out", "OUT/d.png", "--q", "nope=1"], "unknown coordinate 'nope'"),
-    (["estimate", "DOUBLE", "--sensors", "READINGS", "--out", "OUT/e.csv"],
+    (["estimate", "DOUBLE", "--data", "READINGS", "--out", "OUT/e.csv"],
      "has no sensors"),
-    (["estimate", "MECH", "--sensors", "READINGS", "--out", "OUT/e.csv", "--spread", "0"],
-     "Invalid value for '--spread': 0.0 is not in the range x>0."),
-    (["estimate", "MECH", "--sensors", "READINGS", "--out", "OUT/e.csv", "--pool", "0"],
+    (["estimate", "MECH", "--data", "READINGS", "--out", "OUT/e.csv", "--spread", "0"],
+     "Invalid value for '--spread': 0 is not > 0"),
+    (["estimate", "MECH", "--data", "READINGS", "--out", "OUT/e.csv", "--pool", "0"],
      "Invalid value for '--pool': 0 is not in the range x>=1."),
-    (["estimate", "MECH", "--sensors", "READINGS", "--out", "OUT/e.csv", "--speed", "-1"],
-     "Invalid value for '--speed': -1.0 is not in the range x>=0."),
+    (["estimate", "MECH", "--data", "READINGS", "--out", "OUT/e.csv", "--speed", "-1"],
+     "Invalid value for '--speed': -1 is not ≥ 0"),
     (["animate", "RUN", "--mechanism", "MECH", "--out", "OUT/a.gif", "--truth", "READINGS"],
      "--truth: READINGS: no column for x1, y1, x2, y2"),
 ])
@@ -594,7 +596,7 @@ def test_quiet_verbose_and_debug(tmp_path: Path, out_dir: Path,
     assert "wrote" in normal.output and quiet.output == ""
     assert (tmp_path / "a.csv").is_file()
     failed = runner.invoke(cli, ["--quiet", "check", str(tmp_path / "a.csv")])
-    assert failed.exit_code == 2 and "error:" in failed.output
+    assert failed.exit_code == EXIT_BAD_INPUT and "error:" in failed.output
 
     verbose = runner.invoke(cli, ["-v", *args])
     assert verbose.exit_code == 0

@@ -10,6 +10,7 @@ import pytest
 from conftest import SHIPPED_DIR, entrywise_error, numerical_jacobian
 from scipy.linalg import null_space
 
+from mbgen.cli.conventions import EXIT_BAD_INPUT
 from mbgen.estimation.identify import Settings
 from mbgen.estimation.impulses import (
     ImpulseModel,
@@ -357,7 +358,7 @@ def test_cli_identify_writes_parameters_and_fit_plot(motor_pendulum, tmp_path) -
     source.write_text(MOTOR_PENDULUM)
     args = ["identify", str(source), "--data", str(data), "--inputs", str(inputs),
             "--params", "b,c,K", "--initial", "b=0.07", "--initial", "K=0.5",
-            "--bounds", "c=0:1", "--impulse-noise", "1e-4", "--scheme", "midpoint",
+            "--bounds", "c=0:1", "--noise-impulse", "1e-4", "--scheme", "midpoint",
             "--out", str(out), "--plot",
             "--build-dir", str(motor_pendulum.directory.parent.parent)]
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
@@ -368,7 +369,8 @@ def test_cli_identify_writes_parameters_and_fit_plot(motor_pendulum, tmp_path) -
     assert (tmp_path / "identified_fit.png").stat().st_size > 10_000
 
     bad = CliRunner().invoke(cli, [*args[:8], "--params", "b,zeta", *args[10:]])
-    assert bad.exit_code == 2 and "unknown parameter(s) zeta" in bad.output, bad.output
+    assert bad.exit_code == EXIT_BAD_INPUT and "unknown parameter(s) zeta" in bad.output, \
+        bad.output
     bad = CliRunner().invoke(cli, [*args, "--prior", "b=0.05"])
     assert bad.exit_code == 2 and "NAME=MEAN:STD" in bad.output
     bad = CliRunner().invoke(cli, [*args, "--scheme", "rk4"])

@@ -76,7 +76,7 @@ def test_draw_and_animate_commands(compiled: Compiled, tmp_path: Path, out_dir: 
     assert result.exit_code == 2 and "no column for y1, x2, y2" in " ".join(result.output.split())
     result = runner.invoke(cli, ["animate", str(csv_path), "--mechanism", str(path), "--out",
                                  str(tmp_path / "b.avi"), "--build-dir", str(out_dir)])
-    assert result.exit_code == 1 and ".gif or an .mp4" in " ".join(result.output.split())
+    assert result.exit_code == 2 and "one of .gif, .mp4" in " ".join(result.output.split())
     assert not (tmp_path / "b.gif").exists() and not (tmp_path / "b.avi").exists()
 
 

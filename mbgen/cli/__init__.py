@@ -4,7 +4,9 @@ Layout:
 
 * :mod:`mbgen.cli.main` holds the Click group ``cli`` and the core commands
   (``compile``, ``info``, ``generate``). Its group turns every :class:`~mbgen.errors.MbgenError`
-  raised by any command into one red line and exit code 2.
+  raised by any command into one red line and the exit code of docs/cli.md.
+* :mod:`mbgen.cli.conventions` holds that convention: exit codes, the validated option
+  types, formats by suffix, each command's example and renamed options.
 * A command that lives in its own module (e.g. ``mbgen/cli/simulate.py``) is a plain
   ``@click.command()`` registered with ``cli.add_command(...)`` in the marked section at the
   bottom of ``main.py``.

@@ -9,11 +9,12 @@ import numpy as np
 from rich.markup import escape
 
 from mbgen.cli import status_console
+from mbgen.cli.conventions import Command
 
 RESIDUAL_TOL = 1e-6  # |Φ(q0)| above this (relative to the size of q0) is reported
 
 
-@click.command()
+@click.command(cls=Command, example="mbgen check mechanisms/fourbar.yaml")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def check(file: Path) -> None:
     """Validate FILE: format, names and expressions (as compile would), q0 on the

@@ -9,32 +9,41 @@ import numpy as np
 from rich.markup import escape
 
 from mbgen.cli import BUILD_DIR, status_console
+from mbgen.cli.conventions import NON_NEGATIVE, POSITIVE, Command
 from mbgen.runtime.integration import PREDICTORS
 
 
-@click.command()
+@click.command(cls=Command, renamed={"--sensors": "--data", "--sigma-a": "--noise-accel",
+                                     "--sigma-s": "--noise-sensor"}, example=(
+    "mbgen estimate mechanisms/fourbar.yaml --data examples/fourbar-readings.csv \\\n"
+    "  --out estimate.csv"))
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--sensors", "readings_path", type=click.Path(exists=True, dir_okay=False,
-                                                            path_type=Path), required=True,
-              help="Readings CSV: t, then one column per sensor label (empty: no reading).")
-@click.option("--particles", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--data", "readings_path", type=click.Path(exists=True, dir_okay=False,
+                                                         path_type=Path), required=True,
+              help="Readings CSV: t [s], then one column per sensor label (empty: no "
+              "reading); `mbgen simulate --sensors-out` writes one.")
+@click.option("--particles", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Particles that carry the belief after the first readings.")
 @click.option("--pool", type=click.IntRange(min=1), default=20, show_default=True,
               help="The initial belief holds this many times --particles, until the "
               "readings have narrowed it to what --particles can carry.")
-@click.option("--sigma-a", type=float, default=1.0, show_default=True,
-              help="Acceleration noise of the prediction.")
-@click.option("--sigma-s", type=float, default=None,
-              help="Sensor noise (default: each sensor's `noise`).")
-@click.option("--dt", type=float, default=None, help="Filter step (default: the readings' "
-              "period).")
+@click.option("--noise-accel", "sigma_a", type=POSITIVE, default=1.0, show_default=True,
+              help="Standard deviation of the prediction's acceleration noise [m/s² on "
+              "point coordinates, rad/s² on angles].")
+@click.option("--noise-sensor", "sigma_s", type=POSITIVE, default=None,
+              help="Standard deviation of every reading, in the sensors' units [default: "
+              "each sensor's `noise`].")
+@click.option("--dt", type=POSITIVE, default=None, help="Filter step [s] [default: the "
+              "readings' period].")
 @click.option("--integrator", type=click.Choice(list(PREDICTORS)),
               default="rk4", show_default=True, help="Explicit integrator of the prediction.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--spread", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Initial belief within ±SPREAD of q0 in every coordinate (default: "
-              "every configuration the mechanism can take, in every branch).")
-@click.option("--speed", type=click.FloatRange(min=0), default=1.0, show_default=True,
-              help="Initial velocities uniform within ±SPEED per coordinate.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the filter's random numbers: the same seed, the same estimate.")
+@click.option("--spread", type=POSITIVE, default=None,
+              help="Initial belief within ±SPREAD of q0 in every coordinate [m or rad] "
+              "[default: every configuration the mechanism can take, in every branch].")
+@click.option("--speed", type=NON_NEGATIVE, default=1.0, show_default=True,
+              help="Initial velocities uniform within ±SPEED per coordinate [m/s or rad/s].")
 @click.option("--out", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
               required=True, help="Estimate CSV to write.")
 @click.option("--plot", is_flag=True, help="Also write the estimate and branch PNGs.")

@@ -9,6 +9,8 @@ import numpy as np
 from rich.markup import escape
 
 from mbgen.cli import BUILD_DIR, status_console
+from mbgen.cli.conventions import POSITIVE, Command
+from mbgen.errors import UntrustedResultError
 
 
 def _pairs(values: tuple[str, ...], option: str, parts: int) -> dict[str, tuple[float, ...]]:
@@ -28,7 +30,11 @@ def _pairs(values: tuple[str, ...], option: str, parts: int) -> dict[str, tuple[
     return out
 
 
-@click.command()
+@click.command(cls=Command, renamed={"--impulse-noise": "--noise-impulse"}, example=(
+    "mbgen identify mechanisms/actuated-double-pendulum.yaml \\\n"
+    "  --data examples/double-pendulum-encoders.csv --params b1,b2 \\\n"
+    "  --initial b1=0.03 --initial b2=0.006 --substeps 2 --noise-impulse 2e-5 \\\n"
+    "  --out identified.yaml"))
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--data", "data_path", required=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -46,18 +52,20 @@ def _pairs(values: tuple[str, ...], option: str, parts: int) -> dict[str, tuple[
 @click.option("--bounds", multiple=True, metavar="NAME=LOW:HIGH", help="Box bounds.")
 @click.option("--prior", multiple=True, metavar="NAME=MEAN:STD",
               help="Independent knowledge of a parameter, e.g. a weighed mass.")
-@click.option("--impulse-noise", type=click.FloatRange(min=0, min_open=True), default=1e-3,
-              show_default=True, help="Standard deviation of the impulse residuals: the "
-              "weight of the dynamics against the sensors' `noise`.")
+@click.option("--noise-impulse", "impulse_noise", type=POSITIVE, default=1e-3,
+              show_default=True, help="Standard deviation of the impulse residuals "
+              "[N·s or N·m·s]: the weight of the dynamics against the sensors' `noise`.")
 @click.option("--scheme", type=click.Choice(["midpoint", "spook"]), default="midpoint",
               show_default=True, help="The step read as inverse dynamics: the second-order "
               "midpoint rule or the paper's first-order SPOOK step.")
-@click.option("--compliance", type=click.FloatRange(min=0, min_open=True), default=1e-5,
-              show_default=True, help="Compliance of every constraint.")
+@click.option("--compliance", type=POSITIVE, default=1e-5,
+              show_default=True, help="Compliance of every constraint [units of Φ per "
+              "unit of force].")
 @click.option("--substeps", type=click.IntRange(min=1), default=1, show_default=True,
               help="Steps per sample.")
 @click.option("--max-iterations", type=click.IntRange(min=1), default=100,
-              show_default=True)
+              show_default=True, help="Levenberg–Marquardt iterations before the run is "
+              "called not converged (exit code 4).")
 @click.option("--plot", is_flag=True, help="Also write <out>_fit.png: measured against "
               "fitted readings.")
 @BUILD_DIR
@@ -66,7 +74,8 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
              prior: tuple[str, ...], impulse_noise: float, scheme: str, compliance: float,
              substeps: int, max_iterations: int, plot: bool, build_dir: Path | None) -> None:
     """Identify parameters of FILE (and its state trajectory) from recorded sensor data,
-    by least squares on inverse-dynamics impulses and the sensor residuals."""
+    by least squares on inverse-dynamics impulses and the sensor residuals. A run that
+    does not converge, or a parameter the data do not determine, ends with exit code 4."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
@@ -115,14 +124,24 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
         table.add_row(name, f"{first:.6g}", f"{value:.6g}",
                       f"{std:.3g}" if np.isfinite(std) else "not identifiable")
     console.print(table)
-    state = "[green]✓[/] converged" if result.converged else "[yellow]![/] stopped"
-    console.print(f"{state} in {result.iterations} iterations, {result.seconds:.2f} s "
-                  f"({result.message}); final cost {result.cost:.6g}")
+    undetermined = [name for name, std in zip(result.names, result.std, strict=True)
+                    if not np.isfinite(std)]
+    trusted = result.converged and not undetermined
+    state = "[green]✓[/] converged" if trusted else "[red]✗[/] not trusted:"
+    console.print(f"{state} {result.iterations} iterations, {result.seconds:.2f} s "
+                  f"({escape(result.message)}); final cost {result.cost:.6g}")
     console.print(escape(f"  wrote {out_path}"))
     if plot:
         labels = [f"{label} [{unit}]" for label, unit in zip(mech.sensor_labels,
                                                              mech.sensor_units, strict=True)]
         console.print(f"  wrote {_plot(result, t, readings, labels, out_path)}")
+    if not result.converged:
+        raise UntrustedResultError(f"identification did not converge ({result.message}); "
+                                   f"{out_path} holds where it stopped")
+    if undetermined:
+        raise UntrustedResultError(f"the data do not determine {', '.join(undetermined)} "
+                                   "(fix them in the file, add a --prior, or record motion "
+                                   "that excites them)")
 
 
 def _write_yaml(path: Path, result, source: Path, data: Path) -> None:  # noqa: ANN001

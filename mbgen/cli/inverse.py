@@ -9,17 +9,20 @@ import click
 from rich.markup import escape
 
 from mbgen.cli import BUILD_DIR, status_console
+from mbgen.cli.conventions import POSITIVE, Command
 
 
-@click.command()
+@click.command(cls=Command, example=(
+    "mbgen inverse mechanisms/slider-crank.yaml --motion 'phi=2*t' --t-end 2 \\\n"
+    "  --dt 0.005 --out torque.csv"))
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--trajectory", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Samples: t, then one column per imposed coordinate ('%' comments).")
 @click.option("--motion", "motions", multiple=True, metavar="COORD=EXPR(t)",
               help="Instead of --trajectory: an imposed coordinate as a function of t "
               "(sampled every --dt up to --t-end), e.g. theta0='1.2*(1-cos(2*t))'.")
-@click.option("--t-end", type=float, help="With --motion: duration [s].")
-@click.option("--dt", type=float, help="With --motion: sample spacing [s].")
+@click.option("--t-end", type=POSITIVE, help="With --motion: duration [s].")
+@click.option("--dt", type=POSITIVE, help="With --motion: sample spacing [s].")
 @click.option("--imposed", help="With --trajectory: the imposed coordinates, by name or index "
               "(as many as the DOF), in the file's column order; a point's x,y for an "
               "end-effector path.")

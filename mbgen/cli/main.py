@@ -27,14 +27,23 @@ from mbgen.cli import (
     load_with_status,
     status_console,
 )
-from mbgen.errors import MbgenError
+from mbgen.cli.conventions import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_UNTRUSTED,
+    Command,
+)
+from mbgen.errors import MbgenError, UntrustedResultError
 
 MECHANISM_FILE = click.Path(dir_okay=False, path_type=Path)
 
 
 class MbgenGroup(click.Group):
     """Reports errors as one red line instead of a traceback, for every subcommand
-    (``--debug`` adds the traceback)."""
+    (``--debug`` adds the traceback), with the exit codes of docs/cli.md."""
+
+    command_class = Command
+    group_class = type  # subgroups (cache, generate) are MbgenGroups too
 
     def invoke(self, ctx: click.Context) -> Any:
         # SIGTERM ends the command like Ctrl-C would: cleanup code runs, so a file being
@@ -44,14 +53,17 @@ class MbgenGroup(click.Group):
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise  # usage errors and exits: click reports them itself
+        except UntrustedResultError as exc:  # ran, but the result is not to be trusted
+            _fail(str(exc), ctx, code=EXIT_UNTRUSTED)
         except MbgenError as exc:  # bad input: the message already names file:line [key]
-            _fail(str(exc), ctx, code=2)
+            _fail(str(exc), ctx, code=EXIT_BAD_INPUT)
         except OSError as exc:  # unreadable input, unwritable output directory, ...
             where = f": {exc.filename}" if exc.filename else ""
-            _fail(f"{exc.strerror or exc}{where}", ctx, code=1)
+            _fail(f"{exc.strerror or exc}{where}", ctx, code=EXIT_BAD_INPUT)
         except Exception as exc:  # a bug in mbgen: say so, in one line
             _fail(f"internal error ({type(exc).__name__}: {exc}); please report it with "
-                  "the command and input (--debug shows the traceback)", ctx, code=3)
+                  "the command and input (--debug shows the traceback)", ctx,
+                  code=EXIT_INTERNAL)
 
 
 def _fail(message: str, ctx: click.Context, code: int) -> None:
@@ -73,7 +85,7 @@ def cli(quiet: bool, verbose: bool, debug: bool) -> None:
     Verbosity.set(quiet, verbose, debug)
 
 
-@cli.command("compile")
+@cli.command("compile", example="mbgen compile mechanisms/fourbar.yaml --package dist")
 @click.argument("file", type=MECHANISM_FILE)
 @BUILD_DIR
 @click.option("--force", is_flag=True, help="Rebuild even if the cached module is current.")
@@ -84,14 +96,14 @@ def cli(quiet: bool, verbose: bool, debug: bool) -> None:
 def compile_(file: Path, build_dir: Path | None, force: bool, package_dir: Path | None,
              name: str | None) -> None:
     """Compile FILE (a mechanism .yaml) into a C extension module."""
-    from mbgen.codegen.ship import package_name, write_package
+    from mbgen.codegen.ship import write_package
 
     start = time.perf_counter()
     mech, fresh = load_with_status(file, build_dir, force)
     elapsed = time.perf_counter() - start
     if package_dir is not None:
         written = write_package(mech.directory, package_dir,
-                                package_name(name, Path(file).stem))
+                                _package_name(name, file))
     grid = _grid()
     grid.add_row("mechanism", f"[bold]{escape(mech.name)}[/]")
     grid.add_row("coordinates n", str(mech.n))
@@ -107,7 +119,7 @@ def compile_(file: Path, build_dir: Path | None, force: bool, package_dir: Path 
     console.print(Panel(grid, title=title, title_align="left", expand=False))
 
 
-@cli.command("export")
+@cli.command("export", example="mbgen export mechanisms/fourbar.yaml --c fourbar_c")
 @click.argument("file", type=MECHANISM_FILE)
 @click.option("--c", "c_dir", type=click.Path(file_okay=False, path_type=Path),
               required=True, help="Directory for the standalone C library.")
@@ -117,17 +129,27 @@ def compile_(file: Path, build_dir: Path | None, force: bool, package_dir: Path 
 def export(file: Path, c_dir: Path, name: str | None, build_dir: Path | None) -> None:
     """Write FILE's mechanism as a standalone C library: NAME.h, NAME.c, example, Makefile
     (C99 and libm only)."""
-    from mbgen.codegen.ship import export_c, package_name
+    from mbgen.codegen.ship import export_c
 
     mech, _ = load_with_status(file, build_dir)
-    prefix = package_name(name, Path(file).stem)
+    prefix = _package_name(name, file)
     export_c(mech.directory, c_dir, prefix, [int(r) for r in mech.active_rows])
     console.print(f"[green]✓[/] {escape(mech.name)}: {escape(str(c_dir))}/{prefix}.h, "
                   f"{prefix}.c, example.c, Makefile, README.md (`make` builds "
                   f"lib{prefix}.a and ./example)")
 
 
-@cli.command()
+def _package_name(name: str | None, file: Path) -> str:
+    """--name, or the file's stem made an identifier; a malformed --name is a usage error."""
+    from mbgen.codegen.ship import package_name
+
+    try:
+        return package_name(name, Path(file).stem)
+    except MbgenError as exc:
+        raise click.BadParameter(str(exc), param_hint="--name") from None
+
+
+@cli.command(example="mbgen info mechanisms/fourbar.yaml")
 @click.argument("file", type=MECHANISM_FILE)
 @BUILD_DIR
 def info(file: Path, build_dir: Path | None) -> None:
@@ -216,7 +238,7 @@ def _table(title: str, *columns: str) -> Table:
     return table
 
 
-@cli.command()
+@cli.command(example="mbgen schema --out mechanism.schema.json")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the schema to this file instead of printing it.")
 def schema(out: Path | None) -> None:
@@ -253,7 +275,7 @@ def _size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-@cache.command("list")
+@cache.command("list", example="mbgen cache list")
 @BUILD_DIR
 def cache_list(build_dir: Path | None) -> None:
     """Every compiled module: mechanism, content hash, mbgen version, size, age."""
@@ -275,7 +297,7 @@ def cache_list(build_dir: Path | None) -> None:
     console.print(f"{len(table.rows)} builds, {total / 1e6:.1f} MB")
 
 
-@cache.command("clean")
+@cache.command("clean", example="mbgen cache clean")
 @BUILD_DIR
 @click.option("--all", "everything", is_flag=True, help="Remove every build, not only "
               "stale ones.")
@@ -307,7 +329,7 @@ def generate() -> None:
     """Write mechanism files for tests and benchmarks."""
 
 
-@generate.command()
+@generate.command(example="mbgen generate chain --bodies 20")
 @click.option("--bodies", "-n", type=click.IntRange(min=1), required=True,
               help="Number of bars in the chain.")
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,

@@ -10,12 +10,19 @@ import numpy as np
 from rich.markup import escape
 
 from mbgen.cli import BUILD_DIR, status_console
+from mbgen.cli.conventions import (
+    ANIMATION_SUFFIXES,
+    PICTURE_SUFFIXES,
+    Command,
+    OutputFile,
+)
 
 
-@click.command()
+@click.command(cls=Command, example="mbgen draw mechanisms/fourbar.yaml --out fourbar.png")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", "png", type=click.Path(dir_okay=False, path_type=Path),
-              required=True, help="PNG to write.")
+@click.option("--out", "png", type=OutputFile(PICTURE_SUFFIXES), required=True,
+              help="Picture to write; its suffix names the format: "
+              f"{', '.join(PICTURE_SUFFIXES)}.")
 @click.option("--q", "q_text", help='State to draw: "v1,v2,..." or "name=value,..." (named '
               "DOF kept, the rest assembled); default q0.")
 @BUILD_DIR
@@ -54,16 +61,18 @@ def read_states(path: Path, names: list[str], hint: str = "CSV",
             data[:, branches] if branches else None)
 
 
-@click.command()
+@click.command(cls=Command, example=(
+    "mbgen animate examples/fourbar-run.csv --mechanism mechanisms/fourbar.yaml \\\n"
+    "  --out run.gif --fps 10"))
 @click.argument("csv_path", metavar="CSV", type=click.Path(exists=True, dir_okay=False,
                                                            path_type=Path))
 @click.option("--mechanism", "file", type=click.Path(exists=True, dir_okay=False,
                                                      path_type=Path), required=True,
               help="The mechanism file the result belongs to.")
-@click.option("--out", "movie", type=click.Path(dir_okay=False, path_type=Path),
-              required=True, help="Animation to write: .gif (Pillow) or .mp4 (ffmpeg).")
+@click.option("--out", "movie", type=OutputFile(ANIMATION_SUFFIXES), required=True,
+              help="Animation to write: .gif (Pillow) or .mp4 (ffmpeg).")
 @click.option("--fps", type=click.IntRange(1, 120), default=30, show_default=True,
-              help="Frames per second of simulated time.")
+              help="Frames per second of simulated time [1/s].")
 @click.option("--trace", help="A point (name or index) whose path is drawn.")
 @click.option("--truth", "truth_path", type=click.Path(exists=True, dir_okay=False,
                                                        path_type=Path), default=None,

@@ -11,7 +11,8 @@ import click
 import numpy as np
 from rich.markup import escape
 
-from mbgen.cli import BUILD_DIR, err_console, status_console
+from mbgen.cli import BUILD_DIR, status_console
+from mbgen.cli.conventions import NON_NEGATIVE, POSITIVE, Command
 from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.runtime.integration import INTEGRATORS
 
@@ -223,25 +224,26 @@ def write_readings(result: Any, path: Path, noise: float, every: int, seed: int)
     write_table(path, ["t", *mech.sensor_labels], np.column_stack([result.t[rows], values]))
 
 
-@click.command()
+@click.command(cls=Command, renamed={"--sensor-noise": "--noise-sensor"}, example=(
+    "mbgen simulate mechanisms/fourbar.yaml --t-end 5 --dt 1e-3 --out run.csv --plot"))
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--t-end", type=float, required=True, help="Simulated time [s].")
-@click.option("--dt", type=float, required=True, help="Fixed time step [s].")
+@click.option("--t-end", type=POSITIVE, required=True, help="Simulated time [s].")
+@click.option("--dt", type=POSITIVE, required=True, help="Fixed time step [s].")
 @click.option("--integrator", type=click.Choice(list(INTEGRATORS)), default=None,
               help="Time discretization [default: rk4; trapezoidal with --solver "
               "factor-graph, which also takes euler]. variational: conserves energy and "
               "momentum over long runs (quasi-Newton; variational-newton: exact Newton; "
               "variational-4: fourth order), never projected. spook: the regularized "
               "stepper of the identification paper (--compliance, --damping).")
-@click.option("--compliance", type=click.FloatRange(min=0), default=None,
+@click.option("--compliance", type=NON_NEGATIVE, default=None,
               help="spook: compliance ε of every constraint (springs of stiffness 1/ε) "
-              "[default: 0, stiff].")
-@click.option("--damping", type=click.FloatRange(min=0), default=None,
+              "[units of Φ per unit of force] [default: 0, stiff].")
+@click.option("--damping", type=NON_NEGATIVE, default=None,
               help="spook: damping time τ of every constraint [s] [default: 2 dt].")
 @click.option("--solver", type=click.Choice(["integrator", "factor-graph"]),
               default="integrator", show_default=True,
               help="Step by step in C, or as a sliding-window factor graph (GTSAM).")
-@click.option("--window", type=int, default=2, show_default=True,
+@click.option("--window", type=click.IntRange(min=1), default=2, show_default=True,
               help="Factor graph: time steps kept by the fixed-lag smoother.")
 @click.option("--smoother", type=click.Choice(["batch", "incremental"]), default="batch",
               show_default=True, help="Factor graph: Levenberg–Marquardt over the window, "
@@ -251,10 +253,10 @@ def write_readings(result: Any, path: Path, noise: float, every: int, seed: int)
 @click.option("--projection", type=click.Choice(["manifold", "energy", "none"]),
               default="manifold", show_default=True,
               help="After each step (dependent coordinates): back onto Φ=0, Φq q̇=0.")
-@click.option("--phi-tol", type=click.FloatRange(min=0, min_open=True), default=PHI_TOL,
+@click.option("--phi-tol", type=POSITIVE, default=PHI_TOL,
               show_default=True, help="Largest accepted constraint error max ‖Φ‖, times "
-              "the mechanism's size squared (the largest |q0|, at least 1); a run above it "
-              "writes its CSV but ends with an error and exit code 1.")
+              "the mechanism's size squared (the largest |q0|, at least 1) [dimensionless]; "
+              "a run above it writes its CSV but ends with an error and exit code 4.")
 @click.option("--q0", help='Initial q: "v1,v2,..." or "name=value,..." (as many names as '
               "DOF: those are kept and the rest assembled by Newton).")
 @click.option("--qd0", help="Initial q̇, same forms (named DOF kept, the rest solved).")
@@ -274,10 +276,11 @@ def write_readings(result: Any, path: Path, noise: float, every: int, seed: int)
 @click.option("--sensors-out", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Also write synthetic sensor readings (t, one column per "
               "sensor label), the input of `mbgen estimate`.")
-@click.option("--sensor-noise", type=click.FloatRange(min=0), default=0.0,
-              show_default=True, help="Standard deviation added to the readings.")
-@click.option("--sensor-period", type=float, default=None,
-              help="Time between readings (default: --dt; a multiple of it).")
+@click.option("--noise-sensor", "sensor_noise", type=NON_NEGATIVE, default=0.0,
+              show_default=True, help="Standard deviation of the Gaussian noise added to "
+              "every reading [the sensors' units: rad/s for a gyroscope].")
+@click.option("--sensor-period", type=POSITIVE, default=None,
+              help="Time between readings [s] [default: --dt; a multiple of it].")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the reading noise.")
 @BUILD_DIR
@@ -309,9 +312,6 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
     if spook and integrator != "spook":
         raise click.BadParameter("--compliance and --damping set the spook integrator "
                                  "(add --integrator spook)", param_hint="--compliance")
-    if factor_graph and window < 1:
-        raise click.BadParameter(f"must be a positive number of time steps, got {window}",
-                                 param_hint="--window")
     try:
         mech, _ = load_with_status(file, build_dir)
         initial_q, initial_qd = initial_state(mech, q0, qd0)
@@ -357,8 +357,9 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
                   f"max ‖Φ‖ = {result.constraint_error.max():.2e}, {energy_change(result)}")
     console.print(escape(f"  wrote {csv_path}" + "".join(f"\n  wrote {p}" for p in pictures)))
     if violated:
-        err_console.print(f"[red]error: {escape(violated)}[/]")
-        raise click.exceptions.Exit(1)
+        from mbgen.errors import UntrustedResultError
+
+        raise UntrustedResultError(violated)
 
 
 def energy_change(result: Any) -> str:

@@ -58,10 +58,12 @@ def write_table(path: str | Path, header: list[str], data: np.ndarray) -> Path:
 
 
 def save_figure(fig: object, target: Path, dpi: int = 110) -> Path:
-    """A Matplotlib figure as PNG (atomically), then closed."""
+    """A Matplotlib figure (atomically), then closed; the suffix names the format (png, jpg,
+    svg, pdf: the temporary file's name has none)."""
     import matplotlib.pyplot as plt
 
-    atomic_write(target, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png"))  # type: ignore[attr-defined]
+    kind = Path(target).suffix.lower().lstrip(".") or "png"
+    atomic_write(target, lambda tmp: fig.savefig(tmp, dpi=dpi, format=kind))  # type: ignore[attr-defined]
     plt.close(fig)  # type: ignore[arg-type]
     return target
 

@@ -1,0 +1,111 @@
+"""The command line's one convention (docs/cli.md): exit codes, validated option types,
+file formats by suffix and deprecated option names. Every command takes its types from
+here, so a value means the same thing, and is checked the same way, in every command."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+
+#: Exit codes, the same in every command.
+EXIT_OK = 0
+EXIT_BAD_INPUT = 1  # a file, a value or a combination the command cannot take
+EXIT_USAGE = 2  # Click's own: unknown option, missing argument, malformed value
+EXIT_INTERNAL = 3  # a bug in mbgen
+EXIT_UNTRUSTED = 4  # the command ran, but its result is not to be trusted
+
+#: Picture formats Matplotlib writes, by suffix; animations by the encoder they need.
+PICTURE_SUFFIXES = (".png", ".jpg", ".jpeg", ".svg", ".pdf")
+ANIMATION_SUFFIXES = (".gif", ".mp4")
+
+
+class Real(click.ParamType):
+    """A finite float, optionally bounded; ``unit`` is for messages. NaN and ±inf are
+    refused by every mbgen option (click's FLOAT takes them)."""
+
+    name = "float"
+
+    def __init__(self, low: float | None = None, low_open: bool = False,
+                 high: float | None = None) -> None:
+        self.low, self.low_open, self.high = low, low_open, high
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        if isinstance(value, float) and math.isfinite(value):
+            number = value
+        else:
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        if self.low is not None and (number < self.low or (self.low_open
+                                                           and number == self.low)):
+            self.fail(f"{number:g} is not {'>' if self.low_open else '≥'} {self.low:g}",
+                      param, ctx)
+        if self.high is not None and number > self.high:
+            self.fail(f"{number:g} is not ≤ {self.high:g}", param, ctx)
+        return number
+
+    def __repr__(self) -> str:
+        return f"Real({self.low}, {self.low_open}, {self.high})"
+
+
+#: Any finite number; ≥ 0; > 0.
+FINITE = Real()
+NON_NEGATIVE = Real(0.0)
+POSITIVE = Real(0.0, low_open=True)
+
+
+class OutputFile(click.Path):
+    """An output file whose suffix names its format: one of ``suffixes`` (a suffix Click
+    cannot know otherwise, e.g. PNG bytes written into ``x.jpg``)."""
+
+    def __init__(self, suffixes: tuple[str, ...]) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+        self.suffixes = suffixes
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        path = super().convert(value, param, ctx)
+        if Path(path).suffix.lower() not in self.suffixes:
+            self.fail(f"{str(path)!r}: the suffix names the format, one of "
+                      f"{', '.join(self.suffixes)}", param, ctx)
+        return path
+
+
+class Command(click.Command):
+    """An mbgen command. Its help ends with ``example``, one runnable command line (lines
+    ending in a backslash continue it). ``renamed`` maps an old option name to its new one,
+    which the old one still means for one release, with a warning (hidden from --help)."""
+
+    def __init__(self, *args: Any, example: str | None = None,
+                 renamed: dict[str, str] | None = None, **kwargs: Any) -> None:
+        if example is not None:
+            kwargs["epilog"] = "\b\nExample:\n  " + example.replace("\n", "\n  ")
+        super().__init__(*args, **kwargs)
+        self.example = example
+        self.renamed = renamed or {}
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        end = args.index("--") if "--" in args else len(args)
+        given = {arg.partition("=")[0] for arg in args[:end]}
+        rewritten = []
+        for arg in args[:end]:
+            name, equals, value = arg.partition("=")
+            if name in self.renamed:
+                from mbgen.cli import err_console
+
+                new = self.renamed[name]
+                if new in given:
+                    raise click.UsageError(f"{name} is the old name of {new}: give {new} "
+                                           "only", ctx)
+                err_console.print(f"[yellow]warning:[/] {name} is deprecated and goes in the "
+                                  f"next release; use {new}")
+                arg = new + equals + value
+            rewritten.append(arg)
+        return super().parse_args(ctx, rewritten + args[end:])

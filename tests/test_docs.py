@@ -1,0 +1,94 @@
+"""Executable documentation: every ``sh``/``bash`` and ``python`` block of README.md and
+docs/*.md runs, in order and as written, in a temporary copy of the repository (the
+venv's ``bin`` on PATH, as the guide says to put it). A block that is not meant to run
+says so on the line before it: ``<!-- not run: the reason -->``."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+RUN = ("sh", "bash", "python")
+SKIP = re.compile(r"<!-- not run: (.+?) -->\s*$")
+FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+# What a copy of the repository leaves out: builds, environments, caches.
+NOT_COPIED = shutil.ignore_patterns(".git", ".venv", "generated", "out", "__pycache__",
+                                    "*.egg-info", "build", ".pytest_cache", ".ruff_cache")
+
+
+@dataclass(frozen=True)
+class Block:
+    document: Path
+    line: int
+    language: str
+    text: str
+    skipped: str | None  # the reason, for a block marked as not run
+
+
+def blocks(document: Path) -> list[Block]:
+    """The document's fenced sh, bash and python blocks, in order."""
+    text = document.read_text(encoding="utf-8")
+    found = []
+    for match in FENCE.finditer(text):
+        language = match.group(1)
+        if language not in RUN:
+            continue
+        before = text[:match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        marker = SKIP.search(before)
+        found.append(Block(document, text.count("\n", 0, match.start()) + 1, language,
+                           match.group(2), marker.group(1) if marker else None))
+    return found
+
+
+def repository_copy(target: Path) -> Path:
+    shutil.copytree(REPO, target, ignore=NOT_COPIED)
+    return target
+
+
+@pytest.mark.parametrize("document", [d for d in DOCUMENTS if blocks(d)],
+                         ids=lambda d: d.relative_to(REPO).as_posix())
+def test_every_block_of_the_document_runs(document: Path, tmp_path: Path, out_dir: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    root = repository_copy(tmp_path / "mbgen")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
+           f"{os.environ.get('PATH', '')}", "MBGEN_OUT": str(out_dir), "MPLBACKEND": "Agg"}
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("MBGEN_OUT", str(out_dir))
+    namespace: dict[str, object] = {"__name__": "__doc__"}
+    for block in blocks(document):
+        where = f"{document.name}:{block.line}"
+        if block.skipped:
+            continue
+        if block.language == "python":
+            code = compile(block.text, where, "exec")
+            exec(code, namespace)  # the document's own code, as a reader would paste it
+            continue
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", block.text], cwd=root,
+                              env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, (f"{where} exited {done.returncode}\n{block.text}\n"
+                                      f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+
+
+def test_every_skipped_block_says_why() -> None:
+    """A block is left out only with a reason, and the set-up commands are the only sh
+    blocks left out (.ci/run runs them in a fresh clone)."""
+    skipped = [b for d in DOCUMENTS for b in blocks(d) if b.skipped]
+    for block in skipped:
+        assert len(block.skipped or "") > 10, f"{block.document.name}:{block.line}"
+    assert all("venv" in b.text for b in skipped if b.language != "python"), \
+        [f"{b.document.name}:{b.line}" for b in skipped]
+
+
+def test_the_documents_have_blocks_to_run() -> None:
+    runnable = [b for d in DOCUMENTS for b in blocks(d) if not b.skipped]
+    assert sum(b.language == "python" for b in runnable) >= 5
+    assert sum(b.language != "python" for b in runnable) >= 12
