@@ -140,6 +140,23 @@ def test_simulate_drives_an_actuator_by_its_name(run, tmp_path: Path,  # noqa: A
     assert "actuators: motor" in " ".join(output.split())
 
 
+def test_force_columns_are_never_empty(run, tmp_path: Path, out_dir: Path) -> None:  # noqa: ANN001
+    """--with forces: a column per actuated coordinate even when nothing drives it (zero);
+    refused, before anything is written, on a mechanism nothing can drive."""
+    path = tmp_path / "free.csv"
+    code, output = run("simulate", str(SHIPPED_DIR / "actuated-double-pendulum.yaml"),
+                       "--t-end", "0.01", "--dt", "1e-3", "--with", "forces", "--out",
+                       str(path), "--build-dir", str(out_dir))
+    assert code == 0, output
+    header, data = read_csv(path)
+    assert header[-1] == "force_theta1" and not data[:, -1].any()
+    code, output = run("simulate", str(SHIPPED_DIR / "fourbar.yaml"), "--t-end", "0.01",
+                       "--dt", "1e-3", "--with", "forces", "--out", str(tmp_path / "no.csv"),
+                       "--build-dir", str(out_dir))
+    assert code == EXIT_USAGE and "no force is applied" in output
+    assert not (tmp_path / "no.csv").exists()
+
+
 def test_simulate_by_factor_graph_matches_the_integrator(run, tmp_path: Path,  # noqa: ANN001
                                                         out_dir: Path) -> None:
     """The same CSV from --solver factor-graph, forces included, next to an RK4 run."""
@@ -170,7 +187,7 @@ def test_simulate_by_factor_graph_matches_the_integrator(run, tmp_path: Path,  #
     (["--force", "theta0=sqrt(t - 0.05)"], "is not finite at t = 0 s"),
     (["--q0", "theta0=inf"], "values must be finite"),
     (["--q0", "x1=nan"], "values must be finite"),
-    (["--q0", "x1=100"], "no assembly found from q = [100,"),
+    (["--q0", "x1=100"], "x1 = 100 cannot be reached from the starting positions"),
 ])
 def test_simulate_rejects_bad_options(run, tmp_path: Path, out_dir: Path, args: list[str],  # noqa: ANN001
                                       message: str) -> None:
@@ -210,7 +227,8 @@ def test_bad_mechanism_file_is_one_located_error_line(run, tmp_path: Path) -> No
     assert f"{path}:3" in output and "unknown name" in output and "Traceback" not in output
 
 
-def test_inverse_writes_forces_and_plots(run, tmp_path: Path, out_dir: Path) -> None:  # noqa: ANN001
+def test_inverse_writes_forces_and_plots(run, tmp_path: Path, out_dir: Path,  # noqa: ANN001
+                                        compiled) -> None:  # noqa: ANN001
     trajectory = REFERENCE_DATA / "config" / "trajectories" / \
         "fourbars1-with-rel-angle-trajectory.txt"
     csv_path = tmp_path / "torque.csv"
@@ -219,10 +237,14 @@ def test_inverse_writes_forces_and_plots(run, tmp_path: Path, out_dir: Path) -> 
                        "--plot", "--build-dir", str(out_dir))
     assert code == 0, output
     header, data = read_csv(csv_path)
-    assert header == ["t", "theta0", "force_theta0"]
-    assert data.shape == (2000, 3)
-    # θ = 1.2 (1 − cos 2t): at t = 0 the crank holds its weight and accelerates
-    assert data[0, 2] == pytest.approx(66.0, abs=0.05)
+    names = compiled(reference("fourbars1-with-rel-angle")).coordinate_names
+    assert header == ["t", *names, *(f"{c}_dot" for c in names),
+                      *(f"{c}_ddot" for c in names), "force_theta0"]
+    assert data.shape == (2000, 2 + 3 * len(names))
+    theta = data[:, 1 + names.index("theta0")]  # the imposed θ = 1.2 (1 − cos 2t), followed
+    np.testing.assert_allclose(theta, 1.2 * (1 - np.cos(2 * data[:, 0])), atol=1e-9)
+    # at t = 0 the crank holds its weight and accelerates
+    assert data[0, -1] == pytest.approx(66.0, abs=0.05)
     for suffix in ("forces", "following_error"):
         assert (tmp_path / f"torque_{suffix}.png").read_bytes()[:4] == b"\x89PNG"
     motion_csv = tmp_path / "motion.csv"
@@ -231,8 +253,14 @@ def test_inverse_writes_forces_and_plots(run, tmp_path: Path, out_dir: Path) -> 
                        "--method", "factor-graph", "--out", str(motion_csv),
                        "--build-dir", str(out_dir))
     assert code == 0, output
-    np.testing.assert_allclose(read_csv(motion_csv)[1][:, 2], data[:101, 2], rtol=2e-3,
+    np.testing.assert_allclose(read_csv(motion_csv)[1][:, -1], data[:101, -1], rtol=2e-3,
                                atol=0.05)
+    movie = tmp_path / "motion.gif"  # an inverse result animates like a simulation
+    code, output = run("animate", str(motion_csv), "--mechanism",
+                       str(reference("fourbars1-with-rel-angle")), "--out", str(movie),
+                       "--fps", "10", "--build-dir", str(out_dir))
+    assert code == 0, output
+    assert movie.read_bytes()[:3] == b"GIF" and "6 frames" in output
 
 
 @pytest.mark.parametrize(("args", "message", "exit_code"), [

@@ -38,9 +38,10 @@ from mbgen.cli.conventions import POSITIVE, Command
 def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
             t_end: float | None, dt: float | None, imposed: str | None, actuated: str | None,
             method: str, csv_path: Path, plot: bool, build_dir: Path | None) -> None:
-    """Forces that make FILE's mechanism follow a prescribed motion: writes t, the imposed
-    coordinates as followed and force_<coordinate> per actuator (the generalized force the
-    actuator applies on its coordinate)."""
+    """Forces that make FILE's mechanism follow a prescribed motion: writes t, every
+    coordinate's q, q̇, q̈ (<name>, <name>_dot, <name>_ddot; the imposed ones as followed)
+    and force_<coordinate> per actuator (the generalized force the actuator applies on its
+    coordinate)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from mbgen.cli import load_with_status

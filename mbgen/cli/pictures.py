@@ -23,17 +23,20 @@ from mbgen.cli.conventions import (
 @click.option("--out", "png", type=OutputFile(PICTURE_SUFFIXES), required=True,
               help="Picture to write; its suffix names the format: "
               f"{', '.join(PICTURE_SUFFIXES)}.")
-@click.option("--q", "q_text", help='State to draw: "v1,v2,..." or "name=value,..." (named '
-              "DOF kept, the rest assembled); default q0.")
+@click.option("--q", "q_text", help='State to draw [m, rad]: "v1,v2,..." or "name=value,..." '
+              "(named DOF met exactly on the file's assembly branch); default q0.")
+@click.option("--guess", help="Where the assembly starts instead of the file's q0, same "
+              "forms.")
 @BUILD_DIR
-def draw(file: Path, png: Path, q_text: str | None, build_dir: Path | None) -> None:
+def draw(file: Path, png: Path, q_text: str | None, guess: str | None,
+         build_dir: Path | None) -> None:
     """Draw FILE's mechanism: bodies, ground, sliders, springs, sensors, point labels."""
     from mbgen.cli import load_with_status
     from mbgen.cli.simulate import initial_state
     from mbgen.dynamics.drawing import draw_png
 
     mech, _ = load_with_status(file, build_dir)
-    q, _ = initial_state(mech, q_text, None)
+    q, _ = initial_state(mech, q_text, None, guess)
     drawing = draw_png(mech, q, png, title=f"{mech.name}" + ("" if q_text else " at q0"))
     status_console.print(f"[green]✓[/] {escape(mech.name)}: {len(drawing.bodies)} bodies, "
                          f"{len(drawing.ground)} fixed points; wrote {escape(str(png))}")

@@ -19,66 +19,61 @@ from mbgen.runtime.integration import INTEGRATORS
 PHI_TOL = 1e-3  # default --phi-tol: max ‖Φ‖ / size² above it is reported as an error
 
 
-def parse_state(text: str | None, mech: CompiledMechanism, base: np.ndarray,
-                option: str) -> tuple[np.ndarray, list[str]]:
-    """``"1,0,1,2"`` (all coordinates) or ``"x1=0.9,theta0=0.1"`` (overrides).
-
-    Returns the vector and the names that were set by name.
-    """
+def parse_state(text: str | None, mech: CompiledMechanism, option: str) -> dict[int, float]:
+    """``"1,0,1,2"`` (all coordinates) or ``"x1=0.9,theta0=0.1"`` (some, by name) as
+    coordinate index → value; empty for no text."""
     if text is None:
-        return base, []
+        return {}
     items = [item.strip() for item in text.split(",") if item.strip()]
-    values = base.copy()
     try:
-        if all("=" in item for item in items):
-            names = []
-            for item in items:
-                name, value = (part.strip() for part in item.split("=", 1))
-                values[mech.coordinate_index(name)] = float(value)
-                names.append(name)
-            if not np.all(np.isfinite(values)):
-                raise click.BadParameter("values must be finite", param_hint=option)
-            return values, names
-        numbers = [float(item) for item in items]
+        if items and all("=" in item for item in items):
+            pairs = [tuple(part.strip() for part in item.split("=", 1)) for item in items]
+            values = {mech.coordinate_index(name): float(value) for name, value in pairs}
+            if len(values) != len(pairs):
+                raise ValueError("a coordinate is named twice")
+        else:
+            numbers = [float(item) for item in items]
+            if len(numbers) != mech.n:
+                raise ValueError(f"expected {mech.n} values ({', '.join(mech.coordinate_names)}"
+                                 f") or NAME=VALUE pairs, got {len(numbers)} values")
+            values = dict(enumerate(numbers))
     except (KeyError, ValueError) as exc:
-        raise click.BadParameter(str(exc), param_hint=option) from None
-    if not all(np.isfinite(numbers)):
+        raise click.BadParameter(str(exc.args[0]), param_hint=option) from None
+    if not all(np.isfinite(list(values.values()))):
         raise click.BadParameter("values must be finite", param_hint=option)
-    if len(numbers) != mech.n:
-        raise click.BadParameter(f"expected {mech.n} values ({', '.join(mech.coordinate_names)})"
-                                 f", got {len(numbers)}", param_hint=option)
-    return np.array(numbers), []
+    return values
 
 
 def initial_state(mech: CompiledMechanism, q0: str | None, qd0: str | None,
+                  guess: str | None = None, strict: bool = False,
                   ) -> tuple[np.ndarray, np.ndarray]:
-    """Assembled q and admissible q̇. Coordinates set by name, as many as the DOF, are kept
-    as independent coordinates (the others follow); otherwise the least change is made."""
-    q, q_names = parse_state(q0, mech, mech.q0, "--q0")
-    qd, qd_names = parse_state(qd0, mech, np.zeros(mech.n), "--qd0")
-    dof = mech.n - len(mech.active_rows)
-    keep = len(q_names) == dof
-    solved, statuses = mech.solve_position(q, z=q_names if keep else None,
-                                           minimum_norm=not keep, errors="status")
-    status = int(statuses[0])
-    if status:  # Newton's own reason ("Φq loses rank") hid that q was far off
-        off = np.abs(mech.phi(q))
-        row = int(off.argmax()) if off.size else 0
-        message = (f"no assembly found from q = [{', '.join(f'{v:g}' for v in q)}]: it is "
-                   f"off the constraints by up to {off.max(initial=0.0):.3g} (row {row}: "
-                   f"{mech.constraint_labels[row] if off.size else '-'}), and the position "
-                   f"problem failed: {mech.status_text(status)}")
-        if q0 is None:
-            from mbgen.errors import SingularConfigurationError
+    """Assembled q and admissible q̇ (n,) from the file's q0 and the options (see
+    :mod:`mbgen.dynamics.assembly`). Every change to what was given is printed as one
+    line, or refused with ``strict``."""
+    from mbgen.dynamics.assembly import AssemblyError, assemble, velocities
 
-            raise SingularConfigurationError(f"the file's initial positions: {message}")
-        raise click.BadParameter(message, param_hint="--q0")
-    q = solved
+    named_q = parse_state(q0, mech, "--q0")
+    start = mech.q0.copy()
+    for index, value in parse_state(guess, mech, "--guess").items():
+        start[index] = value
+    try:  # a starting guess is not a value to meet: its change is no news
+        q, changes = assemble(mech, start, named_q, None if guess else
+                              "the file's initial positions")
+    except AssemblyError as exc:
+        if q0 is None and guess is None:
+            raise
+        raise click.BadParameter(str(exc), param_hint="--guess" if guess and not q0
+                                 else "--q0") from None
     singular_start(mech, q)
-    if len(qd_names) == dof:
-        indices = [mech.coordinate_index(name) for name in qd_names]
-        return q, mech.solve_velocity(q, qd[indices], z=qd_names)
-    return q, mech.project_velocity(q, qd)
+    qd, velocity_changes = velocities(mech, q, np.zeros(mech.n),
+                                      parse_state(qd0, mech, "--qd0"))
+    changes += velocity_changes
+    if changes and strict:
+        raise AssemblyError("--strict: the initial state is not as given: "
+                            + "; ".join(changes))
+    for line in changes:
+        status_console.print(f"[yellow]![/] {escape(line)}")
+    return q, qd
 
 
 def singular_start(mech: CompiledMechanism, q: np.ndarray, step: float = 1e-3) -> None:
@@ -257,9 +252,15 @@ def write_readings(result: Any, path: Path, noise: float, every: int, seed: int)
               show_default=True, help="Largest accepted constraint error max ‖Φ‖, times "
               "the mechanism's size squared (the largest |q0|, at least 1) [dimensionless]; "
               "a run above it writes its CSV but ends with an error and exit code 4.")
-@click.option("--q0", help='Initial q: "v1,v2,..." or "name=value,..." (as many names as '
-              "DOF: those are kept and the rest assembled by Newton).")
-@click.option("--qd0", help="Initial q̇, same forms (named DOF kept, the rest solved).")
+@click.option("--q0", help='Initial q [m, rad]: "v1,v2,..." or "name=value,...". As many '
+              "names as the DOF are met exactly, on the assembly branch of the file's "
+              "positions (or --guess); any other change is printed.")
+@click.option("--qd0", help="Initial q̇ [m/s, rad/s], same forms (named DOF met exactly, "
+              "else the nearest admissible q̇).")
+@click.option("--guess", help='Where the assembly starts instead of the file\'s q0 [m, rad]: '
+              '"v1,v2,..." or "name=value,..." (e.g. the other branch of a four-bar).')
+@click.option("--strict", is_flag=True, help="Refuse to run when the initial state has to "
+              "be changed (re-assembled q0, projected q̇) instead of printing the change.")
 @click.option("--force", "forces", multiple=True, metavar="NAME=EXPR(t)",
               help="A generalized force on a coordinate, e.g. theta0='5*sin(2*pi*t)', or "
               "an actuator's command by the actuator's name (force gain*u on its "
@@ -269,8 +270,8 @@ def write_readings(result: Any, path: Path, noise: float, every: int, seed: int)
 @click.option("--plot", is_flag=True, help="Also write PNG plots next to the CSV.")
 @click.option("--with", "extras", type=click.Choice(["sensors", "lambda", "forces"]),
               multiple=True, help="Add columns: the sensor outputs (by label), the "
-              "multipliers λ, the applied generalized forces (force_<coordinate>, actuators' "
-              "gain·u included).")
+              "multipliers λ, the applied generalized forces (force_<coordinate> for each "
+              "coordinate with a --force or an actuator, gain·u included, 0 where none).")
 @click.option("--every", type=click.IntRange(min=1), default=1, show_default=True,
               help="Write every K-th step (the last one always).")
 @click.option("--sensors-out", type=click.Path(dir_okay=False, path_type=Path),
@@ -287,7 +288,8 @@ def write_readings(result: Any, path: Path, noise: float, every: int, seed: int)
 def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
              compliance: float | None, damping: float | None, solver: str,
              window: int, smoother: str, coords: str, projection: str, phi_tol: float,
-             q0: str | None, qd0: str | None, forces: tuple[str, ...], csv_path: Path,
+             q0: str | None, qd0: str | None, guess: str | None, strict: bool,
+             forces: tuple[str, ...], csv_path: Path,
              plot: bool,
              extras: tuple[str, ...], every: int, sensors_out: Path | None,
              sensor_noise: float, sensor_period: float | None, seed: int,
@@ -314,10 +316,13 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
                                  "(add --integrator spook)", param_hint="--compliance")
     try:
         mech, _ = load_with_status(file, build_dir)
-        initial_q, initial_qd = initial_state(mech, q0, qd0)
+        initial_q, initial_qd = initial_state(mech, q0, qd0, guess, strict)
         stride = None if sensors_out is None else reading_stride(mech, dt,
                                                                   sensor_period or dt)
         force_functions = parse_forces(forces, mech)
+        if "forces" in extras and not force_functions and not mech.meta.get("actuators"):
+            raise click.BadParameter(f"no force is applied: {mech.name} has no actuators "
+                                     "and no --force is given", param_hint="--with forces")
         detail(f"initial state ({', '.join(mech.coordinate_names)}): q = "
                f"{np.array2string(initial_q, precision=6)}, q̇ = "
                f"{np.array2string(initial_qd, precision=6)}")

@@ -49,10 +49,13 @@ class InverseResult:
         return self.followed - self.prescribed
 
     def columns(self) -> tuple[list[str], Array]:
+        """CSV columns as in a simulation's, so the motion can be drawn and animated: t, q,
+        q̇, q̈ (every coordinate, the imposed ones as followed), then force_<coordinate>
+        per actuator."""
         names = self.mechanism.coordinate_names
-        header = (["t"] + [names[i] for i in self.imposed]
+        header = (["t"] + names + [f"{c}_dot" for c in names] + [f"{c}_ddot" for c in names]
                   + [f"force_{names[i]}" for i in self.actuated])
-        return header, np.column_stack([self.t, self.followed, self.forces])
+        return header, np.column_stack([self.t, self.q, self.qd, self.qdd, self.forces])
 
 
 def coordinate_indices(mech: CompiledMechanism, names: list[str] | list[int] | str,

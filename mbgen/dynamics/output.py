@@ -43,8 +43,8 @@ def write_csv(result: SimulationResult | InverseResult, path: str | Path,
               **columns: object) -> Path:
     """The result's columns (``result.columns(**columns)``) as CSV with a header line.
     Simulation: t, q (coordinate names), q̇ (<name>_dot), q̈ (<name>_ddot), energy,
-    phi_norm (and extras). Inverse dynamics: t, the imposed coordinates as followed,
-    force_<coordinate> per actuator."""
+    phi_norm (and extras). Inverse dynamics: t, q, q̇, q̈, force_<coordinate> per
+    actuator."""
     header, data = result.columns(**columns)  # type: ignore[arg-type]
     return write_table(path, header, data)
 

@@ -49,13 +49,20 @@ class SimulationResult:
         """‖Φ(q)‖₂ along the run."""
         return np.linalg.norm(self.mechanism.phi(self.q).reshape(len(self.t), -1), axis=1)
 
+    @property
+    def driven_coordinates(self) -> list[str]:
+        """Coordinates an input can act on: those with an applied force or an actuator, in
+        coordinate order."""
+        acted = {a["coordinate"] for a in self.mechanism.meta.get("actuators", [])}
+        return [c for c in self.coordinate_names if c in self.forces or c in acted]
+
     def columns(self, extras: tuple[str, ...] = (), every: int = 1,
                 ) -> tuple[list[str], Array]:
         """CSV columns: t, q, q̇, q̈, energy, ‖Φ‖, then per ``extras`` the sensor outputs
         ("sensors": one column per label), the multipliers ("lambda": lambda_<row>) and
         the applied generalized forces ("forces": force_<coordinate> for every coordinate
-        that has one, actuators' included); every ``every``-th row (the last one always
-        included)."""
+        with an applied force or an actuator, 0 where none is applied); every
+        ``every``-th row (the last one always included)."""
         names = self.coordinate_names
         header = (["t"] + names + [f"{c}_dot" for c in names] + [f"{c}_ddot" for c in names]
                   + ["energy", "phi_norm"])
@@ -68,9 +75,10 @@ class SimulationResult:
                 header += [f"lambda_{i}" for i in range(self.mechanism.m)]
                 blocks.append(self.mechanism.lagrange_multipliers(self.q, self.qd))
             elif extra == "forces":
-                header += [f"force_{name}" for name in self.forces]
-                blocks += [np.broadcast_to(np.asarray(force(self.t), dtype=float),
-                                           self.t.shape) for force in self.forces.values()]
+                header += [f"force_{name}" for name in self.driven_coordinates]
+                blocks += [np.zeros_like(self.t) if name not in self.forces else
+                           np.broadcast_to(np.asarray(self.forces[name](self.t), dtype=float),
+                                           self.t.shape) for name in self.driven_coordinates]
             else:
                 raise ValueError(f"unknown extra column set {extra!r} (sensors, lambda, "
                                  "forces)")
