@@ -313,18 +313,46 @@ def test_check_reports_what_compile_would_reject(tmp_path: Path) -> None:
 
 
 def test_cache_list_and_clean(tmp_path: Path) -> None:
+    """clean removes a killed compile's staging directory but not a running one's (its
+    lock), nor a user's directory that merely looks like a build; --all every build."""
+    import socket
+
     runner = CliRunner()
     build = tmp_path / "gen"
     assert runner.invoke(cli, ["compile", str(SHIPPED_DIR / "fourbar.yaml"), "--build-dir",
                                str(build)]).exit_code == 0
-    (build / "fourbar" / ".tmp-interrupted").mkdir()
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True)
+    host = socket.gethostname()
+    killed = build / "fourbar" / f".tmp-0123-p{finished.stdout.strip()}@{host}-x1"
+    running = build / "fourbar" / f".tmp-0123-p{os.getpid()}@{host}-x2"
+    mine = build / "fourbar" / "0123456789abcdef"  # a user's directory with a meta.json
+    for directory in (killed, running, mine):
+        directory.mkdir()
+    (mine / "meta.json").write_text('{"hash": "0123456789abcdef", "module": "mine"}')
     listed = runner.invoke(cli, ["cache", "list", "--build-dir", str(build)])
     assert listed.exit_code == 0 and "fourbar" in listed.output and "1 builds" in listed.output
     kept = runner.invoke(cli, ["cache", "clean", "--build-dir", str(build)])
-    assert "removed 1 build(s)" in kept.output  # only the interrupted one
+    assert "removed 1 build(s)" in kept.output  # only the killed compile's
+    assert not killed.exists() and running.exists() and mine.exists()
     assert list(build.glob("fourbar/*/meta.json"))
     gone = runner.invoke(cli, ["cache", "clean", "--all", "--build-dir", str(build)])
-    assert gone.exit_code == 0 and not list(build.glob("*/*/meta.json"))
+    assert gone.exit_code == 0 and running.exists() and (mine / "meta.json").exists()
+    assert [p.parent for p in build.glob("*/*/meta.json")] == [mine]
+    assert not list(build.glob("_core/*.a"))
+
+
+def test_cache_clean_refuses_a_directory_that_is_not_a_cache(tmp_path: Path) -> None:
+    """A user's directory (here one holding a meta.json two levels down, which clean used
+    to delete) is refused as a whole and left as it was."""
+    user = tmp_path / "thesis"
+    (user / "chapter" / "figures").mkdir(parents=True)
+    (user / "chapter" / "figures" / "meta.json").write_text("{}")
+    (user / "notes.txt").write_text("keep me")
+    result = CliRunner().invoke(cli, ["cache", "clean", "--all", "--build-dir", str(user)])
+    assert result.exit_code == EXIT_BAD_INPUT and "not an mbgen build cache" in result.output
+    assert sorted(p.name for p in user.rglob("*")) == ["chapter", "figures", "meta.json",
+                                                        "notes.txt"]
 
 
 def test_simulate_adds_sensors_and_multipliers_and_decimates(run, tmp_path: Path,  # noqa: ANN001

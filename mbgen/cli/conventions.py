@@ -5,10 +5,14 @@ here, so a value means the same thing, and is checked the same way, in every com
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
 import click
+
+from mbgen.errors import MbgenError
+from mbgen.files import check_writable
 
 #: Exit codes, the same in every command.
 EXIT_OK = 0
@@ -109,3 +113,39 @@ class Command(click.Command):
                 arg = new + equals + value
             rewritten.append(arg)
         return super().parse_args(ctx, rewritten + args[end:])
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return a.resolve() == b.resolve()
+
+
+def check_paths(inputs: dict[str, Path | None],
+                outputs: dict[str, Path | list[Path] | None]) -> None:
+    """Refuses, before any work, an output that is one of the command's inputs or another
+    of its outputs (the same file by any name, links included): the input would be lost,
+    or one output silently overwritten by the other; and an output path that holds
+    something other than a regular file. Keys are the options, for the
+    message; None values are options not given."""
+    given_inputs = [(option, path) for option, path in inputs.items() if path is not None]
+    given_outputs = [(option, p) for option, value in outputs.items() if value is not None
+                     for p in (value if isinstance(value, list) else [value])]
+    for k, (option, path) in enumerate(given_outputs):
+        for other, source in given_inputs:
+            if _same_file(path, source):
+                raise click.BadParameter(f"{path} is the input given by {other}: mbgen "
+                                         "never writes an output over an input",
+                                         param_hint=option)
+        for other, earlier in given_outputs[:k]:
+            if _same_file(path, earlier):
+                raise click.BadParameter(f"{path} is also the output of {other}: one would "
+                                         "overwrite the other", param_hint=option)
+        try:
+            check_writable(path)
+        except MbgenError as exc:
+            raise click.BadParameter(str(exc), param_hint=option) from None
+

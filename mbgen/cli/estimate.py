@@ -9,7 +9,9 @@ import numpy as np
 from rich.markup import escape
 
 from mbgen.cli import BUILD_DIR, status_console
-from mbgen.cli.conventions import NON_NEGATIVE, POSITIVE, Command
+from mbgen.cli.conventions import NON_NEGATIVE, POSITIVE, Command, check_paths
+from mbgen.dynamics.output import plot_paths
+from mbgen.escaping import mathtext
 from mbgen.runtime.integration import PREDICTORS
 
 
@@ -61,6 +63,8 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
     from mbgen.estimation.particle_filter import ParticleFilter, filter_times
     from mbgen.estimation.readings import read_readings
 
+    check_paths({"FILE": file, "--data": readings_path},
+                {"--out": csv_path, "--plot": plot_paths(csv_path, "estimate") if plot else None})
     mech, _ = load_with_status(file, build_dir)
     if not mech.sensor_labels:
         raise click.UsageError(f"{file} has no sensors: declare them under `sensors:` "
@@ -87,7 +91,8 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
     restarts = track.restarts
     labels = [f"{name} [{unit}]" for name, unit in zip(names, mech.coordinate_units,
                                                         strict=True)]
-    pictures = _plot(data, labels, observer.branches.count, csv_path, mech.name) if plot \
+    pictures = _plot(data, labels, observer.branches.count, csv_path,
+                     mathtext(mech.name)) if plot \
         else []
     final = data[-1, -observer.branches.count:]
     console.print(f"[green]✓[/] {escape(mech.name)}: {len(track.t)} steps of {step:g} s, "
@@ -104,9 +109,8 @@ def _plot(data: np.ndarray, labels: list[str], branches: int, csv_path: Path,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mbgen.dynamics.output import save_figure
+    from mbgen.dynamics.output import plot_path, save_figure
 
-    base = csv_path.with_suffix("")
     written = []
     fig, axes = plt.subplots(len(labels), 1, figsize=(9, 2.2 * len(labels)), sharex=True,
                              squeeze=False)
@@ -118,12 +122,12 @@ def _plot(data: np.ndarray, labels: list[str], branches: int, csv_path: Path,
         ax.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("t [s]")
     axes[0, 0].set_title(f"{title}: particle-filter estimate")
-    written.append(save_figure(fig, base.parent / f"{base.name}_estimate.png", dpi=100))
+    written.append(save_figure(fig, plot_path(csv_path, "estimate"), dpi=100))
     fig, ax = plt.subplots(figsize=(9, 3.5))
     for b in range(branches):
         ax.plot(data[:, 0], data[:, -branches + b], label=f"branch {b}")
     ax.set(xlabel="t [s]", ylabel="probability", title=f"{title}: assembly branch")
     ax.legend()
     ax.grid(alpha=0.3)
-    written.append(save_figure(fig, base.parent / f"{base.name}_branches.png", dpi=100))
+    written.append(save_figure(fig, plot_path(csv_path, "branches"), dpi=100))
     return written

@@ -9,7 +9,8 @@ import numpy as np
 from rich.markup import escape
 
 from mbgen.cli import BUILD_DIR, status_console
-from mbgen.cli.conventions import POSITIVE, Command
+from mbgen.cli.conventions import POSITIVE, Command, check_paths
+from mbgen.dynamics.output import plot_paths
 from mbgen.errors import UntrustedResultError
 
 
@@ -84,6 +85,8 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
     from mbgen.estimation.identify import identify as run
     from mbgen.estimation.readings import read_readings
 
+    check_paths({"FILE": file, "--data": data_path, "--inputs": inputs_path},
+                {"--out": out_path, "--plot": plot_paths(out_path, "identify") if plot else None})
     mech, _ = load_with_status(file, build_dir)
     if not mech.sensor_labels:
         raise click.UsageError(f"{file} has no sensors: identification needs readings")
@@ -145,7 +148,7 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
 
 
 def _write_yaml(path: Path, result, source: Path, data: Path) -> None:  # noqa: ANN001
-    from mbgen.dynamics.output import atomic_write
+    from mbgen.files import atomic_write
 
     lines = [f"# mbgen identify {source} --data {data}",
              f"# {result.iterations} iterations, cost {result.cost:.6g}"
@@ -165,7 +168,7 @@ def _plot(result, t: np.ndarray, readings: np.ndarray, labels: list[str],  # noq
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mbgen.dynamics.output import save_figure
+    from mbgen.dynamics.output import plot_path, save_figure
 
     fig, axes = plt.subplots(len(labels), 1, figsize=(9, 2.4 * len(labels)), sharex=True,
                              squeeze=False)
@@ -177,5 +180,4 @@ def _plot(result, t: np.ndarray, readings: np.ndarray, labels: list[str],  # noq
     axes[0, 0].legend(loc="upper right")
     axes[-1, 0].set_xlabel("t [s]")
     axes[0, 0].set_title("measured and fitted readings")
-    base = out_path.with_suffix("")
-    return save_figure(fig, base.parent / f"{base.name}_fit.png", dpi=100)
+    return save_figure(fig, plot_path(out_path, "fit"), dpi=100)

@@ -9,7 +9,8 @@ import click
 from rich.markup import escape
 
 from mbgen.cli import BUILD_DIR, status_console
-from mbgen.cli.conventions import POSITIVE, Command
+from mbgen.cli.conventions import POSITIVE, Command, check_paths
+from mbgen.dynamics.output import plot_paths
 
 
 @click.command(cls=Command, example=(
@@ -56,6 +57,8 @@ def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
         raise click.UsageError("--motion needs --t-end and --dt")
     if trajectory is not None and not imposed:
         raise click.UsageError("--trajectory needs --imposed (its columns' coordinates)")
+    check_paths({"FILE": file, "--trajectory": trajectory},
+                {"--out": csv_path, "--plot": plot_paths(csv_path, "inverse") if plot else None})
     mech, _ = load_with_status(file, build_dir)
     if motions:
         pairs = []

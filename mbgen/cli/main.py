@@ -88,7 +88,9 @@ def cli(quiet: bool, verbose: bool, debug: bool) -> None:
 @cli.command("compile", example="mbgen compile mechanisms/fourbar.yaml --package dist")
 @click.argument("file", type=MECHANISM_FILE)
 @BUILD_DIR
-@click.option("--force", is_flag=True, help="Rebuild even if the cached module is current.")
+@click.option("--force", is_flag=True, help="Rebuild even if the cached module is current, "
+              "and let --package replace a directory mbgen did not make (never one that "
+              "holds an input).")
 @click.option("--package", "package_dir", type=click.Path(file_okay=False, path_type=Path),
               default=None, help="Also write an importable Python package into this "
               "directory (`import NAME`; needs no SymPy, C compiler or YAML file).")
@@ -102,8 +104,8 @@ def compile_(file: Path, build_dir: Path | None, force: bool, package_dir: Path 
     mech, fresh = load_with_status(file, build_dir, force)
     elapsed = time.perf_counter() - start
     if package_dir is not None:
-        written = write_package(mech.directory, package_dir,
-                                _package_name(name, file))
+        written = write_package(mech.directory, package_dir, _package_name(name, file),
+                                force=force, protected=[file])
     grid = _grid()
     grid.add_row("mechanism", f"[bold]{escape(mech.name)}[/]")
     grid.add_row("coordinates n", str(mech.n))
@@ -125,15 +127,19 @@ def compile_(file: Path, build_dir: Path | None, force: bool, package_dir: Path 
               required=True, help="Directory for the standalone C library.")
 @click.option("--name", default=None, help="Prefix of the C API (default: from the file "
               "name).")
+@click.option("--force", is_flag=True, help="Write into a directory mbgen did not make "
+              "(replacing files of the same names; never an input).")
 @BUILD_DIR
-def export(file: Path, c_dir: Path, name: str | None, build_dir: Path | None) -> None:
+def export(file: Path, c_dir: Path, name: str | None, force: bool,
+           build_dir: Path | None) -> None:
     """Write FILE's mechanism as a standalone C library: NAME.h, NAME.c, example, Makefile
     (C99 and libm only)."""
     from mbgen.codegen.ship import export_c
 
     mech, _ = load_with_status(file, build_dir)
     prefix = _package_name(name, file)
-    export_c(mech.directory, c_dir, prefix, [int(r) for r in mech.active_rows])
+    export_c(mech.directory, c_dir, prefix, [int(r) for r in mech.active_rows], force=force,
+             protected=[file])
     console.print(f"[green]✓[/] {escape(mech.name)}: {escape(str(c_dir))}/{prefix}.h, "
                   f"{prefix}.c, example.c, Makefile, README.md (`make` builds "
                   f"lib{prefix}.a and ./example)")
@@ -259,15 +265,16 @@ def cache() -> None:
 
 
 def _builds(root: Path) -> list[tuple[Path, dict[str, Any]]]:
-    """(directory, meta) of every finished build under root."""
+    """(directory, meta) of every finished build under root that the cache made (a user's
+    directory holding a meta.json is not one)."""
     import json
+
+    from mbgen.codegen.cache import is_build
 
     found = []
     for meta_path in sorted(root.glob("*/*/meta.json")):
-        try:
+        if is_build(meta_path.parent):
             found.append((meta_path.parent, json.loads(meta_path.read_text())))
-        except (OSError, ValueError):
-            found.append((meta_path.parent, {}))
     return found
 
 
@@ -303,23 +310,34 @@ def cache_list(build_dir: Path | None) -> None:
               "stale ones.")
 def cache_clean(build_dir: Path | None, everything: bool) -> None:
     """Remove builds of other mbgen versions and interrupted compiles (or, with --all,
-    everything)."""
+    every build). Only what the cache made is touched: builds it recognises, staging
+    directories of compiles that are gone (a running compile's is its lock) and the C
+    core's archives; a directory that holds none of them is refused."""
     import shutil
 
+    from mbgen.codegen.build import CORE_ARCHIVE, stale_staging
     from mbgen.runtime.loader import default_out_dir
 
     root = build_dir or default_out_dir()
-    removed = []
-    for directory, meta in _builds(root):
-        if everything or meta.get("mbgen_version") != __version__:
-            removed.append(directory)
-    removed += [p for p in root.glob("*/.tmp-*") if p.is_dir()]
-    if everything:
-        removed += [p for p in root.glob("_core") if p.is_dir()]
+    if not root.is_dir():
+        raise MbgenError(f"{root}: no such build directory")
+    builds = _builds(root)
+    staging = [p for stem in root.iterdir() if stem.is_dir() and not stem.is_symlink()
+               for p in stale_staging(stem)]
+    archives = [p for p in (root / "_core").glob("*.a") if CORE_ARCHIVE.fullmatch(p.name)
+                and p.is_file() and not p.is_symlink()]
+    if not builds and not staging and not archives and any(root.iterdir()):
+        raise MbgenError(f"{root} is not an mbgen build cache (no build, staging directory "
+                         "or core archive that mbgen made): nothing removed")
+    removed = [d for d, meta in builds if everything or meta.get("mbgen_version") != __version__]
+    removed += staging
     freed = 0
     for directory in removed:
         freed += _size(directory)
         shutil.rmtree(directory, ignore_errors=True)
+    for archive in archives if everything else []:
+        freed += archive.stat().st_size
+        archive.unlink(missing_ok=True)
     console.print(f"removed {len(removed)} build(s), {freed / 1e6:.1f} MB from "
                   f"{escape(str(root))}")
 
@@ -345,9 +363,9 @@ def chain(bodies: int, out: Path | None) -> None:
 
 def _write_atomic(target: Path, text: str) -> None:
     """Readers (or a concurrent `mbgen compile`) never see a half-written file."""
-    from mbgen.dynamics.output import atomic_write
+    from mbgen.files import atomic_write_text
 
-    atomic_write(target, lambda tmp: tmp.write_text(text, encoding="utf-8"), parents=False)
+    atomic_write_text(target, text, parents=False)
 
 
 # -- commands defined in their own modules ---------------------------------------------------

@@ -15,6 +15,7 @@ from mbgen.cli.conventions import (
     PICTURE_SUFFIXES,
     Command,
     OutputFile,
+    check_paths,
 )
 
 
@@ -35,6 +36,7 @@ def draw(file: Path, png: Path, q_text: str | None, guess: str | None,
     from mbgen.cli.simulate import initial_state
     from mbgen.dynamics.drawing import draw_png
 
+    check_paths({"FILE": file}, {"--out": png})
     mech, _ = load_with_status(file, build_dir)
     q, _ = initial_state(mech, q_text, None, guess)
     drawing = draw_png(mech, q, png, title=f"{mech.name}" + ("" if q_text else " at q0"))
@@ -90,6 +92,7 @@ def animate(csv_path: Path, file: Path, movie: Path, fps: int, trace: str | None
     from mbgen.cli import load_with_status
     from mbgen.dynamics.drawing import animate as make
 
+    check_paths({"CSV": csv_path, "--mechanism": file, "--truth": truth_path}, {"--out": movie})
     mech, _ = load_with_status(file, build_dir)
     t, q, branches = read_states(csv_path, mech.coordinate_names)
     truth = None if truth_path is None else read_states(truth_path, mech.coordinate_names,

@@ -12,7 +12,8 @@ import numpy as np
 from rich.markup import escape
 
 from mbgen.cli import BUILD_DIR, status_console
-from mbgen.cli.conventions import NON_NEGATIVE, POSITIVE, Command
+from mbgen.cli.conventions import NON_NEGATIVE, POSITIVE, Command, check_paths
+from mbgen.dynamics.output import plot_paths
 from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.runtime.integration import INTEGRATORS
 
@@ -315,6 +316,9 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
         raise click.BadParameter("--compliance and --damping set the spook integrator "
                                  "(add --integrator spook)", param_hint="--compliance")
     try:
+        check_paths({"FILE": file}, {"--out": csv_path, "--sensors-out": sensors_out,
+                                     "--plot": plot_paths(csv_path, "simulate") if plot
+                                     else None})
         mech, _ = load_with_status(file, build_dir)
         initial_q, initial_qd = initial_state(mech, q0, qd0, guess, strict)
         stride = None if sensors_out is None else reading_stride(mech, dt,

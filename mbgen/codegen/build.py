@@ -37,6 +37,7 @@ from mbgen.codegen.cache import (
     core_digest,
     core_sources,
     csrc_dir,
+    is_build,
     module_name,
 )
 from mbgen.codegen.emit import generate
@@ -78,6 +79,7 @@ STALE_STAGING = 3600.0  # seconds: a staging directory this old is a killed comp
 
 # A staging directory names its owner: .tmp-<digest>-p<pid>@<host>-<random>
 _OWNER = re.compile(r"^\.tmp-[0-9a-f]+-p(\d+)@(.*)-[^-]+$")
+_STAGING = re.compile(r"^\.tmp-[0-9a-f]+-")  # any staging directory's name
 
 
 def _staging_prefix(digest: str) -> str:
@@ -98,17 +100,26 @@ def _owner_is_dead(name: str) -> bool:
     return False
 
 
-def _remove_stale_staging(parent: Path) -> None:
+def stale_staging(parent: Path) -> list[Path]:
     """Staging directories left by compiles that were killed (SIGKILL leaves no chance to
-    clean up): those whose owner process is gone, and any older than a build takes."""
+    clean up): those whose owner process is gone, and any older than a build takes. A
+    running compile's staging directory is its lock: it is never among them."""
     now = time.time()
+    found = []
     for stale in parent.glob(".tmp-*"):
         try:
-            if stale.is_dir() and (_owner_is_dead(stale.name)
-                                   or now - stale.stat().st_mtime > STALE_STAGING):
-                shutil.rmtree(stale, ignore_errors=True)
+            if (_STAGING.match(stale.name) and stale.is_dir() and not stale.is_symlink()
+                    and (_owner_is_dead(stale.name)
+                         or now - stale.stat().st_mtime > STALE_STAGING)):
+                found.append(stale)
         except OSError:
             continue  # removed meanwhile by a concurrent compile
+    return found
+
+
+def _remove_stale_staging(parent: Path) -> None:
+    for stale in stale_staging(parent):
+        shutil.rmtree(stale, ignore_errors=True)
 
 
 def _child_options() -> dict[str, Any]:
@@ -203,6 +214,9 @@ def _compile_c(kernels_c: Path, glue_c: Path, output: Path, out_dir: Path) -> No
         raise CompileError(f"linking failed ({' '.join(link)}):\n{result.stderr[-4000:]}")
 
 
+CORE_ARCHIVE = re.compile(r"libmbcore-[0-9a-f]{16}-[0-9a-f]{8}\.a")
+
+
 def core_archive(out_dir: Path) -> Path:
     """The compiled C core shared by every module of ``out_dir`` (keyed by its hash and
     its compiler flags)."""
@@ -264,7 +278,7 @@ def _install(staging: Path, target: Path, replace: bool) -> None:
 def _remove_stale_builds(target: Path, source: Path) -> None:
     """Delete older builds of the same source file (same-named files elsewhere stay)."""
     for sibling in target.parent.iterdir():
-        if sibling == target or sibling.name.startswith(".tmp-") or not sibling.is_dir():
+        if sibling == target or not is_build(sibling):
             continue
         try:
             built_from = json.loads((sibling / "meta.json").read_text()).get("source_path")

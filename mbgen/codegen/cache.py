@@ -8,6 +8,7 @@ derive the C code and the vector instructions it is compiled for (mbgen/cpu.py).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import sys
@@ -88,3 +89,20 @@ def module_name(stem: str, digest: str) -> str:
 
 def build_dir(out_dir: Path, stem: str, digest: str) -> Path:
     return out_dir / safe_name(stem) / digest
+
+
+_DIGEST = re.compile(r"[0-9a-f]{16}")
+
+
+def is_build(directory: Path) -> bool:
+    """``directory`` is a finished build this cache made: ``<root>/<stem>/<digest>/`` whose
+    meta.json names that digest and the module built from them. A user's directory that
+    merely holds a meta.json is not one (cache clean deleted such a directory)."""
+    if not _DIGEST.fullmatch(directory.name) or directory.is_symlink():
+        return False
+    try:
+        meta = json.loads((directory / "meta.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return (isinstance(meta, dict) and meta.get("hash") == directory.name
+            and meta.get("module") == module_name(directory.parent.name, directory.name))

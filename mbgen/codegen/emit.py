@@ -15,6 +15,7 @@ from mbgen.codegen.cache import templates_dir
 from mbgen.codegen.kkt import kkt_program
 from mbgen.codegen.lanes import LANE_KERNELS, kernel_lanes, kkt_lanes
 from mbgen.codegen.ordering import coupling_graph, minimum_degree_order
+from mbgen.escaping import c_comment
 from mbgen.redundancy import independent_rows
 from mbgen.symbolic.derive import KernelSet
 
@@ -30,8 +31,10 @@ class GeneratedSource:
 
 def template_environment() -> jinja2.Environment:
     loader = jinja2.FunctionLoader(lambda name: template_text(name))
-    return jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined,
-                              keep_trailing_newline=True)
+    environment = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined,
+                                     keep_trailing_newline=True)
+    environment.filters["c_comment"] = c_comment  # free text from a file: never code
+    return environment
 
 
 def template_text(name: str) -> str:
@@ -84,8 +87,8 @@ def generate(kernels: KernelSet, progress: Any = None) -> GeneratedSource:
     patterns = {k.name: [index for index, _ in k.entries] for k in kernels.kernels}
     kkt = kkt_program(model.n, rows_independent_at_q0(kernels), order, patterns)
     context = {
-        "version": __version__, "source": mechanism.source.replace("*/", "* /"),
-        "name": mechanism.name.replace("*/", "* /"), "n": model.n, "m": model.m,
+        "version": __version__, "source": mechanism.source,
+        "name": mechanism.name, "n": model.n, "m": model.m,
         "np": len(model.params), "kernels": rendered, "order": order, "kkt": kkt,
         "kkt_lanes": kkt_lanes(kkt) if kkt else None,
     }

@@ -11,13 +11,18 @@ mechanisms link into one program), in one translation unit; nothing is rewritten
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from mbgen.codegen.cache import csrc_dir, safe_name
+from mbgen.codegen.ownership import check_target, marker_files, replace_directory, write_marker
 from mbgen.errors import MbgenError
+from mbgen.escaping import c_comment, c_string, python_literal
+from mbgen.files import atomic_write_text
 
 # the core's sources in dependency order (headers first); the generated kernels follow
 CORE_ORDER = ("mbgen.h", "mb_model.h", "core.h", "model.c", "sparse.c", "dense.c",
@@ -35,21 +40,14 @@ def package_name(name: str | None, stem: str) -> str:
     return chosen
 
 
-def _replace_directory(staging: Path, target: Path) -> None:
-    """Moves a finished ``staging`` directory to ``target`` (replacing an older one), so a
-    reader never sees half a package."""
-    if target.exists():
-        old = target.with_name(f".{target.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        target.rename(old)
-        staging.rename(target)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        staging.rename(target)
+def write_package(build: Path, out_dir: Path, name: str, force: bool = False,
+                  protected: Iterable[Path] = ()) -> Path:
+    """``out_dir/name/``: ``import name`` gives the mechanism as ``name.mechanism``.
 
-
-def write_package(build: Path, out_dir: Path, name: str) -> Path:
-    """``out_dir/name/``: ``import name`` gives the mechanism as ``name.mechanism``."""
+    An existing ``out_dir/name`` is replaced only when mbgen made it, or with ``force``;
+    never when it holds a ``protected`` path (see :func:`check_target`)."""
+    target = out_dir / name
+    check_target(target, "package", force, [*protected, build, Path.cwd()], "--package")
     meta = json.loads((build / "meta.json").read_text())
     module = meta["module"]
     extension = next(build.glob(f"{module}.*.so"), None) or next(build.glob(f"{module}.so"))
@@ -60,23 +58,29 @@ def write_package(build: Path, out_dir: Path, name: str) -> Path:
         meta["content_hash"] = build.name
         (staging / "meta.json").write_text(json.dumps(meta, indent=1))
         (staging / "__init__.py").write_text(PACKAGE_INIT.format(
-            name=meta["name"], version=meta["mbgen_version"], digest=build.name))
-        _replace_directory(staging, out_dir / name)
+            name=python_literal(meta["name"]), version=python_literal(meta["mbgen_version"]),
+            digest=python_literal(build.name)))
+        write_marker(staging, "package", [extension.name, "meta.json", "__init__.py"])
+        staging.chmod(0o755)  # mkdtemp makes it private
+        replace_directory(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return out_dir / name
+    return target
 
 
-PACKAGE_INIT = '''"""Compiled mechanism {name!r} (mbgen {version}, content hash {digest}).
-
-``mechanism`` is its ``mbgen.runtime.compiled.CompiledMechanism``: kernels, dynamics,
-kinematics, ``evaluator()``. Importing needs NumPy, cffi and mbgen's runtime only.
+PACKAGE_INIT = '''"""A compiled mechanism: ``mechanism`` is its
+``mbgen.runtime.compiled.CompiledMechanism`` (kernels, dynamics, kinematics,
+``evaluator()``). Importing needs NumPy, cffi and mbgen's runtime only.
 """
 
 from pathlib import Path
 
 from mbgen.runtime.package import load_package
+
+MECHANISM_NAME = {name}
+MBGEN_VERSION = {version}
+CONTENT_HASH = {digest}
 
 mechanism = load_package(Path(__file__).parent, __name__)
 '''
@@ -88,8 +92,11 @@ def prefixed(text: str, name: str) -> str:
     return re.sub(r"\bMB_", f"{name.upper()}_", text)
 
 
-def export_c(build: Path, out_dir: Path, name: str, active_rows: list[int]) -> Path:
-    """``out_dir/``: name.h, name.c, example.c, Makefile, README.md (see docs)."""
+def export_c(build: Path, out_dir: Path, name: str, active_rows: list[int],
+             force: bool = False, protected: Iterable[Path] = ()) -> Path:
+    """``out_dir/``: name.h, name.c, example.c, Makefile, README.md (see docs), and the
+    marker listing them. Into a directory mbgen did not make only with ``force``, and
+    never over a ``protected`` path."""
     meta = json.loads((build / "meta.json").read_text())
     core = csrc_dir()
     upper = name.upper()
@@ -97,7 +104,8 @@ def export_c(build: Path, out_dir: Path, name: str, active_rows: list[int]) -> P
     extras = _header_extras(meta, name, active_rows)
     header = header.replace("/* cdef:end */", f"/* cdef:end */\n{extras}", 1)
     parts = [f'/* {name}: mbgen {meta["mbgen_version"]} core and the kernels of mechanism '
-             f'{meta["name"]!r} (content hash {build.name}), in one translation unit. */\n'
+             f'"{c_comment(meta["name"])}" (content hash {build.name}), in one translation '
+             'unit. */\n'
              f'#include "{name}.h"\n']
     for source in CORE_ORDER[1:]:
         parts.append(f"\n/* ---- {source} " + "-" * (70 - len(source)) + " */\n")
@@ -105,21 +113,31 @@ def export_c(build: Path, out_dir: Path, name: str, active_rows: list[int]) -> P
     parts.append("\n/* ---- the mechanism's kernels " + "-" * 46 + " */\n")
     parts.append(INCLUDE.sub("", prefixed((build / "mechanism.c").read_text(), name)))
     parts.append(_source_extras(meta, name, active_rows))
+    files = {f"{name}.h": header, f"{name}.c": "".join(parts),
+             "example.c": EXAMPLE.replace("NAME", name).replace("UPPER", upper),
+             "Makefile": MAKEFILE.replace("NAME", name),
+             "README.md": README.format(name=name, upper=upper,
+                                        mechanism=python_literal(meta["name"]))}
+    check_target(out_dir, "c-library", force, [], "--c")
+    for item in protected:
+        if any(_same(out_dir / file, item) for file in files):
+            raise MbgenError(f"--c: {out_dir} would replace the input {item}: choose another "
+                             "directory")
     out_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out_dir))
-    try:
-        (staging / f"{name}.h").write_text(header)
-        (staging / f"{name}.c").write_text("".join(parts))
-        (staging / "example.c").write_text(EXAMPLE.replace("NAME", name).replace(
-            "UPPER", upper))
-        (staging / "Makefile").write_text(MAKEFILE.replace("NAME", name))
-        (staging / "README.md").write_text(README.format(name=name, upper=upper,
-                                                         mechanism=meta["name"]))
-        for item in staging.iterdir():
-            shutil.move(str(item), out_dir / item.name)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    earlier = marker_files(out_dir, "c-library") or []
+    for file, text in files.items():
+        atomic_write_text(out_dir / file, text)
+    for stale in set(earlier) - set(files):  # an earlier export's, under another --name
+        (out_dir / stale).unlink(missing_ok=True)
+    write_marker(out_dir, "c-library", list(files))
     return out_dir
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _c_array(values: list[object], kind: str) -> str:
@@ -128,14 +146,15 @@ def _c_array(values: list[object], kind: str) -> str:
     if kind == "double":
         return "{" + ", ".join(repr(float(v)) for v in values) + "}"
     if kind == "string":
-        return "{" + ", ".join(json.dumps(str(v)) for v in values) + "}"
+        return "{" + ", ".join(c_string(v) for v in values) + "}"
     return "{" + ", ".join(str(int(v)) for v in values) + "}"  # type: ignore[call-overload]
 
 
 def _header_extras(meta: dict, name: str, active_rows: list[int]) -> str:
     upper = name.upper()
     return f"""
-/* The mechanism: {meta['name']}. Coordinates q = [{', '.join(meta['coordinate_names'])}]. */
+/* The mechanism: {c_comment(meta['name'])}. Coordinates q = [{
+    c_comment(', '.join(meta['coordinate_names']))}]. */
 #define {upper}_N {meta['n']}
 #define {upper}_M {meta['m']}
 #define {upper}_PARAMETERS {len(meta['parameters'])}
@@ -229,7 +248,7 @@ clean:
 .PHONY: all clean
 """
 
-README = """# {name}: the mechanism {mechanism!r} as a C library
+README = """# {name}: the mechanism {mechanism} as a C library
 
 Generated by mbgen: the C core (factorizations, forward dynamics with exact Jacobians,
 kinematic problems, inverse dynamics, integrators) and this mechanism's kernels, with

@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from mbgen.dynamics.output import atomic_write, save_figure
+from mbgen.dynamics.output import save_figure
+from mbgen.escaping import mathtext
+from mbgen.files import atomic_write
 from mbgen.runtime.compiled import CompiledMechanism
 
 Array = np.ndarray
@@ -185,7 +187,7 @@ def draw_png(mechanism: CompiledMechanism, q: Array, path: Path,
     (xmin, xmax), (ymin, ymax) = geometry.limits(q[None])
     ax.set_xlim(xmin, xmax)
     ax.set_ylim(ymin, ymax)
-    ax.set_title(title or f"{mechanism.name} at q0")
+    ax.set_title(mathtext(title or f"{mechanism.name} at q0"))
     save_figure(fig, Path(path))
     return result
 
@@ -242,7 +244,7 @@ def animate(mechanism: CompiledMechanism, t: Array, q: Array, path: Path, fps: i
         for ax, drawing, title, (label, states) in zip(axes[0], drawings, titles, shown,
                                                        strict=False):
             draw(ax, geometry, states[k], drawing=drawing)
-            title.set_text(f"{mechanism.name}{': ' + label if label else ''}: "
+            title.set_text(f"{mathtext(mechanism.name)}{': ' + label if label else ''}: "
                            f"t = {times[k]:.3f} s")
         for drawing, path_xy in zip(drawings, traced, strict=False):
             drawing.trace.set_data(path_xy[:k + 1, 0], path_xy[:k + 1, 1])

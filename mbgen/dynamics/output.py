@@ -2,41 +2,17 @@
 
 from __future__ import annotations
 
-import os
-import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mbgen.dynamics.simulation import SimulationResult
+from mbgen.escaping import mathtext
+from mbgen.files import atomic_write
 
 if TYPE_CHECKING:  # importing it would import SciPy's splines: 0.5 s of every simulate
     from mbgen.dynamics.inverse import InverseResult
-
-
-def atomic_write(path: Path, write: callable, parents: bool = True,  # type: ignore[valid-type]
-                 ) -> None:
-    """Run ``write(tmp_path)`` then rename over ``path``: readers never see half a file.
-    The temporary's name is fixed before it is created, so a signal at any moment (SIGTERM
-    right after the file appears) still finds it to remove. ``parents``: make the
-    directory when missing (else that is an OSError naming ``path``)."""
-    if parents:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}"
-    try:
-        try:
-            os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        except OSError as exc:  # name the file asked for, not the temporary
-            raise OSError(exc.errno, exc.strerror, str(path)) from exc
-        write(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # made 0600; results are the user's files
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def write_csv(result: SimulationResult | InverseResult, path: str | Path,
@@ -121,12 +97,12 @@ def plot(result: SimulationResult, csv_path: str | Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    base = Path(csv_path).with_suffix("")
     mech = result.mechanism
-    title = f"{mech.name}: {result.settings.get('integrator')}, dt = {result.settings.get('dt')} s"
+    settings = result.settings
+    title = f"{mathtext(mech.name)}: {settings.get('integrator')}, dt = {settings.get('dt')} s"
     written = [_save(panel_figure(result.t, result.q, result.coordinate_names,
                                   coordinate_panels(mech.coordinate_units), title),
-                     base, "coordinates")]
+                     csv_path, "coordinates")]
 
     energy = result.energy
     fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
@@ -134,9 +110,9 @@ def plot(result: SimulationResult, csv_path: str | Path) -> list[Path]:
     ax.set(xlabel="t [s]", ylabel="E(t) − E(0) [J]",
            title=f"{title}: total energy change (E(0) = {energy[0]:.6g} J)")
     ax.grid(alpha=0.3)
-    written.append(_save(fig, base, "energy"))
+    written.append(_save(fig, csv_path, "energy"))
 
-    written.append(_save(constraint_figure(result, title), base, "constraints"))
+    written.append(_save(constraint_figure(result, title), csv_path, "constraints"))
     return written
 
 
@@ -172,10 +148,9 @@ def plot_inverse(result: InverseResult, csv_path: str | Path) -> list[Path]:
 
     matplotlib.use("Agg")
 
-    base = Path(csv_path).with_suffix("")
     mech = result.mechanism
     names, units = mech.coordinate_names, mech.coordinate_units
-    title = f"{mech.name}: inverse dynamics ({result.settings.get('method')})"
+    title = f"{mathtext(mech.name)}: inverse dynamics ({result.settings.get('method')})"
     forces = panel_figure(result.t, result.forces, [f"on {names[i]}" for i in result.actuated],
                           _by_unit([units[i] for i in result.actuated], FORCE_UNITS), title)
     following = panel_figure(result.t, result.following_error,
@@ -184,7 +159,7 @@ def plot_inverse(result: InverseResult, csv_path: str | Path) -> list[Path]:
                                       {"m": "followed − prescribed [m]",
                                        "rad": "followed − prescribed [rad]"}),
                              f"{title}: following error")
-    return [_save(forces, base, "forces"), _save(following, base, "following_error")]
+    return [_save(forces, csv_path, "forces"), _save(following, csv_path, "following_error")]
 
 
 def _by_unit(units: list[str], labels: dict[str, str]) -> list[tuple[str, list[int]]]:
@@ -193,5 +168,22 @@ def _by_unit(units: list[str], labels: dict[str, str]) -> list[tuple[str, list[i
             for unit, label in labels.items() if unit in units]
 
 
-def _save(fig: object, base: Path, suffix: str) -> Path:
-    return save_figure(fig, base.parent / f"{base.name}_{suffix}.png")
+def _save(fig: object, csv_path: str | Path, suffix: str) -> Path:
+    return save_figure(fig, plot_path(csv_path, suffix))
+
+
+#: The pictures ``--plot`` writes next to a command's CSV, by command.
+PLOTS = {"simulate": ("coordinates", "energy", "constraints"),
+         "inverse": ("forces", "following_error"), "estimate": ("estimate", "branches"),
+         "identify": ("fit",)}
+
+
+def plot_path(csv_path: str | Path, suffix: str) -> Path:
+    """``<csv stem>_<suffix>.png`` next to the CSV: where ``--plot`` writes a picture."""
+    base = Path(csv_path).with_suffix("")
+    return base.parent / f"{base.name}_{suffix}.png"
+
+
+def plot_paths(csv_path: str | Path, command: str) -> list[Path]:
+    """Every picture ``command --plot`` writes next to ``csv_path``."""
+    return [plot_path(csv_path, suffix) for suffix in PLOTS[command]]

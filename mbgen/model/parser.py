@@ -40,7 +40,7 @@ def _entry(node: Node, section: str) -> dict[str, Node]:
     spec = SECTIONS[section]
     return node.mapping(spec.allowed, required=spec.required)
 
-_IDENTIFIER = re.compile(IDENTIFIER)
+_IDENTIFIER = re.compile(IDENTIFIER.rstrip("$") + r"\Z")  # "$" would let "a\n" through
 _RESERVED = re.compile(RESERVED_NAME)
 
 
@@ -81,6 +81,10 @@ class _Builder:
     # -- helpers -------------------------------------------------------------------------
     def expression(self, node: Node, scope: Mapping[str, sp.Expr] | None = None) -> sp.Expr:
         value = node.scalar()
+        if isinstance(value, float):  # a YAML number: parsed from its text, as written
+            if not math.isfinite(value) and node.raw.value.lstrip("+-").startswith("."):
+                raise node.error(f"{value} is not a finite number")
+            value = node.raw.value
         try:
             return parse_expression(value, self.scope if scope is None else scope)
         except ExpressionError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -150,10 +151,66 @@ def _expanded_size(root: yaml.Node) -> int | None:
     return sizes[id(root)]
 
 
+class Core12Loader(yaml.SafeLoader):
+    """YAML 1.2's core schema, which PyYAML (1.1) lacks: ``010`` is 10 (not octal 8),
+    ``0o10`` is 8, ``1e3`` is a number, ``on``/``yes``/``off``/``no`` and ``1:20`` are
+    text. Its integers are rewritten to decimal by :func:`_decimal_integers`, so PyYAML's
+    own constructor reads them."""
+
+    yaml_implicit_resolvers: dict = {}  # noqa: RUF012 - PyYAML's class-level table
+
+
+for _tag, _pattern, _first in (
+        ("null", r"~|null|Null|NULL|", "~nN"),
+        ("bool", r"true|True|TRUE|false|False|FALSE", "tTfF"),
+        ("int", r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+", "-+0123456789"),
+        ("float", r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                  r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)", "-+.0123456789"),
+        ("merge", r"<<", "<")):
+    Core12Loader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}",
+                                       re.compile(f"^(?:{_pattern})$"),
+                                       [*_first, ""] if _tag == "null" else list(_first))
+
+MAX_INTEGER_DIGITS = 100  # an integer literal longer than this is refused, not parsed
+_DIRECTIVE_11 = re.compile(r"(?:[ \t]*(?:#[^\n]*)?\n|%[^\n]*\n)*?%YAML[ \t]+1\.1[ \t]*(?:#|\n|$)")
+
+
+def yaml_loader(text: str) -> type[yaml.SafeLoader]:
+    """The file's declared YAML version decides: ``%YAML 1.1`` reads as PyYAML does;
+    ``%YAML 1.2`` or no directive (as the reference implementation's yaml-cpp) as 1.2."""
+    return yaml.SafeLoader if _DIRECTIVE_11.match(text) else Core12Loader
+
+
+def _decimal_integers(root: yaml.Node, file: str) -> None:
+    """YAML 1.2 integers spelled so that PyYAML's 1.1 constructor reads the 1.2 value."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            if node.tag == "tag:yaml.org,2002:int" and node.style is None:
+                digits = node.value.lstrip("+-")
+                if len(digits) > MAX_INTEGER_DIGITS:
+                    raise MechanismError(f"an integer of {len(digits)} digits (at most "
+                                         f"{MAX_INTEGER_DIGITS})", file,
+                                         node.start_mark.line + 1)
+                base = 8 if digits.startswith("0o") else 16 if digits.startswith("0x") else 10
+                value = int(digits[2:] if base != 10 else digits, base)
+                node.value = str(-value if node.value.startswith("-") else value)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(item for pair in node.value for item in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+
+
 def read_document(text: str, file: str) -> Node:
     """Parse a whole mechanism file into a located root node."""
+    loader = yaml_loader(text)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=loader)
     except yaml.reader.ReaderError as exc:  # a control character: it has no mark, only a position
         line = text.count("\n", 0, exc.position) + 1
         raise MechanismError(f"invalid YAML: unacceptable character U+{exc.character:04X} "
@@ -164,5 +221,7 @@ def read_document(text: str, file: str) -> Node:
         raise MechanismError(f"invalid YAML: {getattr(exc, 'problem', exc)}", file, line) from exc
     if root is None or (isinstance(root, yaml.ScalarNode) and root.value == ""):
         raise MechanismError("the file is empty", file, 1)
+    if loader is Core12Loader:
+        _decimal_integers(root, file)
     return Node(root, file, "")
 

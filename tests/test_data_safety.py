@@ -1,0 +1,230 @@
+"""Whatever the input, nothing a user owns is lost and nothing they wrote runs: outputs
+never land on inputs or on what mbgen did not make, and a mechanism's free text reaches
+generated code only escaped."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import SHIPPED_DIR
+
+from mbgen.cli.conventions import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE
+from mbgen.cli.main import cli
+from mbgen.model.parser import load_mechanism
+
+FOURBAR = SHIPPED_DIR / "fourbar.yaml"
+
+
+def invoke(*args: object, cwd: Path | None = None) -> tuple[int, str]:
+    old = Path.cwd()
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+    finally:
+        os.chdir(old)
+    return result.exit_code, " ".join(result.output.split())
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    """Every file under ``directory`` by relative path, with its bytes."""
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*"))
+            if p.is_file()}
+
+
+# -- text from a file never becomes code ---------------------------------------------------
+
+SENTINEL = "mbgen-sentinel-ran"
+HOSTILE = ('evil """ \n */ #include <stdio.h> ?? $x^2$ '
+           f"__import__('os').system('touch {SENTINEL}')")
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The four-bar named with docstring, comment and preprocessor breakers and a payload,
+    in a file whose own name holds a comment's end."""
+    path = tmp_path_factory.mktemp("hostile") / "four*_bar.yaml"
+    text = FOURBAR.read_text().replace("name: fourbar", f"name: {json.dumps(HOSTILE)}")
+    path.write_text(text)
+    assert load_mechanism(path).name == HOSTILE
+    return path
+
+
+def test_a_hostile_name_runs_nowhere(hostile: Path, tmp_path: Path, out_dir: Path) -> None:
+    """The package imports (the name only as a string literal), the exported C compiles
+    with -Werror, the picture draws the name literally; the payload never ran."""
+    code, output = invoke("compile", hostile, "--build-dir", out_dir, "--package",
+                          tmp_path / "dist", "--name", "hostile")
+    assert code == EXIT_OK, output
+    init = (tmp_path / "dist" / "hostile" / "__init__.py").read_text()
+    ast.parse(init)
+    environment = {**os.environ, "PYTHONPATH": str(tmp_path / "dist")}
+    shown = subprocess.run([sys.executable, "-c", "import hostile; print(repr("
+                            "hostile.mechanism.name)); print(hostile.MECHANISM_NAME == "
+                            "hostile.mechanism.name)"], cwd=tmp_path, env=environment,
+                           capture_output=True, text=True, check=True).stdout
+    assert shown.splitlines() == [repr(HOSTILE), "True"]
+    code, output = invoke("export", hostile, "--c", tmp_path / "c", "--name", "hostile",
+                          "--build-dir", out_dir)
+    assert code == EXIT_OK, output
+    subprocess.run(["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
+                    "hostile.c"], cwd=tmp_path / "c", check=True)
+    build = next(out_dir.glob("four*bar/*/mechanism.c"))
+    head = build.read_text().split("*/", 1)[0]  # the name's */ did not end the comment
+    assert "include <stdio.h>" in head and "the numerics are in mbgen/csrc" in head
+    code, output = invoke("draw", hostile, "--out", tmp_path / "hostile.png", "--build-dir",
+                          out_dir)
+    assert code == EXIT_OK, output
+    assert not list(tmp_path.rglob(SENTINEL)) and not Path(SENTINEL).exists()
+
+
+@pytest.mark.parametrize(("directive", "mass"), [("%YAML 1.2\n---\n", 10), ("", 10),
+                                                  ("%YAML 1.1\n---\n", 8)])
+def test_numbers_follow_the_declared_yaml_version(tmp_path: Path, directive: str,
+                                                  mass: int) -> None:
+    """In YAML 1.2 (declared, or by default as the reference's yaml-cpp) 010 is ten; only a
+    file that declares 1.1 gets PyYAML's octal eight."""
+    path = tmp_path / "pendulum.yaml"
+    path.write_text(f"{directive}points:\n  - {{x: 0, y: 0, fixed: true}}\n  - {{x: 1, y: 0}}\n"
+                    "planar_bodies:\n  - {name: bar, points: [0, 1], length: 1, mass: 010}\n")
+    assert float(load_mechanism(path).bodies[0].mass) == mass
+
+
+# -- outputs never destroy inputs or what mbgen did not make -----------------------------
+
+def test_a_package_never_replaces_what_mbgen_did_not_make(tmp_path: Path,
+                                                          out_dir: Path) -> None:
+    """`--package . --name mechanisms` would have replaced the folder holding the input:
+    refused even with --force. A user's folder of that name is refused without --force;
+    files beside it are never touched; a package mbgen made is replaced in place."""
+    project = tmp_path / "project"
+    shutil.copytree(SHIPPED_DIR, project / "mechanisms")
+    (project / ".hostile.old").mkdir()  # the fixed name the old replacement used
+    (project / ".hostile.old" / "keep.txt").write_text("mine")
+    (project / "hostile").mkdir()
+    (project / "hostile" / "notes.txt").write_text("mine too")
+    before = snapshot(project)
+    for extra in ([], ["--force"]):
+        code, output = invoke("compile", "mechanisms/fourbar.yaml", "--package", ".", "--name",
+                              "mechanisms", "--build-dir", out_dir, *extra, cwd=project)
+        assert code == EXIT_BAD_INPUT and "mbgen must not replace" in output, output
+    code, output = invoke("compile", "mechanisms/fourbar.yaml", "--package", ".", "--name",
+                          "hostile", "--build-dir", out_dir, cwd=project)
+    assert code == EXIT_BAD_INPUT and "not made by mbgen" in output and "--force" in output
+    assert snapshot(project) == before
+    code, output = invoke("compile", "mechanisms/fourbar.yaml", "--package", ".", "--name",
+                          "fourbar", "--build-dir", out_dir, cwd=project)
+    assert code == EXIT_OK, output
+    first = snapshot(project / "fourbar")
+    code, output = invoke("compile", "mechanisms/fourbar.yaml", "--package", ".", "--name",
+                          "fourbar", "--build-dir", out_dir, cwd=project)
+    assert code == EXIT_OK, output
+    assert snapshot(project / "fourbar").keys() == first.keys()
+    after = snapshot(project)
+    assert {k: v for k, v in after.items() if not k.startswith("fourbar/")} == before
+
+
+def test_export_never_overwrites_a_users_files(tmp_path: Path, out_dir: Path) -> None:
+    """A folder with the user's own README.md and Makefile is refused without --force; with
+    it, only the export's five files are written, and never over an input."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    for name in ("README.md", "Makefile", "data.csv"):
+        (folder / name).write_text(f"the user's {name}")
+    code, output = invoke("export", FOURBAR, "--c", folder, "--build-dir", out_dir)
+    assert code == EXIT_BAD_INPUT and "not made by mbgen" in output
+    assert (folder / "README.md").read_text() == "the user's README.md"
+    code, output = invoke("export", FOURBAR, "--c", folder, "--force", "--build-dir", out_dir)
+    assert code == EXIT_OK, output
+    assert (folder / "data.csv").read_text() == "the user's data.csv"
+    assert "fourbar_plan_new" in (folder / "fourbar.h").read_text()
+    mechanism = folder / "Makefile.yaml"
+    shutil.copy(FOURBAR, mechanism)
+    (folder / "mechanism.c").symlink_to(mechanism)
+    code, output = invoke("export", mechanism, "--c", folder, "--name", "mechanism",
+                          "--build-dir", out_dir)
+    assert code == EXIT_BAD_INPUT and "would replace the input" in output
+    assert mechanism.read_text() == FOURBAR.read_text()
+
+
+def _readings(tmp_path: Path, out_dir: Path) -> Path:
+    path = tmp_path / "readings.csv"
+    code, output = invoke("simulate", FOURBAR, "--t-end", "0.05", "--dt", "0.01", "--out",
+                          tmp_path / "truth.csv", "--sensors-out", path, "--build-dir", out_dir)
+    assert code == EXIT_OK, output
+    return path
+
+
+@pytest.mark.parametrize("case", ["simulate", "sensors-out", "estimate", "inverse", "draw",
+                                  "animate", "identify", "plot"])
+def test_an_output_never_lands_on_an_input(tmp_path: Path, out_dir: Path, case: str) -> None:
+    """Each command refuses, before any work, an output that is one of its inputs (by
+    another name too: a symlink) or another of its outputs; the input stays as it was."""
+    mechanism = tmp_path / "fourbar.png"  # a mechanism file a picture could overwrite
+    shutil.copy(FOURBAR, mechanism)
+    readings = _readings(tmp_path, out_dir)
+    (tmp_path / "link.csv").symlink_to(readings)
+    trajectory = tmp_path / "path.txt"
+    trajectory.write_text("0 0\n0.1 0.1\n0.2 0.2\n0.3 0.3\n")
+    build = ["--build-dir", str(out_dir)]
+    args, victim, option = {
+        "simulate": (["simulate", mechanism, "--t-end", "1", "--dt", "0.1", "--out",
+                      tmp_path / "." / "fourbar.png"], mechanism, "--out"),
+        "sensors-out": (["simulate", FOURBAR, "--t-end", "1", "--dt", "0.1", "--out",
+                         readings, "--sensors-out", tmp_path / "link.csv"], readings,
+                        "--sensors-out"),
+        "estimate": (["estimate", FOURBAR, "--data", readings, "--out",
+                      tmp_path / "link.csv"], readings, "--out"),
+        "inverse": (["inverse", FOURBAR, "--trajectory", trajectory, "--imposed", "x1",
+                     "--out", trajectory], trajectory, "--out"),
+        "draw": (["draw", mechanism, "--out", mechanism], mechanism, "--out"),
+        "animate": (["animate", readings, "--mechanism", FOURBAR, "--out",
+                     tmp_path / "readings.gif", "--truth", tmp_path / "readings.gif"],
+                    None, "--out"),
+        "identify": (["identify", FOURBAR, "--data", readings, "--params", "L", "--out",
+                      readings], readings, "--out"),
+        "plot": (["simulate", FOURBAR, "--t-end", "1", "--dt", "0.1", "--out",
+                  tmp_path / "fourbar.csv", "--plot", "--sensors-out",
+                  tmp_path / "fourbar_energy.png"], None, "--plot"),
+    }[case]
+    if case == "animate":
+        (tmp_path / "readings.gif").write_bytes(b"GIF89a")
+        victim = tmp_path / "readings.gif"
+    before = None if victim is None else victim.read_bytes()
+    code, output = invoke(*args, *build)
+    assert code == EXIT_USAGE, output
+    assert f"Invalid value for {option}" in output or f"for {option}" in output, output
+    assert "never writes an output over an input" in output or "overwrite the other" in output
+    if victim is not None:
+        assert victim.read_bytes() == before
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "directory"])
+def test_results_are_written_only_over_regular_files(tmp_path: Path, out_dir: Path,
+                                                     kind: str) -> None:
+    """Renaming into place would replace a symlink (to the user's file), a FIFO or a
+    directory: refused before the run, and what stood there is unchanged."""
+    target = tmp_path / "run.csv"
+    precious = tmp_path / "precious.txt"
+    precious.write_text("mine")
+    if kind == "symlink":
+        target.symlink_to(precious)
+    elif kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.mkdir()
+    code, output = invoke("simulate", FOURBAR, "--t-end", "0.1", "--dt", "0.01", "--out",
+                          target, "--build-dir", out_dir)
+    assert code == EXIT_USAGE, output
+    assert "not a regular file" in output or "is a directory" in output, output
+    assert precious.read_text() == "mine"
+    assert target.is_symlink() if kind == "symlink" else (
+        target.is_fifo() if kind == "fifo" else target.is_dir())
