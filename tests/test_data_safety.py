@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import SHIPPED_DIR
 
-from mbgen.cli.conventions import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE
+from mbgen.cli.conventions import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNTRUSTED, EXIT_USAGE
 from mbgen.cli.main import cli
 from mbgen.model.parser import load_mechanism
 
@@ -228,3 +228,49 @@ def test_results_are_written_only_over_regular_files(tmp_path: Path, out_dir: Pa
     assert precious.read_text() == "mine"
     assert target.is_symlink() if kind == "symlink" else (
         target.is_fifo() if kind == "fifo" else target.is_dir())
+
+
+# -- bounded work, and no result taken for what it is not -------------------------------
+
+EXAMPLE_READINGS = SHIPPED_DIR.parent / "examples" / "fourbar-readings.csv"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["simulate", FOURBAR, "--t-end", "1e9", "--dt", "1e-3"],
+     "this would run 1e+12 time steps (1e+09 s every 0.001 s), more than the 10,000,000 "
+     "of --max-steps"),
+    (["simulate", FOURBAR, "--t-end", "2", "--dt", "1e-3", "--max-steps", "1000"],
+     "2000 time steps"),
+    (["inverse", SHIPPED_DIR / "slider-crank.yaml", "--motion", "phi=t", "--t-end", "1e6",
+      "--dt", "1e-4"], "1e+10 samples"),
+    (["animate", SHIPPED_DIR.parent / "examples" / "fourbar-run.csv", "--mechanism", FOURBAR,
+      "--fps", "120", "--max-frames", "100"], "241 frames (2 s at 120 fps)"),
+])
+def test_work_beyond_its_limit_is_refused_before_it_starts(tmp_path: Path, out_dir: Path,
+                                                           args: list, message: str) -> None:
+    suffix = ".gif" if args[0] == "animate" else ".csv"
+    code, output = invoke(*args, "--out", tmp_path / f"out{suffix}", "--build-dir", out_dir)
+    assert code == EXIT_USAGE and message in output, output
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_outlier_time_cannot_make_the_filter_run_for_ever(tmp_path: Path,
+                                                             out_dir: Path) -> None:
+    """One reading at t = 1e9 s among 2 s of readings planned 1e12 filter steps."""
+    readings = tmp_path / "readings.csv"
+    readings.write_text(EXAMPLE_READINGS.read_text() + "1e9,0.1\n")
+    code, output = invoke("estimate", FOURBAR, "--data", readings, "--out",
+                          tmp_path / "e.csv", "--build-dir", out_dir)
+    assert code == EXIT_USAGE and "filter steps (t = 0 to 1e+09 s every 0.001 s)" in output
+    assert not (tmp_path / "e.csv").exists()
+
+
+def test_a_diverged_estimate_is_not_written(tmp_path: Path, out_dir: Path) -> None:
+    """--dt 1 s over readings every millisecond: the readings left out are said, the
+    particles' prediction diverges, exit code 4 and no CSV (it was NaN under ✓)."""
+    target = tmp_path / "e.csv"
+    code, output = invoke("estimate", FOURBAR, "--data", EXAMPLE_READINGS, "--dt", "1",
+                          "--out", target, "--build-dir", out_dir)
+    assert code == EXIT_UNTRUSTED and "✓" not in output, output
+    assert "readings fall between filter steps of 1 s and are not used" in output
+    assert "the estimate is not finite" in output and not target.exists()

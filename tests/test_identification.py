@@ -10,7 +10,7 @@ import pytest
 from conftest import SHIPPED_DIR, entrywise_error, numerical_jacobian
 from scipy.linalg import null_space
 
-from mbgen.cli.conventions import EXIT_BAD_INPUT
+from mbgen.cli.conventions import EXIT_BAD_INPUT, EXIT_UNTRUSTED
 from mbgen.estimation.identify import Settings
 from mbgen.estimation.impulses import (
     ImpulseModel,
@@ -383,6 +383,13 @@ def test_cli_identify_writes_parameters_and_fit_plot(motor_pendulum, tmp_path) -
     bad = CliRunner().invoke(cli, bad_args)
     assert bad.exit_code == 2 and "covers t = 0..0.49, the data 0..4" in bad.output, bad.output
     assert not (tmp_path / "bad.yaml").exists()
+    stopped = tmp_path / "stopped.yaml"  # one iteration: not converged, never under --out
+    early = [*args, "--max-iterations", "1"]
+    early[early.index(str(out))] = str(stopped)
+    bad = CliRunner().invoke(cli, early)
+    assert bad.exit_code == EXIT_UNTRUSTED and "✓" not in bad.output, bad.output
+    assert not stopped.exists() and "NOT converged" in (
+        tmp_path / "stopped.untrusted.yaml").read_text()
 
 
 def test_identification_problem_jacobian_matches_finite_differences(motor_pendulum) -> None:

@@ -152,9 +152,9 @@ def test_spline_derivatives_of_a_known_motion() -> None:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("0 0\n0.1 1 2\n", r"bad\.txt:2: expected 2 columns"),
-    ("% header\n0 0\n0.1 abc\n", r"bad\.txt:3: 'abc' is not a number"),
-    ("0 0\n0.1 1\n0.1 2\n", r"bad\.txt:3: time 0\.1 does not increase"),
+    ("0 0\n0.1 1 2\n", r"bad\.txt:2: 3 cells, expected 2"),
+    ("% header\n0 0\n0.1 abc\n", r"bad\.txt:3: column 2: 'abc' is not a number"),
+    ("0 0\n0.1 1\n0.1 2\n", r"bad\.txt:3: time 0\.1 repeats the time of line 2"),
     ("% only a comment\n", r"bad\.txt: no samples"),
 ])
 def test_bad_trajectory_files_are_located(tmp_path: Path, text: str, message: str) -> None:

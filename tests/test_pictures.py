@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from conftest import SHIPPED, SHIPPED_DIR, mechanism_id
 from PIL import Image
 
+from mbgen.cli.conventions import EXIT_BAD_INPUT
 from mbgen.cli.main import cli
 from mbgen.dynamics import simulate
 from mbgen.dynamics.drawing import animate, draw_png
@@ -73,7 +74,12 @@ def test_draw_and_animate_commands(compiled: Compiled, tmp_path: Path, out_dir: 
     partial.write_text("t,x1\n0,1\n")
     result = runner.invoke(cli, ["animate", str(partial), "--mechanism", str(path), "--out",
                                  str(tmp_path / "b.gif"), "--build-dir", str(out_dir)])
-    assert result.exit_code == 2 and "no column for y1, x2, y2" in " ".join(result.output.split())
+    assert result.exit_code == EXIT_BAD_INPUT and "partial.csv:1: missing coordinate column(s) " \
+        "y1, x2, y2" in " ".join(result.output.split())
+    result = runner.invoke(cli, ["animate", str(csv_path), "--mechanism", str(path), "--out",
+                                 str(tmp_path / "b.gif"), "--truth", str(partial),
+                                 "--build-dir", str(out_dir)])
+    assert result.exit_code == EXIT_BAD_INPUT and "partial.csv:1: missing" in result.output
     result = runner.invoke(cli, ["animate", str(csv_path), "--mechanism", str(path), "--out",
                                  str(tmp_path / "b.avi"), "--build-dir", str(out_dir)])
     assert result.exit_code == 2 and "one of .gif, .mp4" in " ".join(result.output.split())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +150,40 @@ def check_paths(inputs: dict[str, Path | None],
         except MbgenError as exc:
             raise click.BadParameter(str(exc), param_hint=option) from None
 
+
+
+#: Work a command starts without being asked: beyond it, it refuses with its estimate
+#: (docs/cli.md). A run's steps, an animation's frames; memory beyond half the machine's.
+MAX_STEPS = 10_000_000
+MAX_FRAMES = 10_000
+
+
+def max_steps_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--max-steps``: the most ``what`` a command runs without refusing."""
+    return click.option("--max-steps", type=click.IntRange(min=1), default=MAX_STEPS,
+                        show_default=True, help=f"Refuse to start more {what} than this "
+                        "(the estimate is printed first); raise it for a longer run.")
+
+
+def check_work(count: float, limit: int, what: str, option: str,
+               bytes_per_item: float = 0.0) -> None:
+    """Refuses, before any work, ``count`` items (steps, frames) above ``limit`` (naming
+    the ``option`` that raises it), or arrays of ``count × bytes_per_item`` bytes beyond
+    half the machine's memory."""
+    if not count <= limit:  # NaN too
+        raise click.UsageError(f"this would run {count:.4g} {what}, more than the "
+                               f"{limit:,} of {option} (raise it to go on, or shorten the "
+                               "run)")
+    memory = count * bytes_per_item
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if memory > physical / 2:
+        raise click.UsageError(f"{count:.4g} {what} would need {memory / 2**30:.3g} GiB of "
+                               f"memory, more than half of this machine's "
+                               f"{physical / 2**30:.3g} GiB: shorten the run")
+
+
+def untrusted_path(path: Path) -> Path:
+    """Where a result that is not to be trusted (exit code 4) is written instead of
+    ``path``, so it is kept for a look but never taken for the result asked for:
+    ``run.csv`` → ``run.untrusted.csv``."""
+    return path.with_name(f"{path.stem}.untrusted{path.suffix}")

@@ -9,8 +9,16 @@ import numpy as np
 from rich.markup import escape
 
 from mbgen.cli import BUILD_DIR, status_console
-from mbgen.cli.conventions import NON_NEGATIVE, POSITIVE, Command, check_paths
+from mbgen.cli.conventions import (
+    NON_NEGATIVE,
+    POSITIVE,
+    Command,
+    check_paths,
+    check_work,
+    max_steps_option,
+)
 from mbgen.dynamics.output import plot_paths
+from mbgen.errors import UntrustedResultError
 from mbgen.escaping import mathtext
 from mbgen.runtime.integration import PREDICTORS
 
@@ -49,10 +57,11 @@ from mbgen.runtime.integration import PREDICTORS
 @click.option("--out", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
               required=True, help="Estimate CSV to write.")
 @click.option("--plot", is_flag=True, help="Also write the estimate and branch PNGs.")
+@max_steps_option("filter steps")
 @BUILD_DIR
 def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a: float,
              sigma_s: float | None, dt: float | None, integrator: str, seed: int,
-             spread: float | None, speed: float, csv_path: Path, plot: bool,
+             spread: float | None, speed: float, csv_path: Path, plot: bool, max_steps: int,
              build_dir: Path | None) -> None:
     """Estimate FILE's state and assembly branch from sensor readings: writes t, each
     coordinate's expected value with <name>_lo/<name>_hi (95 %), ess and p_branch<k>."""
@@ -60,7 +69,7 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
 
     from mbgen.cli import load_with_status
     from mbgen.dynamics.output import write_table
-    from mbgen.estimation.particle_filter import ParticleFilter, filter_times
+    from mbgen.estimation.particle_filter import ParticleFilter, filter_step, readings_between_steps
     from mbgen.estimation.readings import read_readings
 
     check_paths({"FILE": file, "--data": readings_path},
@@ -71,9 +80,16 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
                                "(gyroscope, encoder, position, velocity)")
     t, readings = read_readings(readings_path, mech.sensor_labels)
     try:
-        times, step = filter_times(t, dt)
+        step, steps = filter_step(t, dt)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--dt") from None
+    check_work(steps, max_steps, f"filter steps (t = {t[0]:g} to {t[-1]:g} s every "
+               f"{step:g} s)", "--max-steps", 16.0 * (3 * mech.n + 8))
+    left_out = readings_between_steps(t, step)
+    if left_out:
+        status_console.print(f"[yellow]![/] {left_out} of {len(t)} readings fall between "
+                             f"filter steps of {step:g} s and are not used (a smaller --dt "
+                             "uses them)")
     try:
         observer = ParticleFilter(mech, particles=particles, sigma_a=sigma_a,
                                   sigma_s=sigma_s, seed=seed, spread=spread,
@@ -83,10 +99,17 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
     console = status_console
     with Progress(TextColumn("[bold]estimating"), BarColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as bar:
-        task = bar.add_task("pf", total=len(times))
-        track = observer.run(t, readings, dt, progress=lambda: bar.advance(task))
+        task = bar.add_task("pf", total=steps)
+        with np.errstate(invalid="ignore", divide="ignore"):  # NaN is checked below
+            track = observer.run(t, readings, dt, progress=lambda: bar.advance(task))
     names = mech.coordinate_names
     header, data = track.table(names)
+    broken = np.flatnonzero(~np.isfinite(data).all(axis=1))
+    if broken.size:
+        raise UntrustedResultError(
+            f"the estimate is not finite from t = {data[broken[0], 0]:g} s on (the "
+            f"particles' prediction over steps of {step:g} s diverged): nothing written; a "
+            "smaller --dt may help")
     write_table(csv_path, header, data)
     restarts = track.restarts
     labels = [f"{name} [{unit}]" for name, unit in zip(names, mech.coordinate_units,

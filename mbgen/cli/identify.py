@@ -9,7 +9,14 @@ import numpy as np
 from rich.markup import escape
 
 from mbgen.cli import BUILD_DIR, status_console
-from mbgen.cli.conventions import POSITIVE, Command, check_paths
+from mbgen.cli.conventions import (
+    POSITIVE,
+    Command,
+    check_paths,
+    check_work,
+    max_steps_option,
+    untrusted_path,
+)
 from mbgen.dynamics.output import plot_paths
 from mbgen.errors import UntrustedResultError
 
@@ -69,11 +76,13 @@ def _pairs(values: tuple[str, ...], option: str, parts: int) -> dict[str, tuple[
               "called not converged (exit code 4).")
 @click.option("--plot", is_flag=True, help="Also write <out>_fit.png: measured against "
               "fitted readings.")
+@max_steps_option("time steps (samples × substeps)")
 @BUILD_DIR
 def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
              out_path: Path, initial: tuple[str, ...], bounds: tuple[str, ...],
              prior: tuple[str, ...], impulse_noise: float, scheme: str, compliance: float,
-             substeps: int, max_iterations: int, plot: bool, build_dir: Path | None) -> None:
+             substeps: int, max_iterations: int, plot: bool, max_steps: int,
+             build_dir: Path | None) -> None:
     """Identify parameters of FILE (and its state trajectory) from recorded sensor data,
     by least squares on inverse-dynamics impulses and the sensor residuals. A run that
     does not converge, or a parameter the data do not determine, ends with exit code 4."""
@@ -105,6 +114,9 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
             raise click.BadParameter(f"{inputs_path} covers t = {t_in[0]:g}..{t_in[-1]:g}, "
                                      f"the data {t[0]:g}..{t[-1]:g}", param_hint="--inputs")
         commands = np.column_stack([np.interp(t, t_in, column) for column in values.T])
+    steps = (len(t) - 1) * substeps  # the Jacobian's blocks: about 60 n² doubles a step
+    check_work(steps, max_steps, f"time steps ({len(t)} samples × {substeps} substeps)",
+               "--max-steps", 8.0 * (60 * mech.n**2 + 20 * mech.n * len(names)))
     start = {name: value[0] for name, value in _pairs(initial, "--initial", 1).items()}
     settings = Settings(scheme=scheme, impulse_noise=impulse_noise, compliance=compliance,
                         substeps=substeps, max_iterations=max_iterations)
@@ -120,31 +132,36 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
                      settings=settings,
                      progress=lambda i, cost: bar.update(
                          task, description=f"iteration {i}, cost {cost:.6g}"))
-    _write_yaml(out_path, result, file, data_path)
+    undetermined = [name for name, std in zip(result.names, result.std, strict=True)
+                    if not np.isfinite(std)]
+    trusted = result.converged and not undetermined
+    written = out_path if trusted else untrusted_path(out_path)
+    check_paths({"FILE": file, "--data": data_path, "--inputs": inputs_path},
+                {"--out": written})
+    _write_yaml(written, result, file, data_path)
     table = Table("parameter", "initial", "identified", "std (1σ)", title="identified")
     for name, first, value, std in zip(result.names, result.initial, result.values,
                                        result.std, strict=True):
         table.add_row(name, f"{first:.6g}", f"{value:.6g}",
                       f"{std:.3g}" if np.isfinite(std) else "not identifiable")
     console.print(table)
-    undetermined = [name for name, std in zip(result.names, result.std, strict=True)
-                    if not np.isfinite(std)]
-    trusted = result.converged and not undetermined
     state = "[green]✓[/] converged" if trusted else "[red]✗[/] not trusted:"
     console.print(f"{state} {result.iterations} iterations, {result.seconds:.2f} s "
                   f"({escape(result.message)}); final cost {result.cost:.6g}")
-    console.print(escape(f"  wrote {out_path}"))
+    console.print(escape(f"  wrote {written}"))
     if plot:
         labels = [f"{label} [{unit}]" for label, unit in zip(mech.sensor_labels,
                                                              mech.sensor_units, strict=True)]
-        console.print(f"  wrote {_plot(result, t, readings, labels, out_path)}")
+        console.print(f"  wrote {_plot(result, t, readings, labels, written)}")
     if not result.converged:
         raise UntrustedResultError(f"identification did not converge ({result.message}); "
-                                   f"{out_path} holds where it stopped")
+                                   f"{written} holds where it stopped, {out_path} is not "
+                                   "written")
     if undetermined:
         raise UntrustedResultError(f"the data do not determine {', '.join(undetermined)} "
                                    "(fix them in the file, add a --prior, or record motion "
-                                   "that excites them)")
+                                   f"that excites them); the result is in {written}, "
+                                   f"{out_path} is not written")
 
 
 def _write_yaml(path: Path, result, source: Path, data: Path) -> None:  # noqa: ANN001

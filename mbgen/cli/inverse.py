@@ -9,7 +9,7 @@ import click
 from rich.markup import escape
 
 from mbgen.cli import BUILD_DIR, status_console
-from mbgen.cli.conventions import POSITIVE, Command, check_paths
+from mbgen.cli.conventions import POSITIVE, Command, check_paths, check_work, max_steps_option
 from mbgen.dynamics.output import plot_paths
 
 
@@ -35,10 +35,12 @@ from mbgen.dynamics.output import plot_paths
 @click.option("--out", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
               required=True, help="CSV to write.")
 @click.option("--plot", is_flag=True, help="Also write force and following-error PNGs.")
+@max_steps_option("samples of --motion")
 @BUILD_DIR
 def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
             t_end: float | None, dt: float | None, imposed: str | None, actuated: str | None,
-            method: str, csv_path: Path, plot: bool, build_dir: Path | None) -> None:
+            method: str, csv_path: Path, plot: bool, max_steps: int,
+            build_dir: Path | None) -> None:
     """Forces that make FILE's mechanism follow a prescribed motion: writes t, every
     coordinate's q, q̇, q̈ (<name>, <name>_dot, <name>_ddot; the imposed ones as followed)
     and force_<coordinate> per actuator (the generalized force the actuator applies on its
@@ -68,6 +70,8 @@ def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
                                          param_hint="--motion")
             pairs.append(tuple(part.strip() for part in spec.split("=", 1)))
         indices = coordinate_indices(mech, [name for name, _ in pairs], "--motion")
+        check_work(t_end / dt + 1, max_steps, f"samples ({t_end:g} s every {dt:g} s)",  # type: ignore[operator]
+                   "--max-steps", 8.0 * (8 * mech.n + mech.m) * (4 if method != "direct" else 1))
         samples = trajectory_from_expressions(dict(pairs), t_end, dt)  # type: ignore[arg-type]
     else:
         indices = coordinate_indices(mech, imposed or "", "--imposed")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import click
@@ -12,10 +11,12 @@ from rich.markup import escape
 from mbgen.cli import BUILD_DIR, status_console
 from mbgen.cli.conventions import (
     ANIMATION_SUFFIXES,
+    MAX_FRAMES,
     PICTURE_SUFFIXES,
     Command,
     OutputFile,
     check_paths,
+    check_work,
 )
 
 
@@ -44,26 +45,16 @@ def draw(file: Path, png: Path, q_text: str | None, guess: str | None,
                          f"{len(drawing.ground)} fixed points; wrote {escape(str(png))}")
 
 
-def read_states(path: Path, names: list[str], hint: str = "CSV",
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def read_states(path: Path, names: list[str]) -> tuple[np.ndarray, np.ndarray,
+                                                      np.ndarray | None]:
     """t (N,), q (N, n) and, for an estimate, the branch probabilities (N, B) (else None)
-    from a result CSV that has a column t and every coordinate."""
-    with path.open(newline="") as handle:
-        header = next(csv.reader(handle), None)
-    if not header or "t" not in header:
-        raise click.BadParameter(f"{path}: needs a header with a column t", param_hint=hint)
-    missing = [name for name in names if name not in header]
-    if missing:
-        raise click.BadParameter(f"{path}: no column for {', '.join(missing)} (an animation "
-                                 f"needs every coordinate)", param_hint=hint)
-    try:
-        data = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
-    except ValueError as exc:
-        raise click.BadParameter(f"{path}: {exc}", param_hint=hint) from None
-    columns = [header.index(name) for name in names]
-    branches = [k for k, name in enumerate(header) if name.startswith("p_branch")]
-    return (data[:, header.index("t")], data[:, columns],
-            data[:, branches] if branches else None)
+    from a result CSV that has a column t and every coordinate (other columns ignored)."""
+    from mbgen.datafile import read_data
+
+    data = read_data(path, required=names, what="coordinate")
+    branches = [name for name in data.names if name.startswith("p_branch")]
+    return (data.t, np.column_stack([data.column(name) for name in names]),
+            np.column_stack([data.column(name) for name in branches]) if branches else None)
 
 
 @click.command(cls=Command, example=(
@@ -82,9 +73,12 @@ def read_states(path: Path, names: list[str], hint: str = "CSV",
 @click.option("--truth", "truth_path", type=click.Path(exists=True, dir_okay=False,
                                                        path_type=Path), default=None,
               help="For an estimate: a result CSV of the true motion, drawn beside it.")
+@click.option("--max-frames", type=click.IntRange(min=1), default=MAX_FRAMES,
+              show_default=True, help="Refuse to render more frames than this (duration × "
+              "--fps; the estimate is printed first).")
 @BUILD_DIR
 def animate(csv_path: Path, file: Path, movie: Path, fps: int, trace: str | None,
-            truth_path: Path | None, build_dir: Path | None) -> None:
+            truth_path: Path | None, max_frames: int, build_dir: Path | None) -> None:
     """Animate a result CSV (simulation, inverse dynamics, estimate: any file with t and
     every coordinate). An estimate's branch probabilities are drawn as bars."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -95,8 +89,10 @@ def animate(csv_path: Path, file: Path, movie: Path, fps: int, trace: str | None
     check_paths({"CSV": csv_path, "--mechanism": file, "--truth": truth_path}, {"--out": movie})
     mech, _ = load_with_status(file, build_dir)
     t, q, branches = read_states(csv_path, mech.coordinate_names)
-    truth = None if truth_path is None else read_states(truth_path, mech.coordinate_names,
-                                                        "--truth")[:2]
+    check_work((t[-1] - t[0]) * fps + 1, max_frames, f"frames ({t[-1] - t[0]:g} s at {fps} "
+               "fps)", "--max-frames")
+    truth = None if truth_path is None else read_states(truth_path,
+                                                        mech.coordinate_names)[:2]
     point = None
     if trace is not None:
         names = [p["name"] for p in mech.meta["points"]]

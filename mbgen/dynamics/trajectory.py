@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 from scipy.interpolate import make_interp_spline
 
+from mbgen.datafile import read_data
 from mbgen.errors import TrajectoryError
 
 Array = np.ndarray
@@ -43,43 +44,8 @@ class Trajectory:
 
 def read_trajectory(path: Path, columns: int) -> Trajectory:
     """A trajectory file with ``columns`` imposed coordinates after the time column."""
-    try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TrajectoryError(f"{path}: cannot read the trajectory: {exc}") from None
-    rows: list[list[float]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("%"):
-            continue
-        cells = stripped.replace(",", " ").split()
-        if len(cells) != columns + 1:
-            raise TrajectoryError(f"{path}:{number}: expected {columns + 1} columns (t and "
-                                  f"{columns} imposed coordinate{'s' * (columns > 1)}), got "
-                                  f"{len(cells)}")
-        try:
-            values = [float(cell) for cell in cells]
-        except ValueError:
-            bad = next(c for c in cells if not _is_number(c))
-            raise TrajectoryError(f"{path}:{number}: {bad!r} is not a number") from None
-        if not all(np.isfinite(values)):
-            raise TrajectoryError(f"{path}:{number}: values must be finite")
-        if rows and values[0] <= rows[-1][0]:
-            raise TrajectoryError(f"{path}:{number}: time {values[0]:g} does not increase "
-                                  f"(previous sample: {rows[-1][0]:g})")
-        rows.append(values)
-    if not rows:
-        raise TrajectoryError(f"{path}: no samples")
-    data = np.array(rows)
-    return Trajectory(data[:, 0], data[:, 1:], str(path))
-
-
-def _is_number(cell: str) -> bool:
-    try:
-        float(cell)
-    except ValueError:
-        return False
-    return True
+    data = read_data(path, header=False, count=columns, what="imposed coordinate")
+    return Trajectory(data.t, data.values, str(path))
 
 
 def trajectory_from_expressions(expressions: Mapping[str, str], t_end: float, dt: float,

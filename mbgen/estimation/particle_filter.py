@@ -501,13 +501,26 @@ def _prior_states(prior: tuple[Array, Array], n: int) -> tuple[Array, Array]:
     return q, qd
 
 
-def filter_times(t: Array, dt: float | None = None) -> tuple[Array, float]:
-    """The filter's step times over readings at times t (N,), from t[0] every dt
-    (default: the readings' median period) to t[-1], and that step."""
+def filter_step(t: Array, dt: float | None = None) -> tuple[float, int]:
+    """The filter's step over readings at times t (N,) (dt, default the readings' median
+    period) and the number of steps from t[0] to t[-1], known before any array is made."""
     step = dt if dt is not None else (float(np.median(np.diff(t))) if len(t) > 1 else 1e-3)
     if not (np.isfinite(step) and step > 0):
         raise ValueError(f"the filter step must be positive, got {step}")
-    return t[0] + step * np.arange(int(round((t[-1] - t[0]) / step)) + 1), step
+    return step, int(round((t[-1] - t[0]) / step)) + 1
+
+
+def readings_between_steps(t: Array, step: float) -> int:
+    """How many of the readings at times t (N,) a filter of this step leaves out: a step
+    takes one reading, the one within half a step of its time (see ParticleFilter.run)."""
+    return len(t) - len(np.unique(np.round((t - t[0]) / step)))
+
+
+def filter_times(t: Array, dt: float | None = None) -> tuple[Array, float]:
+    """The filter's step times over readings at times t (N,), from t[0] every dt
+    (default: the readings' median period) to t[-1], and that step."""
+    step, count = filter_step(t, dt)
+    return t[0] + step * np.arange(count), step
 
 
 def systematic(weights: Array, count: int, rng: np.random.Generator) -> Array:
