@@ -10,7 +10,8 @@ anchors and aliases, an alias bomb, NUL bytes, unicode). Counts by outcome; 0 cr
 0 timeouts (> 2 s) and no executed code are the targets.
 
 Run: ``.venv/bin/python benchmarks/fuzz.py [--count N] [--compile K] [--quick]``. Writes
-``benchmarks/results/fuzz.json`` (not with ``--quick``).
+``benchmarks/results/fuzz.json`` (not with ``--quick``). Hostile command lines (not only
+mechanism files) are ``benchmarks/fuzz_cli.py``.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from conftest import SHIPPED_DIR
 
 from mbgen.cli.conventions import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNTRUSTED, EXIT_USAGE
 from mbgen.cli.main import cli
+from mbgen.errors import MechanismError
 from mbgen.model.parser import load_mechanism
 
 FOURBAR = SHIPPED_DIR / "fourbar.yaml"
@@ -245,6 +246,8 @@ EXAMPLE_READINGS = SHIPPED_DIR.parent / "examples" / "fourbar-readings.csv"
       "--dt", "1e-4"], "1e+10 samples"),
     (["animate", SHIPPED_DIR.parent / "examples" / "fourbar-run.csv", "--mechanism", FOURBAR,
       "--fps", "120", "--max-frames", "100"], "241 frames (2 s at 120 fps)"),
+    (["estimate", FOURBAR, "--data", EXAMPLE_READINGS, "--dt", "1e-308"],
+     "inf filter steps of 1e-308 s from t = 0 to 2 s: the step is too small"),
 ])
 def test_work_beyond_its_limit_is_refused_before_it_starts(tmp_path: Path, out_dir: Path,
                                                            args: list, message: str) -> None:
@@ -274,3 +277,45 @@ def test_a_diverged_estimate_is_not_written(tmp_path: Path, out_dir: Path) -> No
     assert code == EXIT_UNTRUSTED and "✓" not in output, output
     assert "readings fall between filter steps of 1 s and are not used" in output
     assert "the estimate is not finite" in output and not target.exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["animate", SHIPPED_DIR.parent / "examples" / "fourbar-run.csv", "--mechanism", FOURBAR,
+      "--trace", "²"], "unknown point '²'"),
+    (["animate", SHIPPED_DIR.parent / "examples" / "fourbar-run.csv", "--mechanism", FOURBAR,
+      "--trace", "9" * 6000], "unknown point"),
+    (["inverse", SHIPPED_DIR / "slider-crank.yaml", "--motion", "²=t", "--t-end", "1",
+      "--dt", "0.1"], "unknown coordinate '²'"),
+])
+def test_unicode_and_huge_digits_are_names_not_numbers(tmp_path: Path, out_dir: Path,
+                                                       args: list, message: str) -> None:
+    """'²'.isdigit() is true and int('²') raises; a 6000-digit int() raises too: both were
+    internal errors."""
+    suffix = ".gif" if args[0] == "animate" else ".csv"
+    code, output = invoke(*args, "--out", tmp_path / f"out{suffix}", "--build-dir", out_dir)
+    assert code in (EXIT_BAD_INPUT, EXIT_USAGE) and message in output, output
+
+
+def test_a_byte_order_mark_and_a_size_limit_for_mechanism_files(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               ) -> None:
+    """A file saved with a UTF-8 BOM reads as without it (it was refused with a misleading
+    message); a file beyond the size limit is refused before it is read."""
+    from mbgen.model import parser
+
+    path = tmp_path / "bom.yaml"
+    path.write_bytes(b"\xef\xbb\xbf" + FOURBAR.read_bytes())
+    assert load_mechanism(path).name == "fourbar"
+    monkeypatch.setattr(parser, "MAX_FILE_BYTES", 100)
+    with pytest.raises(MechanismError, match="a mechanism file may have at most"):
+        load_mechanism(path)
+
+
+def test_identification_refuses_what_memory_cannot_hold(tmp_path: Path, out_dir: Path) -> None:
+    """A million rows tried to allocate ~21 GB: the Jacobian's size is estimated before the
+    work (here 2e10 steps, about 170 TB) and refused with the figure."""
+    code, output = invoke("identify", FOURBAR, "--data", EXAMPLE_READINGS, "--params", "L",
+                          "--substeps", "10000000", "--max-steps", "100000000000", "--out",
+                          tmp_path / "id.yaml", "--build-dir", out_dir)
+    assert code == EXIT_USAGE and "GiB of memory, more than half of this machine's" in output
+    assert not list(tmp_path.iterdir())

@@ -98,7 +98,7 @@ def animate(csv_path: Path, file: Path, movie: Path, fps: int, trace: str | None
         names = [p["name"] for p in mech.meta["points"]]
         if trace in names:
             point = names.index(trace)
-        elif trace.isdigit() and int(trace) < len(names):
+        elif trace.isascii() and trace.isdigit() and len(trace) < 10 and int(trace) < len(names):
             point = int(trace)
         else:
             raise click.BadParameter(f"unknown point {trace!r} (points: {', '.join(names)})",

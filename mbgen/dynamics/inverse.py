@@ -65,7 +65,8 @@ def coordinate_indices(mech: CompiledMechanism, names: list[str] | list[int] | s
         names = [part.strip() for part in names.split(",") if part.strip()]
     indices = []
     for item in names:
-        if isinstance(item, int) or (isinstance(item, str) and item.lstrip("-").isdigit()):
+        if isinstance(item, int) or (isinstance(item, str) and item.isascii()
+                                     and item.lstrip("-").isdigit() and len(item) < 10):
             index = int(item)
             if not 0 <= index < mech.n:
                 raise TrajectoryError(f"{what}: coordinate index {index} is out of range "

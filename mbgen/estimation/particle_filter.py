@@ -507,7 +507,12 @@ def filter_step(t: Array, dt: float | None = None) -> tuple[float, int]:
     step = dt if dt is not None else (float(np.median(np.diff(t))) if len(t) > 1 else 1e-3)
     if not (np.isfinite(step) and step > 0):
         raise ValueError(f"the filter step must be positive, got {step}")
-    return step, int(round((t[-1] - t[0]) / step)) + 1
+    with np.errstate(over="ignore"):
+        span = (t[-1] - t[0]) / step
+    if not span < 1e15:  # int() of it would overflow or take gigabytes
+        raise ValueError(f"{span:.3g} filter steps of {step:g} s from t = {t[0]:g} to "
+                         f"{t[-1]:g} s: the step is too small")
+    return step, int(round(span)) + 1
 
 
 def readings_between_steps(t: Array, step: float) -> int:

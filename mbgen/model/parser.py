@@ -44,11 +44,18 @@ _IDENTIFIER = re.compile(IDENTIFIER.rstrip("$") + r"\Z")  # "$" would let "a\n" 
 _RESERVED = re.compile(RESERVED_NAME)
 
 
+MAX_FILE_BYTES = 16 * 2**20  # the largest mechanism file read (a 1000-bar chain: 0.12 MiB)
+
+
 def load_mechanism(path: str | Path) -> Mechanism:
     """Read and validate a mechanism file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise MechanismError(f"{size / 2**20:.1f} MiB: a mechanism file may have at most "
+                                 f"{MAX_FILE_BYTES / 2**20:g} MiB", str(path))
+        text = path.read_bytes().decode("utf-8-sig")  # a byte-order mark is fine
     except OSError as exc:
         raise MechanismError(f"cannot read file: {exc.strerror}", str(path)) from exc
     except UnicodeDecodeError as exc:

@@ -24,7 +24,7 @@ def usable_cores() -> int:
     process may run on (its affinity mask, not the machine's count)."""
     wanted = os.environ.get("MBGEN_THREADS", "").strip()
     if wanted:
-        if not wanted.isdigit() or int(wanted) < 1:
+        if not (wanted.isascii() and wanted.isdigit() and len(wanted) < 10) or int(wanted) < 1:
             raise ValueError(f"MBGEN_THREADS must be a positive whole number, got {wanted!r}")
         return int(wanted)
     try:
