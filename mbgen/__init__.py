@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from mbgen.version import __version__
 
 if TYPE_CHECKING:
     from mbgen.runtime.compiled import CompiledMechanism
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def load(path: str, out_dir: str | None = None, force: bool = False,
          **kwargs: Any) -> CompiledMechanism:
     """Compile ``path`` if needed and return the loaded mechanism."""
-    from mbgen.runtime.loader import load as _load
+    from mbgen.loading import load as _load
 
     return _load(path, out_dir=out_dir, force=force, **kwargs)
 

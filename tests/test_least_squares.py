@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sparse
 from scipy.optimize import least_squares
 
-from mbgen.dynamics.least_squares import BorderedMatrix, levenberg_marquardt
+from mbgen.numerics.least_squares import BorderedMatrix, levenberg_marquardt
 
 
 def bordered_jacobian(rng: np.random.Generator, blocks: int = 40, size: int = 3,
@@ -78,7 +78,7 @@ def assert_same_gradient(jac, matrix: np.ndarray, rng: np.random.Generator) -> N
 def test_block_jacobian_forms_the_same_normal_equations_as_its_matrix() -> None:
     """JᵀJ and Jᵀr block by block equal the sparse products, with overlapping bands, a
     group without band columns (priors) and blocks that reach the last banded unknown."""
-    from mbgen.dynamics.least_squares import BlockJacobian, RowBlocks
+    from mbgen.numerics.least_squares import BlockJacobian, RowBlocks
 
     rng = np.random.default_rng(5)
     banded, border = 20, 3
@@ -111,7 +111,7 @@ def test_strided_jacobian_forms_the_same_normal_equations_as_its_matrix() -> Non
     """Dense and diagonal blocks, sets on one group of unknowns and on two consecutive
     ones (a trajectory's factors), a block paired with itself: JᵀJ and Jᵀr equal the
     dense products, entry by entry."""
-    from mbgen.dynamics.least_squares import Block, ResidualSet, StridedJacobian
+    from mbgen.numerics.least_squares import Block, ResidualSet, StridedJacobian
 
     rng = np.random.default_rng(7)
     width, count = 7, 6  # unknowns per sample, samples

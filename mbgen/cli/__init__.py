@@ -68,7 +68,7 @@ def load_with_status(path: Path, out_dir: Path | None = None,
     The loader only calls ``progress`` when it compiles, which is how a cache hit is told
     apart from a fresh build (the timings in ``meta.json`` are those of the original build).
     """
-    import mbgen  # deferred: keeps ``mbgen --help`` fast
+    from mbgen.loading import load  # deferred: keeps ``mbgen --help`` fast
 
     steps: list[str] = []
     start = time.perf_counter()
@@ -79,8 +79,8 @@ def load_with_status(path: Path, out_dir: Path | None = None,
             detail(f"{time.perf_counter() - start:7.2f} s  {path.name}: {message}")
             status.update(f"{path.name}: {message}")
 
-        mechanism = mbgen.load(str(path), out_dir=None if out_dir is None else str(out_dir),
-                               force=force, progress=progress)
+        mechanism = load(str(path), out_dir=None if out_dir is None else str(out_dir),
+                         force=force, progress=progress)
     detail(f"{time.perf_counter() - start:7.2f} s  {path.name}: "
            f"{'compiled' if steps else 'cached build'} {mechanism.directory}")
     return mechanism, bool(steps)

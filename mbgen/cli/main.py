@@ -18,7 +18,6 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from mbgen import __version__
 from mbgen.cli import (
     BUILD_DIR,
     Verbosity,
@@ -34,6 +33,7 @@ from mbgen.cli.conventions import (
     Command,
 )
 from mbgen.errors import MbgenError, UntrustedResultError
+from mbgen.version import __version__
 
 MECHANISM_FILE = click.Path(dir_okay=False, path_type=Path)
 
@@ -286,7 +286,7 @@ def _size(path: Path) -> int:
 @BUILD_DIR
 def cache_list(build_dir: Path | None) -> None:
     """Every compiled module: mechanism, content hash, mbgen version, size, age."""
-    from mbgen.runtime.loader import default_out_dir
+    from mbgen.loading import default_out_dir
 
     root = build_dir or default_out_dir()
     table = Table(title=f"builds in {escape(str(root))}", title_justify="left")
@@ -316,7 +316,7 @@ def cache_clean(build_dir: Path | None, everything: bool) -> None:
     import shutil
 
     from mbgen.codegen.build import CORE_ARCHIVE, stale_staging
-    from mbgen.runtime.loader import default_out_dir
+    from mbgen.loading import default_out_dir
 
     root = build_dir or default_out_dir()
     if not root.is_dir():

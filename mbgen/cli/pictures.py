@@ -34,7 +34,7 @@ def draw(file: Path, png: Path, q_text: str | None, guess: str | None,
          build_dir: Path | None) -> None:
     """Draw FILE's mechanism: bodies, ground, sliders, springs, sensors, point labels."""
     from mbgen.cli import load_with_status
-    from mbgen.cli.simulate import initial_state
+    from mbgen.cli.states import initial_state
     from mbgen.dynamics.drawing import draw_png
 
     check_paths({"FILE": file}, {"--out": png})

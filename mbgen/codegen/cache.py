@@ -17,8 +17,10 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-import mbgen
 from mbgen.cpu import vector_level
+from mbgen.version import __version__
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # mbgen/
 
 _DERIVING_PACKAGES = ("model", "symbolic", "codegen")
 
@@ -32,12 +34,12 @@ def templates_dir() -> Traversable:
     try:
         return resources.files("mbgen.templates")
     except ModuleNotFoundError:
-        return resources.files(mbgen).joinpath("..", "templates")
+        return resources.files("mbgen").joinpath("..", "templates")
 
 
 def csrc_dir() -> Path:
     """The C core's sources and its public header (shipped inside the package)."""
-    return Path(mbgen.__file__).parent / "csrc"
+    return PACKAGE_ROOT / "csrc"
 
 
 def core_sources() -> list[Path]:
@@ -57,8 +59,8 @@ def core_digest() -> str:
 def _source_fingerprint() -> bytes:
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     build_env = f"{sys.version}|{suffix}|{os.environ.get('CC', 'cc')}|{vector_level()}"
-    digest = hashlib.sha256(f"{mbgen.__version__}|{build_env}".encode())
-    package_root = Path(mbgen.__file__).parent
+    digest = hashlib.sha256(f"{__version__}|{build_env}".encode())
+    package_root = PACKAGE_ROOT
     for package in _DERIVING_PACKAGES:
         for path in sorted((package_root / package).glob("*.py")):
             digest.update(path.name.encode())

@@ -9,7 +9,6 @@ import jinja2
 import numpy as np
 import sympy as sp
 
-from mbgen import __version__
 from mbgen.codegen.c_printer import kernel_body
 from mbgen.codegen.cache import templates_dir
 from mbgen.codegen.kkt import kkt_program
@@ -18,6 +17,7 @@ from mbgen.codegen.ordering import coupling_graph, minimum_degree_order
 from mbgen.escaping import c_comment
 from mbgen.redundancy import independent_rows
 from mbgen.symbolic.derive import KernelSet
+from mbgen.version import __version__
 
 # Every kernel is f(q, x, p) with x one of q̇, v, λ (the core's mb_kernel_fn).
 ARRAY_NAMES = {"q": "q", "qd": "x", "v": "x", "lam": "x", "p": "p"}

@@ -14,8 +14,8 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from mbgen import __version__
 from mbgen.errors import MbgenError
+from mbgen.version import __version__
 
 MARKER = ".mbgen-made"
 

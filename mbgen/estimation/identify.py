@@ -12,7 +12,7 @@ Residuals, each divided by its standard deviation (the weights):
 - per parameter with a prior (a weighed mass, a datasheet value): (θ − mean) / std.
 
 The Jacobian is sparse (banded in the states, a dense border for θ) and exact; the
-solver is :func:`~mbgen.dynamics.least_squares.levenberg_marquardt`. Standard deviations
+solver is :func:`~mbgen.numerics.least_squares.levenberg_marquardt`. Standard deviations
 come from the linearized covariance s² (JᵀJ)⁻¹ restricted to θ (s² the residual
 variance); directions the data cannot see (an exact null space of the parameters'
 information) are reported as not identifiable instead of as huge numbers.
@@ -26,14 +26,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mbgen.dynamics.least_squares import (
+from mbgen.errors import MbgenError
+from mbgen.estimation.impulses import MidpointImpulses, SpookImpulses
+from mbgen.numerics.least_squares import (
     BlockJacobian,
     BorderedMatrix,
     RowBlocks,
     levenberg_marquardt,
 )
-from mbgen.errors import MbgenError
-from mbgen.estimation.impulses import MidpointImpulses, SpookImpulses
 from mbgen.runtime.compiled import CompiledMechanism
 
 Array = np.ndarray

@@ -8,7 +8,7 @@ windows of ten and the four stages cost ~45 callbacks per sample. Here every fac
 is one batched C call for all samples at once (Φ and Φq, (Φq q̇)_q, q̈ with its
 Jacobians), and the graph's normal equations, block-banded because every factor touches
 one sample or two consecutive ones, are solved by Levenberg–Marquardt with a banded
-Cholesky factor (:mod:`mbgen.dynamics.least_squares`). One graph holds the whole
+Cholesky factor (:mod:`mbgen.numerics.least_squares`). One graph holds the whole
 trajectory, as in the paper.
 
 Unknowns are interleaved by sample, x = [q_0, v_0, a_0, u_0, q_1, ...] (only the stage's
@@ -22,15 +22,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mbgen.dynamics.least_squares import (
+from mbgen.dynamics.trajectory import Trajectory
+from mbgen.errors import TrajectoryError
+from mbgen.factors.noise import NoiseDefaults
+from mbgen.numerics.least_squares import (
     Block,
     ResidualSet,
     StridedJacobian,
     levenberg_marquardt,
 )
-from mbgen.dynamics.trajectory import Trajectory
-from mbgen.errors import TrajectoryError
-from mbgen.factors.noise import NoiseDefaults
 from mbgen.runtime.compiled import CompiledMechanism
 
 Array = np.ndarray

@@ -92,5 +92,10 @@ class CallHelpers:
             raise MbgenError(f"mbgen C core failed: {self.status_text(code)}")
         return code
 
+    def is_status(self, code: int, name: str) -> bool:
+        """``code`` is the C core's status MB_<name> (e.g. "INCONSISTENT"): for callers
+        that tell failures apart, without reaching into the C library."""
+        return int(code) == getattr(self.lib, f"MB_{name}")
+
     def status_text(self, code: int) -> str:
         return self.ffi.string(self.lib.mb_status_text(int(code))).decode()

@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from mbgen import __version__
 from mbgen.cpu import vector_level
 from mbgen.runtime.compiled import CompiledMechanism
+from mbgen.version import __version__
 
 
 def load_build(directory: Path) -> CompiledMechanism:

@@ -1,4 +1,8 @@
-"""``load()``: compile when stale, otherwise import the cached module (fast path, no SymPy)."""
+"""``load()``: compile when stale, otherwise import the cached module (fast path, no SymPy).
+
+Above the compiler and the runtime, which it joins: the one place that decides between a
+cached build and a fresh compile.
+"""
 
 from __future__ import annotations
 

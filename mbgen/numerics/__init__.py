@@ -1,0 +1,1 @@
+"""Generic numerics with no mechanism in them: banded least squares."""
