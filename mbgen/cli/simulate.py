@@ -38,11 +38,10 @@ def parse_forces(specs: tuple[str, ...], mech: CompiledMechanism,
         return {}
     import sympy as sp
 
-    from mbgen.model.expressions import ExpressionError, parse_expression
+    from mbgen.model.expressions import ExpressionError, FunctionOfTime
 
     actuators = {a["name"]: (a["coordinate"], float(gain)) for a, gain in zip(
         mech.meta.get("actuators", []), mech.actuator_gains(), strict=True)}
-    t = sp.Symbol("t", real=True)
     totals: dict[str, sp.Expr] = {}
     for spec in specs:
         if "=" not in spec:
@@ -57,33 +56,12 @@ def parse_forces(specs: tuple[str, ...], mech: CompiledMechanism,
             raise click.BadParameter(f"unknown coordinate or actuator {name!r} ({known})",
                                      param_hint="--force")
         try:
-            expr = parse_expression(text, {"t": t})
+            expr = FunctionOfTime.parse(text, name).expr
         except ExpressionError as exc:
             raise click.BadParameter(str(exc), param_hint="--force") from None
         scaled = expr if gain == 1.0 else sp.Float(gain) * expr
         totals[coordinate] = totals.get(coordinate, sp.Integer(0)) + scaled
-    # lambdify prints the already-parsed SymPy expression; no user text reaches it.
-    return {name: _finite_force(name, expr, sp.lambdify(t, expr, "numpy"))
-            for name, expr in totals.items()}
-
-
-def _finite_force(name: str, expr: Any, function: Callable[[np.ndarray], np.ndarray],
-                  ) -> Callable[[np.ndarray], np.ndarray]:
-    """``function`` refusing non-finite values by name and time (``1/t`` at t = 0 was
-    reported as a rank loss of Φq)."""
-
-    def force(times: np.ndarray) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            values = np.broadcast_to(np.asarray(function(times), dtype=float),
-                                     np.shape(times))
-        bad = ~np.isfinite(values)
-        if bad.any():
-            when = float(np.broadcast_to(times, values.shape)[bad].flat[0])
-            raise click.BadParameter(f"the force on {name}, {expr}, is not finite at "
-                                     f"t = {when:g} s", param_hint="--force")
-        return values
-
-    return force
+    return {name: FunctionOfTime(expr, f"the force on {name}") for name, expr in totals.items()}
 
 
 def run_factor_graph(mech: CompiledMechanism, t_end: float, dt: float, integrator: str,
@@ -217,6 +195,7 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
     from mbgen.dynamics import simulate as run
     from mbgen.dynamics.output import plot as write_plots
     from mbgen.dynamics.output import write_csv
+    from mbgen.model.expressions import ExpressionError
 
     console = status_console
     factor_graph = solver == "factor-graph"
@@ -276,6 +255,8 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
         if sensors_out is not None:
             write_readings(result, sensors_out, sensor_noise, stride, seed)
         pictures = write_plots(result, csv_path) if plot else []
+    except ExpressionError as exc:  # a --force not finite at some time of the run
+        raise click.BadParameter(str(exc), param_hint="--force") from None
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     how = f"{integrator}, {coords}"

@@ -52,25 +52,15 @@ def trajectory_from_expressions(expressions: Mapping[str, str], t_end: float, dt
                                 ) -> Trajectory:
     """Samples every ``dt`` on [0, t_end] of one expression in t per imposed coordinate
     (the whitelist parser: numbers, t, pi, + − * / ^ and the usual functions)."""
-    import sympy as sp
-
-    from mbgen.model.expressions import ExpressionError, parse_expression
+    from mbgen.model.expressions import ExpressionError, FunctionOfTime
 
     if not (t_end > 0 and dt > 0):
         raise TrajectoryError("t_end and dt must be positive")
-    t = sp.Symbol("t", real=True)
     times = np.linspace(0.0, t_end, int(round(t_end / dt)) + 1)
     columns = []
     for name, text in expressions.items():
         try:
-            expr = parse_expression(text, {"t": t})
+            columns.append(FunctionOfTime.parse(text, f"the motion of {name}")(times))
         except ExpressionError as exc:
             raise TrajectoryError(f"motion of {name}: {exc}") from None
-        # lambdify prints the already-parsed SymPy expression; no user text reaches it
-        values = np.broadcast_to(np.asarray(sp.lambdify(t, expr, "numpy")(times), float),
-                                 times.shape)
-        if not np.all(np.isfinite(values)):
-            raise TrajectoryError(f"motion of {name}: {text!r} is not finite on [0, "
-                                  f"{t_end:g}]")
-        columns.append(values)
     return Trajectory(times, np.column_stack(columns), "expressions")

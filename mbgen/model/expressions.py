@@ -19,7 +19,9 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import sympy as sp
 
 
@@ -267,3 +269,33 @@ def parse_expression(text: str | int | float, scope: Mapping[str, sp.Expr]) -> s
     if not isinstance(text, str) or not text.strip():
         raise ExpressionError(f"expected a number or an expression, got {text!r}")
     return _Parser(text, scope).parse()
+
+
+TIME = sp.Symbol("t", real=True)
+
+
+class FunctionOfTime:
+    """An expression in t alone (the whitelist parser's grammar), evaluated on arrays of
+    times: forces and prescribed motions. ``what`` names it in the error raised where
+    it is not finite (``1/t`` at t = 0)."""
+
+    def __init__(self, expr: sp.Expr, what: str) -> None:
+        self.expr, self.what = expr, what
+        # lambdify prints the already-parsed SymPy expression; no user text reaches it
+        self._function = sp.lambdify(TIME, expr, "numpy")
+
+    @classmethod
+    def parse(cls, text: str, what: str) -> FunctionOfTime:
+        return cls(parse_expression(text, {"t": TIME}), what)
+
+    def __call__(self, times: Any) -> Any:
+        """Values at ``times`` (any shape), all finite."""
+        with np.errstate(all="ignore"):
+            values = np.broadcast_to(np.asarray(self._function(times), dtype=float),
+                                     np.shape(times))
+        bad = ~np.isfinite(values)
+        if bad.any():
+            when = float(np.broadcast_to(times, values.shape)[bad].flat[0])
+            raise ExpressionError(f"{self.what}, {self.expr}, is not finite at t = "
+                                  f"{when:g} s")
+        return values
