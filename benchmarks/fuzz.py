@@ -25,7 +25,7 @@ from pathlib import Path
 from _common import REPO, Figure, print_table, write_results
 
 sys.path.insert(0, str(REPO / "tests"))
-from fuzz.fuzzer import TIME_LIMIT, fuzz, inputs  # noqa: E402
+from fuzz.fuzzer import TIME_LIMIT, fuzz, inputs
 
 SEEDS = sorted((REPO / "mechanisms").glob("*.yaml")) + sorted(
     (REPO / "tests" / "data" / "reference" / "config" / "mechanisms").glob("*.yaml"))

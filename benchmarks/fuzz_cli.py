@@ -22,7 +22,7 @@ from pathlib import Path
 from _common import REPO, Figure, print_table, write_results
 
 sys.path.insert(0, str(REPO / "tests"))
-from fuzz.cli_campaign import FAILURES, TIME_LIMIT, campaign  # noqa: E402
+from fuzz.cli_campaign import FAILURES, TIME_LIMIT, campaign
 
 
 def main(argv: list[str] | None = None) -> int:

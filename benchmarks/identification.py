@@ -43,10 +43,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import MECHANISMS, RESULTS, Figure, fresh_dir, print_table, write_results  # noqa: E402
+from _common import MECHANISMS, RESULTS, Figure, fresh_dir, print_table, write_results
 
-import mbgen  # noqa: E402
-from mbgen.estimation.identify import Recording, Settings, identify  # noqa: E402
+import mbgen
+from mbgen.estimation.identify import Recording, Settings, identify
 
 NAMES = ["m1", "m2", "I1", "I2", "a1", "a2", "b1", "b2", "c1", "c2", "K", "tilt", "offset2"]
 FINE, EVERY = 1e-3, 10
@@ -62,7 +62,7 @@ def command(t: np.ndarray) -> np.ndarray:
             + 0.1 * np.sin(2 * np.pi * 3.3 * t + 2.0))
 
 
-def recording(mech, seconds: float, gaussian: float | None = None) -> Recording:  # noqa: ANN001
+def recording(mech, seconds: float, gaussian: float | None = None) -> Recording:
     """Encoder readings at 100 Hz of an RK4 run at 1 ms: 16-bit encoders (the angle
     rounded to a count), or the exact angle plus Gaussian noise of std ``gaussian``."""
     steps = int(round(seconds / FINE))
@@ -150,7 +150,7 @@ def main() -> None:
     print(f"wrote {write_results('identification', figures)} and {picture}")
 
 
-def _plot(data: Recording, result, labels: list[str]) -> Path:  # noqa: ANN001
+def _plot(data: Recording, result, labels: list[str]) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")

@@ -107,13 +107,13 @@ def _rows(path: Path, header: bool) -> list[tuple[int, list[str]]]:
     if len(lines) > MAX_ROWS + 1:
         raise TrajectoryError(f"{path}: {len(lines)} lines, more than the {MAX_ROWS} samples "
                               "a data file may have")
-    for number, line in enumerate(lines, start=1):
-        stripped = line.strip()
+    for number, text_line in enumerate(lines, start=1):
+        stripped = text_line.strip()
         if not stripped or stripped[0] in "%#":
             continue
         if header:
             try:
-                cells = next(csv.reader([line]))
+                cells = next(csv.reader([text_line]))
             except csv.Error as exc:
                 raise TrajectoryError(f"{path}:{number}: {exc}") from None
         else:

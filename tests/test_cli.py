@@ -21,7 +21,7 @@ from mbgen.model.parser import load_mechanism
 
 
 @pytest.fixture
-def run(out_dir: Path):  # noqa: ANN201 - returns the runner function
+def run(out_dir: Path):
     runner = CliRunner()
 
     def invoke(*args: str) -> tuple[int, str]:
@@ -37,14 +37,14 @@ def read_csv(path: Path) -> tuple[list[str], np.ndarray]:
     return rows[0], np.array(rows[1:], dtype=float)
 
 
-def test_info_reports_the_redundant_constraint(run, out_dir: Path) -> None:  # noqa: ANN001
+def test_info_reports_the_redundant_constraint(run, out_dir: Path) -> None:
     code, output = run("info", str(reference("pick-and-place-robot")), "--build-dir", str(out_dir))
     assert code == 0
     assert "redundant" in output and "18" in output
     assert "DOF" in output and "theta1" in output
 
 
-def test_info_lists_the_assembly_branches(run, out_dir: Path) -> None:  # noqa: ANN001
+def test_info_lists_the_assembly_branches(run, out_dir: Path) -> None:
     """The four-bar's crank turns fully: two branches, the file's and its mirror image."""
     code, output = run("info", str(SHIPPED_DIR / "fourbar.yaml"), "--build-dir", str(out_dir))
     assert code == 0
@@ -53,7 +53,7 @@ def test_info_lists_the_assembly_branches(run, out_dir: Path) -> None:  # noqa: 
     assert rows == ["0 (q0)", "1"]
 
 
-def test_compile_then_cached(run, tmp_path: Path) -> None:  # noqa: ANN001
+def test_compile_then_cached(run, tmp_path: Path) -> None:
     target = tmp_path / "gen"
     code, first = run("compile", str(SHIPPED_DIR / "fourbar.yaml"), "--build-dir", str(target))
     assert code == 0 and (target / "fourbar").is_dir()
@@ -61,7 +61,7 @@ def test_compile_then_cached(run, tmp_path: Path) -> None:  # noqa: ANN001
     assert code == 0 and "cached" in second
 
 
-def test_generate_chain_writes_a_loadable_file(run, tmp_path: Path) -> None:  # noqa: ANN001
+def test_generate_chain_writes_a_loadable_file(run, tmp_path: Path) -> None:
     path = tmp_path / "chain7.yaml"
     code, _ = run("generate", "chain", "--bodies", "7", "--out", str(path))
     assert code == 0
@@ -69,7 +69,7 @@ def test_generate_chain_writes_a_loadable_file(run, tmp_path: Path) -> None:  # 
     assert len(mechanism.bodies) == 7 and len(mechanism.coordinate_names) == 14
 
 
-def test_simulate_writes_csv_and_plots(run, tmp_path: Path, out_dir: Path) -> None:  # noqa: ANN001
+def test_simulate_writes_csv_and_plots(run, tmp_path: Path, out_dir: Path) -> None:
     csv_path = tmp_path / "runs" / "fourbar.csv"
     code, output = run("simulate", str(SHIPPED_DIR / "fourbar.yaml"), "--t-end", "0.5",
                        "--dt", "0.001", "--out", str(csv_path), "--plot",
@@ -96,7 +96,7 @@ def test_simulate_writes_csv_and_plots(run, tmp_path: Path, out_dir: Path) -> No
 
 
 @pytest.mark.parametrize("integrator", ["trapezoidal", "variational"])
-def test_simulate_with_force_and_initial_state(run, tmp_path: Path, out_dir: Path,  # noqa: ANN001
+def test_simulate_with_force_and_initial_state(run, tmp_path: Path, out_dir: Path,
                                                integrator: str) -> None:
     """A constant force on the crank angle adds its work to the energy (the variational
     integrator's input enters through the relative angle, a massless coordinate)."""
@@ -115,7 +115,7 @@ def test_simulate_with_force_and_initial_state(run, tmp_path: Path, out_dir: Pat
     assert energy[-1] - energy[0] == pytest.approx(work, rel=1e-4)
 
 
-def test_simulate_drives_an_actuator_by_its_name(run, tmp_path: Path,  # noqa: ANN001
+def test_simulate_drives_an_actuator_by_its_name(run, tmp_path: Path,
                                                  out_dir: Path) -> None:
     """``motor=u`` applies gain·u on the motor's coordinate: the same run as the force
     K·u on theta1 (K = 0.5 in the file); an unknown name lists coordinates and actuators."""
@@ -140,7 +140,7 @@ def test_simulate_drives_an_actuator_by_its_name(run, tmp_path: Path,  # noqa: A
     assert "actuators: motor" in " ".join(output.split())
 
 
-def test_force_columns_are_never_empty(run, tmp_path: Path, out_dir: Path) -> None:  # noqa: ANN001
+def test_force_columns_are_never_empty(run, tmp_path: Path, out_dir: Path) -> None:
     """--with forces: a column per actuated coordinate even when nothing drives it (zero);
     refused, before anything is written, on a mechanism nothing can drive."""
     path = tmp_path / "free.csv"
@@ -157,7 +157,7 @@ def test_force_columns_are_never_empty(run, tmp_path: Path, out_dir: Path) -> No
     assert not (tmp_path / "no.csv").exists()
 
 
-def test_simulate_by_factor_graph_matches_the_integrator(run, tmp_path: Path,  # noqa: ANN001
+def test_simulate_by_factor_graph_matches_the_integrator(run, tmp_path: Path,
                                                         out_dir: Path) -> None:
     """The same CSV from --solver factor-graph, forces included, next to an RK4 run."""
     paths = {solver: tmp_path / f"{solver}.csv" for solver in ("integrator", "factor-graph")}
@@ -189,7 +189,7 @@ def test_simulate_by_factor_graph_matches_the_integrator(run, tmp_path: Path,  #
     (["--q0", "x1=nan"], "values must be finite"),
     (["--q0", "x1=100"], "x1 = 100 cannot be reached from the starting positions"),
 ])
-def test_simulate_rejects_bad_options(run, tmp_path: Path, out_dir: Path, args: list[str],  # noqa: ANN001
+def test_simulate_rejects_bad_options(run, tmp_path: Path, out_dir: Path, args: list[str],
                                       message: str) -> None:
     """Each names what is wrong (non-finite forces and far-off or NaN starts were all
     reported as "Φq loses rank")."""
@@ -204,7 +204,7 @@ def test_simulate_rejects_bad_options(run, tmp_path: Path, out_dir: Path, args: 
 
 @pytest.mark.parametrize("force", ["theta0=9^9^9", "theta0=2^1000000000",
                                    "theta0=1e999999999", "theta0=" + "(" * 300 + "1" + ")" * 300])
-def test_simulate_refuses_runaway_forces_quickly(run, compiled, tmp_path: Path,  # noqa: ANN001
+def test_simulate_refuses_runaway_forces_quickly(run, compiled, tmp_path: Path,
                                                  out_dir: Path, force: str) -> None:
     import time
 
@@ -219,7 +219,7 @@ def test_simulate_refuses_runaway_forces_quickly(run, compiled, tmp_path: Path, 
     assert any(f in text for f in ("exponent", "not a finite number", "nested deeper"))
 
 
-def test_bad_mechanism_file_is_one_located_error_line(run, tmp_path: Path) -> None:  # noqa: ANN001
+def test_bad_mechanism_file_is_one_located_error_line(run, tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("points:\n  - {x: 0, y: 0, fixed: true}\n  - {x: 1, y: oops}\n")
     code, output = run("compile", str(path), "--build-dir", str(tmp_path / "gen"))
@@ -227,8 +227,8 @@ def test_bad_mechanism_file_is_one_located_error_line(run, tmp_path: Path) -> No
     assert f"{path}:3" in output and "unknown name" in output and "Traceback" not in output
 
 
-def test_inverse_writes_forces_and_plots(run, tmp_path: Path, out_dir: Path,  # noqa: ANN001
-                                        compiled) -> None:  # noqa: ANN001
+def test_inverse_writes_forces_and_plots(run, tmp_path: Path, out_dir: Path,
+                                        compiled) -> None:
     trajectory = REFERENCE_DATA / "config" / "trajectories" / \
         "fourbars1-with-rel-angle-trajectory.txt"
     csv_path = tmp_path / "torque.csv"
@@ -269,7 +269,7 @@ def test_inverse_writes_forces_and_plots(run, tmp_path: Path, out_dir: Path,  # 
     (["--imposed", "theta0", "--method", "magic"], "Invalid value for '--method'", EXIT_USAGE),
     ([], "needs --imposed", EXIT_USAGE),
 ])
-def test_inverse_rejects_bad_input(run, tmp_path: Path, out_dir: Path, args: list[str],  # noqa: ANN001
+def test_inverse_rejects_bad_input(run, tmp_path: Path, out_dir: Path, args: list[str],
                                    message: str, exit_code: int) -> None:
     trajectory = REFERENCE_DATA / "config" / "trajectories" / \
         "fourbars1-with-rel-angle-trajectory.txt"
@@ -355,7 +355,7 @@ def test_cache_clean_refuses_a_directory_that_is_not_a_cache(tmp_path: Path) -> 
                                                         "notes.txt"]
 
 
-def test_simulate_adds_sensors_and_multipliers_and_decimates(run, tmp_path: Path,  # noqa: ANN001
+def test_simulate_adds_sensors_and_multipliers_and_decimates(run, tmp_path: Path,
                                                              out_dir: Path) -> None:
     import mbgen
 
@@ -389,7 +389,7 @@ def test_simulate_adds_sensors_and_multipliers_and_decimates(run, tmp_path: Path
     (["--t-end", "1", "--dt", "0.1", "--solver", "factor-graph", "--dt", "0.3"],
      "not a whole number of steps"),
 ])
-def test_simulate_refuses_times_it_cannot_honour(run, tmp_path: Path, out_dir: Path,  # noqa: ANN001
+def test_simulate_refuses_times_it_cannot_honour(run, tmp_path: Path, out_dir: Path,
                                                  args: list[str], message: str) -> None:
     code, output = run("simulate", str(SHIPPED_DIR / "fourbar.yaml"), *args, "--out",
                        str(tmp_path / "x.csv"), "--build-dir", str(out_dir))
@@ -398,7 +398,7 @@ def test_simulate_refuses_times_it_cannot_honour(run, tmp_path: Path, out_dir: P
     assert not (tmp_path / "x.csv").exists()
 
 
-def test_simulate_says_when_the_constraints_are_not_kept(run, tmp_path: Path,  # noqa: ANN001
+def test_simulate_says_when_the_constraints_are_not_kept(run, tmp_path: Path,
                                                          out_dir: Path) -> None:
     """Explicit Euler without projection drifts off the constraints (max ‖Φ‖ 0.55): no ✓,
     exit code 4 (a result not to be trusted) and the time it happened; the CSV is kept for
@@ -417,7 +417,7 @@ def test_simulate_says_when_the_constraints_are_not_kept(run, tmp_path: Path,  #
     assert code == 0 and "✓ fourbar" in output and (tmp_path / "x.csv").exists()
 
 
-def test_simulate_names_a_singular_start(run, tmp_path: Path, out_dir: Path) -> None:  # noqa: ANN001
+def test_simulate_names_a_singular_start(run, tmp_path: Path, out_dir: Path) -> None:
     """A parallelogram started with all points on a line (a change point): the rocker
     only looks redundant there. It stretched to 5 m with --projection none (and ✓), and
     stopped as "over-constrained" with the default projection."""
@@ -438,7 +438,7 @@ def test_simulate_names_a_singular_start(run, tmp_path: Path, out_dir: Path) -> 
         assert not (tmp_path / "x.csv").exists()
 
 
-def test_simulate_summary_is_sane_for_zero_energy_and_odd_names(run, tmp_path: Path,  # noqa: ANN001
+def test_simulate_summary_is_sane_for_zero_energy_and_odd_names(run, tmp_path: Path,
                                                                 out_dir: Path) -> None:
     """The double pendulum starts with E(0) = 0: the relative energy change was divided by
     1e-12 (≈1e+04); a 100 000-character name with markup hung rich's highlighter or raised
@@ -463,7 +463,7 @@ def test_simulate_summary_is_sane_for_zero_energy_and_odd_names(run, tmp_path: P
     assert code == 0 and "✓ [/bold] [redaaa" in output and "Traceback" not in output
 
 
-def test_sigterm_while_writing_the_csv_leaves_no_temporary(tmp_path: Path, compiled,  # noqa: ANN001
+def test_sigterm_while_writing_the_csv_leaves_no_temporary(tmp_path: Path, compiled,
                                                            out_dir: Path) -> None:
     """SIGTERM ends the command through its cleanup: the hidden temporary CSV (1 GB in
     the report) is removed, also when the signal comes the moment the file appears.
@@ -533,7 +533,7 @@ def test_compile_removes_staging_left_by_killed_compiles(tmp_path: Path) -> None
     assert not stale.exists() and fresh.exists()
 
 
-def test_estimate_from_simulated_readings(run, tmp_path: Path, out_dir: Path) -> None:  # noqa: ANN001
+def test_estimate_from_simulated_readings(run, tmp_path: Path, out_dir: Path) -> None:
     """simulate --sensors-out writes readings that estimate takes; the estimate converges
     to the truth's crank angle and branch."""
     path = tmp_path / "gyro.yaml"
@@ -588,7 +588,7 @@ def test_estimate_from_simulated_readings(run, tmp_path: Path, out_dir: Path) ->
     ("x,rocker_gyro,crank_gyro\n0,1,\n", "no column 't'"),
     ("t,crank_gyro\n0,1\n", "missing sensor column(s) rocker_gyro"),
 ])
-def test_estimate_rejects_bad_readings(run, tmp_path: Path, out_dir: Path, text: str,  # noqa: ANN001
+def test_estimate_rejects_bad_readings(run, tmp_path: Path, out_dir: Path, text: str,
                                        message: str) -> None:
     path = tmp_path / "gyro.yaml"
     path.write_text(reference("fourbars1").read_text()

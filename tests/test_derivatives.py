@@ -88,7 +88,7 @@ def check_dphiq_qd_qd(mech: CompiledMechanism, s: dict[str, Array]) -> None:
     check(mech.dphiq_qd_qd(s["q"], s["qd"]), expected, "dphiq_qd_qd")
 
 
-def check_phiqT_lam_q(mech: CompiledMechanism, s: dict[str, Array]) -> None:  # noqa: N802
+def check_phiqT_lam_q(mech: CompiledMechanism, s: dict[str, Array]) -> None:
     expected = numerical_jacobian(lambda q: mech.phi_q(q).T @ s["lam"], s["q"], H)
     check(mech.phiqT_lam_q(s["q"], s["lam"]), expected, "phiqT_lam_q")
 

@@ -68,7 +68,7 @@ def test_levenberg_marquardt_matches_scipy_with_an_active_bound() -> None:
     assert ours.cost == pytest.approx(theirs.cost, rel=1e-8)
 
 
-def assert_same_gradient(jac, matrix: np.ndarray, rng: np.random.Generator) -> None:  # noqa: ANN001
+def assert_same_gradient(jac, matrix: np.ndarray, rng: np.random.Generator) -> None:
     """The Jacobian form's row count and Jᵀr equal the dense matrix's."""
     r = rng.normal(size=matrix.shape[0])
     assert jac.rows == matrix.shape[0]

@@ -119,7 +119,7 @@ def test_a_mechanism_without_sensors_is_refused(compiled: Compiled) -> None:
         ParticleFilter(compiled(SHIPPED_DIR / "double-pendulum.yaml"))
 
 
-def test_angles_are_averaged_on_the_circle(compiled) -> None:  # noqa: ANN001
+def test_angles_are_averaged_on_the_circle(compiled) -> None:
     """Particles on both sides of ±π average to π (the linear mean says 0), with an
     interval around it; a coordinate in metres keeps its linear mean, and an angle a
     turn away stays in the particles' turn."""

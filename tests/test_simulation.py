@@ -32,7 +32,7 @@ planar_bodies:
 """
 
 
-def textbook_double_pendulum(t, s):  # noqa: ANN001, ANN201 - SciPy callback
+def textbook_double_pendulum(t, s):
     """Two uniform bars, absolute angles φ1, φ2 (Lagrange's equations, derived by hand)."""
     p1, p2, w1, w2 = s
     m11 = M1 * L1**2 / 3 + M2 * L1**2
@@ -80,7 +80,7 @@ def test_convergence_order_on_double_pendulum(tmp_path: Path, integrator: str, l
     assert low < errors[0] / errors[1] < high
 
 
-def energy_error(result) -> float:  # noqa: ANN001
+def energy_error(result) -> float:
     energy = result.energy
     return float(np.abs(energy - energy[0]).max() / abs(energy[0]))
 

@@ -77,7 +77,7 @@ class OutputFile(click.Path):
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> Any:
         path = super().convert(value, param, ctx)
-        if Path(path).suffix.lower() not in self.suffixes:
+        if Path(os.fsdecode(path)).suffix.lower() not in self.suffixes:
             self.fail(f"{str(path)!r}: the suffix names the format, one of "
                       f"{', '.join(self.suffixes)}", param, ctx)
         return path

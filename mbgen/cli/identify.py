@@ -164,7 +164,7 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
                                    f"{out_path} is not written")
 
 
-def _write_yaml(path: Path, result, source: Path, data: Path) -> None:  # noqa: ANN001
+def _write_yaml(path: Path, result, source: Path, data: Path) -> None:
     from mbgen.files import atomic_write
 
     lines = [f"# mbgen identify {source} --data {data}",
@@ -178,7 +178,7 @@ def _write_yaml(path: Path, result, source: Path, data: Path) -> None:  # noqa: 
     atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
-def _plot(result, t: np.ndarray, readings: np.ndarray, labels: list[str],  # noqa: ANN001
+def _plot(result, t: np.ndarray, readings: np.ndarray, labels: list[str],
           out_path: Path) -> Path:
     import matplotlib
 

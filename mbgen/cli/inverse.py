@@ -63,19 +63,22 @@ def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
                 {"--out": csv_path, "--plot": plot_paths(csv_path, "inverse") if plot else None})
     mech, _ = load_with_status(file, build_dir)
     if motions:
-        pairs = []
+        pairs: list[tuple[str, str]] = []
         for spec in motions:
             if "=" not in spec:
                 raise click.BadParameter(f"expected COORD=EXPR, got {spec!r}",
                                          param_hint="--motion")
-            pairs.append(tuple(part.strip() for part in spec.split("=", 1)))
+            name, text = spec.split("=", 1)
+            pairs.append((name.strip(), text.strip()))
         indices = coordinate_indices(mech, [name for name, _ in pairs], "--motion")
-        check_work(t_end / dt + 1, max_steps, f"samples ({t_end:g} s every {dt:g} s)",  # type: ignore[operator]
+        assert t_end is not None and dt is not None  # --motion needs them (checked above)
+        check_work(t_end / dt + 1, max_steps, f"samples ({t_end:g} s every {dt:g} s)",
                    "--max-steps", 8.0 * (8 * mech.n + mech.m) * (4 if method != "direct" else 1))
-        samples = trajectory_from_expressions(dict(pairs), t_end, dt)  # type: ignore[arg-type]
+        samples = trajectory_from_expressions(dict(pairs), t_end, dt)
     else:
+        assert trajectory is not None  # either --trajectory or --motion (checked above)
         indices = coordinate_indices(mech, imposed or "", "--imposed")
-        samples = read_trajectory(trajectory, len(indices))  # type: ignore[arg-type]
+        samples = read_trajectory(trajectory, len(indices))
     acting = None if actuated is None else coordinate_indices(mech, actuated, "--actuated")
     start = time.perf_counter()
     if method == "direct":

@@ -253,6 +253,7 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
             check_paths({"FILE": file}, {"--out": csv_path, "--sensors-out": sensors_out})
         write_csv(result, csv_path, extras=extras, every=every)
         if sensors_out is not None:
+            assert stride is not None  # set with --sensors-out
             write_readings(result, sensors_out, sensor_noise, stride, seed)
         pictures = write_plots(result, csv_path) if plot else []
     except ExpressionError as exc:  # a --force not finite at some time of the run

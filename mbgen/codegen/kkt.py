@@ -107,7 +107,7 @@ def elimination_order(n: int, m: int, order: Sequence[int],
 
 
 def jacobian_products(n: int, active: Sequence[int],
-                      patterns: dict[str, Sequence[tuple[int, int]]]) -> list[str]:
+                      patterns: dict[str, list[tuple[int, ...]]]) -> list[str]:
     """∂q̈/∂q = [P G][X; Y] and ∂q̈/∂q̇ alike (see dynamics.c) with the q rows of K⁻¹ in Z
     (node order, rows of N): per output column, the terms on one KKT node are summed
     first, then each entry of the column is one dot product over those nodes."""
@@ -151,7 +151,7 @@ def jacobian_products(n: int, active: Sequence[int],
 
 
 def kkt_program(n: int, active: Sequence[int], order: Sequence[int],
-                patterns: dict[str, Sequence[tuple[int, int]]]) -> KktProgram | None:
+                patterns: dict[str, list[tuple[int, ...]]]) -> KktProgram | None:
     """The unrolled functions for the constraint rows `active`, or None when the system
     exceeds the budgets. The factor leaves the pivots' inverses in D (the solve and the
     inverse multiply by them; nothing else reads D after it).
@@ -174,13 +174,13 @@ def kkt_program(n: int, active: Sequence[int], order: Sequence[int],
         a, b = sorted((pos[node_i], pos[node_j]))
         values.setdefault((a, b), []).append(term)
 
-    for e, (i, j) in enumerate(mass_entries):
+    for entry_index, (i, j) in enumerate(mass_entries):
         if pos[i] <= pos[j]:  # one triangle, as the core's mass_map
-            add(i, j, f"mv[{e}]")
+            add(i, j, f"mv[{entry_index}]")
     by_row: dict[int, list[int]] = {}
-    for e, (row, col) in a_entries.items():
-        by_row.setdefault(row, []).append(e)
-        add(n + row, col, f"a[{e}]")
+    for entry_index, (row, col) in a_entries.items():
+        by_row.setdefault(row, []).append(entry_index)
+        add(n + row, col, f"a[{entry_index}]")
     for entries in by_row.values():
         for s, e1 in enumerate(entries):
             for e2 in entries[s:]:
@@ -266,7 +266,7 @@ def kkt_program(n: int, active: Sequence[int], order: Sequence[int],
     def y(p: int) -> str:
         return f"x[{perm[p]}]"
 
-    solve = []
+    solve: list[str] = []
     for j in range(size):
         solve.extend(f"{y(i)} -= {lx(i, j)} * {y(j)};" for i in columns[j])
     solve.extend(f"{y(j)} *= D[{j}];" for j in range(size))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 
-def coupling_graph(n: int, mass: Iterable[tuple[int, int]],
+def coupling_graph(n: int, mass: Iterable[tuple[int, ...]],
                    constraint_rows: Iterable[Iterable[int]]) -> list[set[int]]:
     graph: list[set[int]] = [set() for _ in range(n)]
     for i, j in mass:

@@ -15,8 +15,9 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from mbgen.codegen.cache import csrc_dir, safe_name
 from mbgen.codegen.ownership import check_target, marker_files, replace_directory, write_marker
@@ -140,14 +141,14 @@ def _same(a: Path, b: Path) -> bool:
         return False
 
 
-def _c_array(values: list[object], kind: str) -> str:
+def _c_array(values: Sequence[Any], kind: str) -> str:
     if not values:
         return "{0}"
     if kind == "double":
         return "{" + ", ".join(repr(float(v)) for v in values) + "}"
     if kind == "string":
         return "{" + ", ".join(c_string(v) for v in values) + "}"
-    return "{" + ", ".join(str(int(v)) for v in values) + "}"  # type: ignore[call-overload]
+    return "{" + ", ".join(str(int(v)) for v in values) + "}"
 
 
 def _header_extras(meta: dict, name: str, active_rows: list[int]) -> str:

@@ -167,6 +167,7 @@ def _update(drawing: Drawing, geometry: Geometry, xy: Array) -> None:
         line.set_data(path[:, 0], path[:, 1])
     for mark, sensor in drawing.sensors:
         where = _sensor_point(geometry.meta, sensor, xy)
+        assert where is not None  # only sensors with a place are drawn
         mark.set_data([where[0]], [where[1]])
     if drawing.labels:
         for label, point in zip(drawing.labels, geometry.meta["points"], strict=True):
@@ -248,7 +249,7 @@ def animate(mechanism: CompiledMechanism, t: Array, q: Array, path: Path, fps: i
                            f"t = {times[k]:.3f} s")
         for drawing, path_xy in zip(drawings, traced, strict=False):
             drawing.trace.set_data(path_xy[:k + 1, 0], path_xy[:k + 1, 1])
-        if bars is not None:
+        if bars is not None and branches is not None:
             for bar, height in zip(bars, branches[rows[k]], strict=True):
                 bar.set_height(height)
 

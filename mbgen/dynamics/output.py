@@ -12,16 +12,18 @@ from mbgen.escaping import mathtext
 from mbgen.files import atomic_write
 
 if TYPE_CHECKING:  # importing it would import SciPy's splines: 0.5 s of every simulate
+    from matplotlib.figure import Figure
+
     from mbgen.dynamics.inverse import InverseResult
 
 
 def write_csv(result: SimulationResult | InverseResult, path: str | Path,
-              **columns: object) -> Path:
-    """The result's columns (``result.columns(**columns)``) as CSV with a header line.
-    Simulation: t, q (coordinate names), q̇ (<name>_dot), q̈ (<name>_ddot), energy,
-    phi_norm (and extras). Inverse dynamics: t, q, q̇, q̈, force_<coordinate> per
-    actuator."""
-    header, data = result.columns(**columns)  # type: ignore[arg-type]
+              extras: tuple[str, ...] = (), every: int = 1) -> Path:
+    """The result's columns as CSV with a header line. Simulation: t, q (coordinate
+    names), q̇ (<name>_dot), q̈ (<name>_ddot), energy, phi_norm, then ``extras``, every
+    ``every``-th row. Inverse dynamics: t, q, q̇, q̈, force_<coordinate> per actuator."""
+    header, data = (result.columns(extras, every) if isinstance(result, SimulationResult)
+                    else result.columns())
     return write_table(path, header, data)
 
 
@@ -33,14 +35,14 @@ def write_table(path: str | Path, header: list[str], data: np.ndarray) -> Path:
     return path
 
 
-def save_figure(fig: object, target: Path, dpi: int = 110) -> Path:
+def save_figure(fig: Figure, target: Path, dpi: int = 110) -> Path:
     """A Matplotlib figure (atomically), then closed; the suffix names the format (png, jpg,
     svg, pdf: the temporary file's name has none)."""
     import matplotlib.pyplot as plt
 
     kind = Path(target).suffix.lower().lstrip(".") or "png"
-    atomic_write(target, lambda tmp: fig.savefig(tmp, dpi=dpi, format=kind))  # type: ignore[attr-defined]
-    plt.close(fig)  # type: ignore[arg-type]
+    atomic_write(target, lambda tmp: fig.savefig(tmp, dpi=dpi, format=kind))
+    plt.close(fig)
     return target
 
 
@@ -62,7 +64,7 @@ def coordinate_panels(units: list[str]) -> list[tuple[str, list[int]]]:
 
 
 def panel_figure(t: np.ndarray, data: np.ndarray, names: list[str],
-                 panels: list[tuple[str, list[int]]], title: str) -> object:
+                 panels: list[tuple[str, list[int]]], title: str) -> Figure:
     """One panel per (axis label, columns of ``data`` (K, columns)) against t (K,), legends
     beside the panels, or a colour bar for panels with many curves."""
     import matplotlib.pyplot as plt
@@ -78,7 +80,7 @@ def panel_figure(t: np.ndarray, data: np.ndarray, names: list[str],
                 ax.plot(t, data[:, k], color=colour, lw=0.8)
             bar = fig.colorbar(ScalarMappable(Normalize(0, len(columns) - 1), "viridis"), ax=ax)
             ticks = np.unique(np.linspace(0, len(columns) - 1, 5).round().astype(int))
-            bar.set_ticks(ticks, labels=[names[columns[k]] for k in ticks])
+            bar.set_ticks(ticks.tolist(), labels=[names[columns[k]] for k in ticks])
         else:
             for k in columns:
                 ax.plot(t, data[:, k], label=names[k])
@@ -116,7 +118,7 @@ def plot(result: SimulationResult, csv_path: str | Path) -> list[Path]:
     return written
 
 
-def constraint_figure(result: SimulationResult, title: str) -> object:
+def constraint_figure(result: SimulationResult, title: str) -> Figure:
     """‖Φ‖ on a log scale that spans several decades above the round-off level, so a run at
     round-off shows as a flat band at the bottom and a drifting one as a rising curve."""
     import matplotlib.pyplot as plt
@@ -168,7 +170,7 @@ def _by_unit(units: list[str], labels: dict[str, str]) -> list[tuple[str, list[i
             for unit, label in labels.items() if unit in units]
 
 
-def _save(fig: object, csv_path: str | Path, suffix: str) -> Path:
+def _save(fig: Figure, csv_path: str | Path, suffix: str) -> Path:
     return save_figure(fig, plot_path(csv_path, suffix))
 
 

@@ -135,6 +135,7 @@ class IdentificationProblem:
         if settings.friction not in ("smooth", "box"):
             raise IdentificationError(f"unknown friction model {settings.friction!r} (one "
                                       "of: smooth, box)")
+        self.impulses: MidpointImpulses | SpookImpulses
         if settings.scheme == "midpoint":
             self.impulses = MidpointImpulses(mech, self.h, settings.compliance,
                                              settings.damping, settings.friction)
@@ -212,6 +213,7 @@ class IdentificationProblem:
         dynamics = np.concatenate([
             np.concatenate([out.ru_q0, out.ru_v0, ru_q1, out.ru_v1], axis=2),
             np.concatenate([out.rq_q0, rq_v0, out.rq_q1, out.rq_v1], axis=2)], axis=1)
+        assert out.ru_p is not None and out.rq_p is not None  # Jacobians were asked for
         dynamics_p = (np.concatenate([out.ru_p[:, :, sel], out.rq_p[:, :, sel]], axis=1)
                       - impulses[:, :, None] * (scale_p / scale))  # w_dyn's own derivative
         hq = mech.sensors_q(qs, vs, p)[pick, self.obs_sensor]
@@ -273,6 +275,7 @@ def _commands_at(recording: Recording, at: Array) -> Array:
     0.2 % of the benchmark's command at 100 Hz, a bias the motor gain would absorb)."""
     from scipy.interpolate import CubicSpline
 
+    assert recording.commands is not None  # only asked of a recording with commands
     if len(recording.t) < 4:
         return np.column_stack([np.interp(at, recording.t, column)
                                 for column in recording.commands.T])
@@ -360,10 +363,10 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
         if not low <= guess[i] <= high:
             raise IdentificationError(f"the bounds [{low:g}, {high:g}] of {name} exclude its "
                                       f"initial value {guess[i]:g}")
-    for name, (_, std) in (priors or {}).items():
-        if not std > 0:
+    for name, (_, prior_std) in (priors or {}).items():
+        if not prior_std > 0:
             raise IdentificationError(f"the prior of {name} needs a positive standard "
-                                      f"deviation, got {std:g}")
+                                      f"deviation, got {prior_std:g}")
     readings = np.asarray(recording.readings, dtype=float)
     if readings.ndim != 2 or readings.shape[1] != len(mech.sensor_labels):
         raise IdentificationError(f"readings must have one column per sensor output "
@@ -376,8 +379,8 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
     start = time.perf_counter()
     q, v = _initial_states(problem, recording)
     x0 = problem.pack(q, v, guess)
-    low = np.concatenate([np.full(problem.state_size, -np.inf), lower])
-    high = np.concatenate([np.full(problem.state_size, np.inf), upper])
+    x_low = np.concatenate([np.full(problem.state_size, -np.inf), lower])
+    x_high = np.concatenate([np.full(problem.state_size, np.inf), upper])
     history: list[float] = []
 
     def record(iteration: int, cost: float) -> None:
@@ -391,7 +394,7 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
     warm = levenberg_marquardt(problem, x0, problem.state_size, held,
                                np.concatenate([np.full(problem.state_size, np.inf), guess]),
                                settings.warm_iterations, final_normal=False)
-    result = levenberg_marquardt(problem, warm.x, problem.state_size, low, high,
+    result = levenberg_marquardt(problem, warm.x, problem.state_size, x_low, x_high,
                                  settings.max_iterations, callback=record,
                                  correct=problem.correct, scaling="levenberg", atol=1e-5,
                                  border_rtol=1e-4)

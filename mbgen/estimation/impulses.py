@@ -186,6 +186,7 @@ class SpookImpulses(ImpulseModel):
                                                             jac, jacobians)
         if not jacobians:
             return StepImpulses(ru, rq, sticking)
+        assert rq_q is not None  # asked for with the Jacobians
 
         eye = np.eye(n)
         lam_full = np.zeros((steps, mech.m))
@@ -274,6 +275,7 @@ class MidpointImpulses(ImpulseModel):
             qm, (q[1:] - q[:-1]) / h - vm, p, mass, jac, jacobians)
         if not jacobians:
             return StepImpulses(ru, rq, sticking)
+        assert rq_q is not None  # asked for with the Jacobians
 
         lam_full = np.zeros((steps, mech.m))
         lam_full[:, rows] = lam

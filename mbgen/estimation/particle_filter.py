@@ -186,6 +186,7 @@ class ParticleFilter:
     def _from_prior(self) -> tuple[Array, Array, Array]:
         """q, q̇ (M, n) and status: the prior's states (all of them when there are M,
         else drawn with replacement), moved onto the constraints the least."""
+        assert self.prior is not None  # called only with a prior
         prior_q, prior_qd = self.prior
         M = self.count * self.pool
         pick = np.arange(M) if len(prior_q) == M else self.rng.integers(len(prior_q),
@@ -437,9 +438,11 @@ class ParticleFilter:
                 estimates.append(self.estimate(bool(restarted)))
             if progress:
                 progress()
-        return Track(times, *(np.array([getattr(e, name) for e in estimates]) for name in (
-            "mean", "low", "high", "ess", "branch_probability")),
-            sum(e.reinitialized for e in estimates))
+        def stacked(name: str) -> Array:
+            return np.array([getattr(e, name) for e in estimates])
+
+        return Track(times, stacked("mean"), stacked("low"), stacked("high"), stacked("ess"),
+                     stacked("branch_probability"), sum(e.reinitialized for e in estimates))
 
     def estimate(self, reinitialized: bool = False) -> Estimate:
         """Weighted mean and 95 % interval of every coordinate; angles by circular

@@ -43,7 +43,8 @@ def linear_factor(keys: Sequence[int], blocks: Sequence[Array], rhs: Array,
         arguments: list[object] = []
         for key, block in zip(keys, a, strict=True):
             arguments += [key, block]
-        gaussian: gtsam.GaussianFactor = gtsam.JacobianFactor(*arguments, b, unit)
+        gaussian: gtsam.GaussianFactor = gtsam.JacobianFactor(  # type: ignore[call-overload]
+            *arguments, b, unit)  # the stubs list (key, A) pairs one overload each, not *args
     else:  # converted once: elimination then never has to factor the Hessian again
         gaussian = gtsam.JacobianFactor(_hessian(list(keys), a, b))
     zero = gtsam.Values()

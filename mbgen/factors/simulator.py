@@ -54,6 +54,16 @@ class StepKeys:
     zd: int | None
     zdd: int | None
 
+    def independent(self) -> tuple[int, int, int]:
+        """The keys of z, ż, z̈ (independent coordinates only)."""
+        assert self.z is not None and self.zd is not None and self.zdd is not None
+        return self.z, self.zd, self.zdd
+
+    def acceleration(self) -> int:
+        """The key of q̈ (dependent coordinates only)."""
+        assert self.qdd is not None
+        return self.qdd
+
     @staticmethod
     def of(step: int, independent: bool) -> StepKeys:
         s = gtsam.symbol
@@ -107,20 +117,22 @@ class FactorGraphSimulator:
     def _step_factors(self, keys: StepKeys, forces: Array | None) -> list[Any]:
         f = self.factors
         if self.independent:
-            return [f.independent_position(keys.q, keys.z),
-                    f.independent_velocity(keys.q, keys.qd, keys.zd),
-                    f.independent_dynamics(keys.q, keys.qd, keys.zdd, forces)]
+            z, zd, zdd = keys.independent()
+            return [f.independent_position(keys.q, z),
+                    f.independent_velocity(keys.q, keys.qd, zd),
+                    f.independent_dynamics(keys.q, keys.qd, zdd, forces)]
         return [f.position_constraints(keys.q), f.velocity_constraints(keys.q, keys.qd),
-                f.forward_dynamics(keys.q, keys.qd, keys.qdd, forces)]
+                f.forward_dynamics(keys.q, keys.qd, keys.acceleration(), forces)]
 
     def _transition(self, old: StepKeys, new: StepKeys) -> list[Any]:
         n, d = self.mechanism.n, self.factors.d
         if self.independent:
-            return [self._integrate(old.z, new.z, old.zd, new.zd, d),
-                    self._integrate(old.zd, new.zd, old.zdd, new.zdd, d),
+            (z, zd, zdd), (z1, zd1, zdd1) = old.independent(), new.independent()
+            return [self._integrate(z, z1, zd, zd1, d),
+                    self._integrate(zd, zd1, zdd, zdd1, d),
                     equality_factor(old.q, new.q, n, isotropic(n, self.noise.equality))]
         return [self._integrate(old.q, new.q, old.qd, new.qd, n),
-                self._integrate(old.qd, new.qd, old.qdd, new.qdd, n)]
+                self._integrate(old.qd, new.qd, old.acceleration(), new.acceleration(), n)]
 
     def _initial_values(self, keys: StepKeys, q: Array, qd: Array, qdd: Array,
                         values: gtsam.Values) -> None:
@@ -128,11 +140,10 @@ class FactorGraphSimulator:
         values.insert(keys.qd, qd)
         if self.independent:
             zi = self.factors.z
-            values.insert(keys.z, q[zi])
-            values.insert(keys.zd, qd[zi])
-            values.insert(keys.zdd, qdd[zi])
+            for key, value in zip(keys.independent(), (q[zi], qd[zi], qdd[zi]), strict=True):
+                values.insert(key, value)
         else:
-            values.insert(keys.qdd, qdd)
+            values.insert(keys.acceleration(), qdd)
 
     def _new_smoother(self) -> Any:
         lag = (self.window - 0.5) * self.dt  # keeps exactly `window` time steps
@@ -143,14 +154,14 @@ class FactorGraphSimulator:
             # after ~1.5 s on the four-bar; QR does not
             params.setLinearSolverType("MULTIFRONTAL_QR")
             return gtsam.BatchFixedLagSmoother(lag, params)
-        params = gtsam.ISAM2Params()
-        params.setFactorization("QR")
+        isam = gtsam.ISAM2Params()
+        isam.setFactorization("QR")
         # relinearize every variable that moved, at every update: the defaults (skip 10
         # updates, threshold 0.1) keep stale Jacobians and the independent formulation
         # drifts off the constraints within half a second of the four-bar
-        params.setRelinearizeThreshold(1e-9)
-        params.relinearizeSkip = 1
-        return gtsam.IncrementalFixedLagSmoother(lag, params)
+        isam.setRelinearizeThreshold(1e-9)
+        isam.relinearizeSkip = 1
+        return gtsam.IncrementalFixedLagSmoother(lag, isam)
 
     # -- running --------------------------------------------------------------------------------
     def run(self, t_end: float, q0: Array | None = None, qd0: Array | None = None,
@@ -200,7 +211,8 @@ class FactorGraphSimulator:
                     "integrator": self.integrator,
                     "mean_iterations": float(np.mean(self.iterations)) if self.iterations
                     else 0.0}
-        return SimulationResult(mech, np.arange(steps + 1) * self.dt, *out, settings)
+        return SimulationResult(mech, np.arange(steps + 1) * self.dt, out[0], out[1], out[2],
+                                settings)
 
     def _predict(self, q: Array, qd: Array, qdd: Array, t: float,
                  force: Callable[[float], Array | None]) -> tuple[Array, Array, Array]:
@@ -224,8 +236,9 @@ class FactorGraphSimulator:
         zi = self.factors.z
         loose = np.full(n, noise.prior_loose)
         loose[zi] = noise.prior_z
-        return [prior_factor(keys.z, q[zi], isotropic(len(zi), noise.prior)),
-                prior_factor(keys.zd, qd[zi], isotropic(len(zi), noise.prior)),
+        z, zd, _ = keys.independent()
+        return [prior_factor(z, q[zi], isotropic(len(zi), noise.prior)),
+                prior_factor(zd, qd[zi], isotropic(len(zi), noise.prior)),
                 prior_factor(keys.q, q, gtsam.noiseModel.Diagonal.Sigmas(loose))]
 
     def _update(self, smoother: Any, graph: gtsam.NonlinearFactorGraph,
@@ -289,4 +302,4 @@ class FactorGraphSimulator:
         if self.independent:
             # q̈ from the dynamics at the estimated state (the graph carries only z̈)
             return q, qd, self.mechanism.forward_dynamics(q, qd)
-        return q, qd, estimate.atVector(keys.qdd)
+        return q, qd, estimate.atVector(keys.acceleration())

@@ -7,6 +7,7 @@ import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import cast
 
 import sympy as sp
 
@@ -29,6 +30,7 @@ from mbgen.model.mechanism import (
     Point,
     RelativeAngle,
     Sensor,
+    SensorKind,
     Slider,
     Spring,
 )
@@ -436,7 +438,8 @@ class _Builder:
                 noise = self.numeric(self.expression(keys["noise"]), keys["noise"])
             name = self.name(keys.get("name"), f"{kind}{k}", {s.name for s in sensors})
             offset = self.sensor_offset(keys.get("offset"), 2 if target_key == "point" else 1)
-            sensors.append(Sensor(name, kind, target, noise, node.line, offset))
+            sensors.append(Sensor(name, cast(SensorKind, kind), target, noise, node.line,
+                                  offset))  # kind: checked against SENSOR_TARGET above
         return sensors
 
     def sensor_offset(self, node: Node | None, outputs: int) -> tuple[sp.Expr, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,8 @@ class Node:
     def is_scalar(self) -> bool:
         return isinstance(self.raw, yaml.ScalarNode)
 
-    def mapping(self, allowed: set[str], required: set[str] = frozenset()) -> dict[str, Node]:
+    def mapping(self, allowed: AbstractSet[str], required: AbstractSet[str] = frozenset(),
+                ) -> dict[str, Node]:
         """The mapping's children by key; unknown keys and missing required keys fail."""
         if not self.is_mapping():
             raise self.error("expected a mapping of keys to values")
@@ -157,7 +159,7 @@ class Core12Loader(yaml.SafeLoader):
     text. Its integers are rewritten to decimal by :func:`_decimal_integers`, so PyYAML's
     own constructor reads them."""
 
-    yaml_implicit_resolvers: dict = {}  # noqa: RUF012 - PyYAML's class-level table
+    yaml_implicit_resolvers: dict = {}
 
 
 for _tag, _pattern, _first in (
@@ -217,8 +219,9 @@ def read_document(text: str, file: str) -> Node:
                              f"({exc.reason})", file, line) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise MechanismError(f"invalid YAML: {getattr(exc, 'problem', exc)}", file, line) from exc
+        where: int | None = mark.line + 1 if mark is not None else None
+        raise MechanismError(f"invalid YAML: {getattr(exc, 'problem', exc)}", file,
+                             where) from exc
     if root is None or (isinstance(root, yaml.ScalarNode) and root.value == ""):
         raise MechanismError("the file is empty", file, 1)
     if loader is Core12Loader:

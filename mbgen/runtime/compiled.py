@@ -76,11 +76,11 @@ class CompiledMechanism(IntegrationMixin):
                                f"{', '.join(current)})")
             current[name] = float(value)
         self._parameters = current
-        values = np.fromiter(current.values(), dtype=np.float64, count=len(current))
+        vector = np.fromiter(current.values(), dtype=np.float64, count=len(current))
         if hasattr(self, "parameter_buffer"):
-            self.parameter_buffer.values[:] = values
+            self.parameter_buffer.values[:] = vector
         else:
-            self.parameter_buffer = ParameterBuffer(self.ffi, values)
+            self.parameter_buffer = ParameterBuffer(self.ffi, vector)
 
     @property
     def parameter_vector(self) -> Array:
@@ -169,7 +169,8 @@ class CompiledMechanism(IntegrationMixin):
             values, batched = self.evaluate(kernel, params, **inputs)
             result = np.zeros((values.shape[0], *info.shape))
             if info.nnz:
-                result[(slice(None), *info.indices)] = values
+                every_state: tuple[Any, ...] = (slice(None), *info.indices)
+                result[every_state] = values
             return result if batched else result[0]
         args, count, batched = self._kernel_args(info, params, inputs)
         shape = (count, *info.shape) if batched else info.shape

@@ -15,7 +15,7 @@ damping time τ (see docs/dynamics.md).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +71,8 @@ class VariationalRun:
 
 class IntegrationMixin(DynamicsMixin):
     """Time stepping on top of the dynamics calls."""
+
+    coefficients: Callable[..., Array]  # the host's (CompiledMechanism): friction bounds
 
     def integrate(self, q0: Any, qd0: Any, dt: float, steps: int, integrator: str = "rk4",
                   coords: str = "dependent", project: str = "manifold", z: Any = None,

@@ -102,7 +102,7 @@ def derive_kernels(model: SymbolicModel) -> KernelSet:
     dphiq_qd = _matvec(_jacobian(phiq_qd, q), qd, m)  # Φ̇q q̇ = (Φq q̇)_q q̇, so c = -Φ̇q q̇
     phiT_lam = _matvec((((j, i), e) for (i, j), e in phi_q), lam, n)
 
-    mass = [((i, j), e) for (i, j), e in sorted(model.mass.items())]
+    mass: list[Entry] = [((i, j), e) for (i, j), e in sorted(model.mass.items())]
     forces = [-g for g in _gradient(model.potential_terms, q)]
     forces = [f + d for f, d in zip(forces, model.dissipative_forces, strict=True)]
     kinetic = sum((e * qd[i] * qd[j] for (i, j), e in mass), sp.Integer(0)) / 2

@@ -110,10 +110,10 @@ def build_symbolic_model(mechanism: Mechanism) -> SymbolicModel:
             constraints.append(Constraint(f"{body.name}: |p{a}-p{b}| = const", dx**2 + dy**2
                                           - length**2))
         first, second = body.points[0], body.points[1]
-        for point, alpha in body.aligned:
-            dx, dy = delta(first, point)
+        for aligned, alpha in body.aligned:
+            dx, dy = delta(first, aligned)
             lx, ly = delta(first, second)
-            label = f"{body.name}: p{point} on line p{first}-p{second}"
+            label = f"{body.name}: p{aligned} on line p{first}-p{second}"
             constraints += [Constraint(f"{label} (x)", dx - alpha * lx),
                             Constraint(f"{label} (y)", dy - alpha * ly)]
     for slider in mechanism.sliders:

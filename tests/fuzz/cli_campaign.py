@@ -216,7 +216,7 @@ def _mutate(root: Path, name: str, rng: random.Random) -> None:
                      else mutated.replace("\xff", "").encode() + b"\xff\xfe")
 
 
-def make_case(rng: random.Random) -> Case:  # noqa: PLR0911 - one branch per command
+def make_case(rng: random.Random) -> Case:
     """One random case."""
     kind = rng.choices(["simulate", "estimate", "inverse", "draw", "animate", "check",
                         "name", "package", "cache"], weights=[30, 14, 14, 8, 6, 4, 4, 4, 3])[0]
