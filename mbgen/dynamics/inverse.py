@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from mbgen.dynamics.trajectory import Trajectory
-from mbgen.errors import SingularConfigurationError, TrajectoryError
+from mbgen.errors import TrajectoryError
 from mbgen.runtime.compiled import CompiledMechanism
 
 Array = np.ndarray
@@ -94,9 +94,9 @@ def path_positions(mech: CompiledMechanism, trajectory: Trajectory, imposed: lis
     failed = np.flatnonzero(status)
     if failed.size:
         k = int(failed[0])
-        raise TrajectoryError(
-            f"{trajectory.source}: the mechanism cannot reach the prescribed motion at t = "
-            f"{trajectory.t[k]:.6g} s (sample {k}): {mech.status_text(int(status[k]))}")
+        raise mech.status_error(int(status[k]), f"{trajectory.source}: the mechanism cannot "
+                                f"reach the prescribed motion at t = {trajectory.t[k]:.6g} s "
+                                f"(sample {k})", make=TrajectoryError)
     return q
 
 
@@ -121,9 +121,8 @@ def inverse_dynamics_direct(mech: CompiledMechanism, trajectory: Trajectory,
     failed = np.flatnonzero(status)
     if failed.size:
         k = int(failed[0])
-        raise SingularConfigurationError(
-            f"inverse dynamics failed at t = {trajectory.t[k]:.6g} s: "
-            f"{mech.status_text(int(status[k]))} (can the actuated coordinates move the "
-            f"mechanism there?)")
+        raise mech.status_error(int(status[k]), f"inverse dynamics failed at t = "
+                                f"{trajectory.t[k]:.6g} s", " (can the actuated coordinates "
+                                "move the mechanism there?)")
     return InverseResult(mech, trajectory.t, q, qd, qdd, forces, list(imposed),
                          list(actuated), trajectory.values, {"method": "direct"})

@@ -181,10 +181,9 @@ class InverseGraph:
                                                                          errors="status")
         if np.any(status):
             k = int(np.flatnonzero(status)[0])
-            raise TrajectoryError(
-                f"{self.trajectory.source}: inverse-dynamics factor graph: the dynamics fail "
-                f"at t = {self.trajectory.t[k]:.6g} s: "
-                f"{self.mech.status_text(int(status[k]))}")
+            raise self.mech.status_error(
+                int(status[k]), f"{self.trajectory.source}: inverse-dynamics factor graph: the "
+                f"dynamics fail at t = {self.trajectory.t[k]:.6g} s", make=TrajectoryError)
         return BatchFactor((acc - a) / sigma, {
             ("q", 0): jq / sigma, ("v", 0): jqd / sigma, ("a", 0): -self.ones / sigma,
             ("u", 0): jQ[:, :, self.actuated] / sigma})

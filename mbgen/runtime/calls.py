@@ -3,13 +3,25 @@ stride per input (0 broadcasts one state to a batch, without copying), raw point
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from mbgen.errors import MbgenError
+from mbgen.errors import SingularConfigurationError
 
 Array = np.ndarray
+
+
+def status_error(lib: Any, ffi: Any, code: int, context: str, detail: str = "",
+                 make: Callable[[str], Exception] = SingularConfigurationError) -> Exception:
+    """The one mapping of a C core status to a Python exception: MemoryError for
+    MB_NO_MEMORY, else ``make("<context>: <the core's text><detail>")`` (by default a
+    SingularConfigurationError: dead point, lost rank, no convergence, not finite)."""
+    if int(code) == lib.MB_NO_MEMORY:
+        return MemoryError(f"mbgen C core: out of memory ({context})")
+    text = ffi.string(lib.mb_status_text(int(code))).decode()
+    return make(f"{context}: {text}{detail}")
 
 
 def output_array(out: Array | None, shape: tuple[int, ...]) -> Array:
@@ -86,11 +98,15 @@ class CallHelpers:
 
     def _checked(self, code: int) -> int:
         """A batch call's return value: failed states, or a whole-call failure."""
-        if code == self.lib.MB_NO_MEMORY:
-            raise MemoryError("mbgen C core: out of memory")
         if code < 0:
-            raise MbgenError(f"mbgen C core failed: {self.status_text(code)}")
+            raise self.status_error(code, "mbgen C core failed")
         return code
+
+    def status_error(self, code: int, context: str, detail: str = "",
+                     make: Callable[[str], Exception] = SingularConfigurationError,
+                     ) -> Exception:
+        """:func:`status_error` of this mechanism's core."""
+        return status_error(self.lib, self.ffi, code, context, detail, make)
 
     def is_status(self, code: int, name: str) -> bool:
         """``code`` is the C core's status MB_<name> (e.g. "INCONSISTENT"): for callers

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from mbgen.errors import SingularConfigurationError
 from mbgen.runtime.calls import CallHelpers, output_array
 
 Array = np.ndarray
@@ -112,9 +111,8 @@ class DynamicsMixin(CallHelpers):
             state = ", ".join(f"{n}={v:.6g}" for n, v in zip(self.coordinate_names,
                                                               q[min(k, len(q) - 1)],
                                                               strict=True))
-            raise SingularConfigurationError(
-                f"{what} failed at state {k} ({bad.size} of {len(status)} failed): "
-                f"{self.status_text(int(status[k]))}; q = [{state}]")
+            raise self.status_error(int(status[k]), f"{what} failed at state {k} ({bad.size} "
+                                    f"of {len(status)} failed)", f"; q = [{state}]")
 
     def _result(self, batched: bool, values: tuple[Array, ...], status: Array,
                 errors: str) -> Any:

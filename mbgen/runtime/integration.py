@@ -282,12 +282,11 @@ class IntegrationMixin(DynamicsMixin):
         return q0, qd0, table
 
     def _raise_failed(self, status: int, step: int, out: list[Array], q0: Array) -> None:
-        if status == self.lib.MB_NO_MEMORY:
-            raise MemoryError("mbgen C core: out of memory while integrating")
         if status == 0:
             return
         last = out[0][step - 1] if step > 0 else q0
         state = ", ".join(f"{c}={v:.6g}" for c, v in zip(self.coordinate_names, last,
                                                          strict=True))
-        raise IntegrationError(f"step {step}: {self.status_text(status)}; last state "
-                               f"[{state}]", step, [o[:step] for o in out])
+        raise self.status_error(status, f"step {step}", f"; last state [{state}]",
+                                lambda message: IntegrationError(message, step,
+                                                                 [o[:step] for o in out]))

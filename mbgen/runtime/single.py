@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mbgen.errors import SingularConfigurationError
+from mbgen.runtime.calls import status_error
 
 Array = np.ndarray
 
@@ -93,9 +93,7 @@ class StateEvaluator:
         status = self._lib.mb_eval_dense_set(self._model, count, kernels, self._ptr_q, x,
                                              self._p.pointer, rows, cols, out)
         if status:
-            text = self._ffi.string(self._lib.mb_status_text(status)).decode()
-            raise (MemoryError if status == self._lib.MB_NO_MEMORY else RuntimeError)(
-                f"mbgen C core: {text}")
+            raise status_error(self._lib, self._ffi, status, "mbgen C core", make=RuntimeError)
 
     def _load(self, q: Any, qd: Any = None, Q: Any = None) -> Any:
         """Copies the inputs into the evaluator's buffers; the C pointer of Q (or NULL)."""
@@ -112,9 +110,8 @@ class StateEvaluator:
         status = self._lib.mb_forward_dynamics_one(
             self._workspace, self._ptr_q, self._ptr_qd, ptr_Q, self._p.pointer, *out)
         if status:
-            text = self._ffi.string(self._lib.mb_status_text(status)).decode()
-            raise SingularConfigurationError(f"forward dynamics failed: {text}; q = "
-                                             f"{np.array2string(self._q, precision=6)}")
+            raise status_error(self._lib, self._ffi, status, "forward dynamics failed",
+                               f"; q = {np.array2string(self._q, precision=6)}")
 
     def forward_dynamics(self, q: Any, qd: Any, Q: Any = None) -> Array:
         """q̈ (n) at one state; ``Q``: external generalized forces (n) or None."""
