@@ -273,7 +273,7 @@ def test_a_diverged_estimate_is_not_written(tmp_path: Path, out_dir: Path) -> No
     particles' prediction diverges, exit code 4 and no CSV (it was NaN under ✓)."""
     target = tmp_path / "e.csv"
     code, output = invoke("estimate", FOURBAR, "--data", EXAMPLE_READINGS, "--dt", "1",
-                          "--out", target, "--build-dir", out_dir)
+                          "--noise-sensor", "0.0175", "--out", target, "--build-dir", out_dir)
     assert code == EXIT_UNTRUSTED and "✓" not in output, output
     assert "readings fall between filter steps of 1 s and are not used" in output
     assert "the estimate is not finite" in output and not target.exists()

@@ -12,6 +12,7 @@ from conftest import SHIPPED_DIR, reference
 from scipy.integrate import trapezoid
 
 from mbgen.dynamics import simulate
+from mbgen.errors import MbgenError
 from mbgen.estimation.branches import find_branches
 from mbgen.estimation.particle_filter import ParticleFilter, linear_gaussian_update
 from mbgen.runtime.compiled import CompiledMechanism
@@ -89,7 +90,8 @@ def test_branches_are_the_separate_assemblies(compiled: Compiled,
 def test_a_local_belief_stays_near_q0(compiled: Compiled, gyro_fourbar: Path) -> None:
     """spread: the initial particles lie within about ±spread of q0, on its branch."""
     mech = compiled(gyro_fourbar)
-    observer = ParticleFilter(mech, particles=50, spread=0.05, speed=0.0, pool=1)
+    observer = ParticleFilter(mech, particles=50, sigma_s=1e-3, spread=0.05, speed=0.0,
+                              pool=1)
     assert np.abs(observer.q - mech.q0).max() < 0.2
     assert np.abs(observer.qd).max() < 1e-12
     assert observer.estimate().branch_probability.tolist() == [1.0, 0.0]
@@ -101,7 +103,7 @@ def test_an_open_chain_has_one_branch(compiled: Compiled) -> None:
 
 def test_bad_particles_and_hopeless_readings(compiled: Compiled, gyro_fourbar: Path) -> None:
     mech = compiled(gyro_fourbar)
-    observer = ParticleFilter(mech, particles=50, seed=2, pool=1)
+    observer = ParticleFilter(mech, particles=50, sigma_s=1e-3, seed=2, pool=1)
     observer.q[7] = np.nan  # one broken particle
     estimate = observer.step(1e-3, [0.0])
     assert np.isfinite(estimate.mean).all() and not estimate.reinitialized
@@ -112,6 +114,17 @@ def test_bad_particles_and_hopeless_readings(compiled: Compiled, gyro_fourbar: P
     assert np.isfinite(skipped.mean).all()
     with pytest.raises(KeyError, match="unknown sensor"):
         observer.step(1e-3, {"nope": 1.0})
+
+
+def test_a_sensor_noise_is_never_made_up(compiled: Compiled, gyro_fourbar: Path) -> None:
+    """A sensor without a declared `noise` needs one given: the filter used to invent
+    1e-3 and report intervals that meant nothing; the declared one is used as is."""
+    mech = compiled(gyro_fourbar)
+    with pytest.raises(MbgenError, match="rocker_gyro of fourbar_gyro declare.s. no `noise`"):
+        ParticleFilter(mech, particles=10)
+    assert ParticleFilter(mech, particles=10, sigma_s=0.02).sigma_s.tolist() == [0.02]
+    declared = compiled(SHIPPED_DIR / "actuated-double-pendulum.yaml")
+    assert ParticleFilter(declared, particles=4).sigma_s.tolist() == [1e-4, 1e-4]
 
 
 def test_a_mechanism_without_sensors_is_refused(compiled: Compiled) -> None:
@@ -194,7 +207,8 @@ def test_a_prior_around_the_start(compiled: Compiled, gyro_fourbar: Path) -> Non
               for k in range(1, len(truth.t))]
     assert np.degrees(np.abs(errors)).max() < 0.2
     with pytest.raises(ValueError, match="prior must be"):
-        ParticleFilter(mech, branches=branches, prior=(prior_q[:, :2], prior_q[:, :2]))
+        ParticleFilter(mech, sigma_s=1e-3, branches=branches,
+                       prior=(prior_q[:, :2], prior_q[:, :2]))
 
 
 def test_a_uniform_belief_takes_its_velocities_from_the_first_reading(

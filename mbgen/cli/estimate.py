@@ -26,7 +26,7 @@ from mbgen.runtime.integration import PREDICTORS
 @click.command(cls=Command, renamed={"--sensors": "--data", "--sigma-a": "--noise-accel",
                                      "--sigma-s": "--noise-sensor"}, example=(
     "mbgen estimate mechanisms/fourbar.yaml --data examples/fourbar-readings.csv \\\n"
-    "  --out estimate.csv"))
+    "  --noise-sensor 0.0175 --out estimate.csv"))
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--data", "readings_path", type=click.Path(exists=True, dir_okay=False,
                                                          path_type=Path), required=True,
@@ -42,7 +42,7 @@ from mbgen.runtime.integration import PREDICTORS
               "point coordinates, rad/s² on angles].")
 @click.option("--noise-sensor", "sigma_s", type=POSITIVE, default=None,
               help="Standard deviation of every reading, in the sensors' units [default: "
-              "each sensor's `noise`].")
+              "each sensor's `noise` in the file; a sensor without one needs this option].")
 @click.option("--dt", type=POSITIVE, default=None, help="Filter step [s] [default: the "
               "readings' period].")
 @click.option("--integrator", type=click.Choice(list(PREDICTORS)),

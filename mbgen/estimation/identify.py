@@ -147,8 +147,7 @@ class IdentificationProblem:
         all_names = list(mech.parameters)
         self.selected = np.array([all_names.index(name) for name in names], dtype=int)
         self.base = mech.parameter_vector
-        noise = [s if s is not None else 1.0 for s in mech.meta.get("sensor_noise", [])]
-        self.sensor_weight = 1.0 / np.asarray(noise, dtype=float)
+        self.sensor_weight = 1.0 / mech.sensor_noise()
         observed = ~np.isnan(recording.readings)
         self.obs_step, self.obs_sensor = np.nonzero(observed)  # sample, output
         self.obs_value = recording.readings[observed]

@@ -117,10 +117,7 @@ class ParticleFilter:
         self.mech = mech
         self.count = int(particles)
         self.sigma_a = float(sigma_a)
-        noise = mech.meta.get("sensor_noise") or [None] * len(mech.sensor_labels)
-        default = np.array([1e-3 if s is None else float(s) for s in noise])
-        self.sigma_s = default if sigma_s is None else np.broadcast_to(
-            np.asarray(sigma_s, dtype=float), default.shape).copy()
+        self.sigma_s = mech.sensor_noise(sigma_s)
         self.rng = np.random.default_rng(seed)
         self.spread = spread
         self.speed = float(speed)

@@ -223,11 +223,9 @@ class MechanismFactors:
 
     # -- sensors ------------------------------------------------------------------------------
     def sensor_noise(self) -> list[float]:
-        """The standard deviation of each sensor output: the file's ``noise`` or the
-        default."""
-        rows = self.mechanism.meta.get("sensor_noise") or [None] * len(
-            self.mechanism.sensor_labels)
-        return [self.noise.sensor if s is None else float(s) for s in rows]
+        """The standard deviation of each sensor output: the file's ``noise``, else this
+        graph's noise model's (FactorNoise.sensor, the journal's)."""
+        return self.mechanism.sensor_noise(default=self.noise.sensor).tolist()
 
     def observation(self, q: int, qd: int, sensor: str | int, measured: float,
                     sigma: float | None = None) -> gtsam.CustomFactor:

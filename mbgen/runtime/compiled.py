@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from mbgen.errors import MbgenError
 from mbgen.redundancy import independent_rows
 from mbgen.runtime.calls import ParameterBuffer, output_array
 from mbgen.runtime.integration import IntegrationMixin
@@ -104,6 +105,24 @@ class CompiledMechanism(IntegrationMixin):
         rad for the relative angles that follow them."""
         lengths = 2 * sum(not point["fixed"] for point in self.meta["points"])
         return ["m"] * lengths + ["rad"] * (self.n - lengths)
+
+    def sensor_noise(self, override: Any = None, default: float | None = None) -> Array:
+        """Standard deviation of each sensor output (S,), in ``sensor_labels`` order:
+        ``override`` (one value, or S) when given, else each sensor's ``noise`` from the
+        file. A sensor that declares none takes ``default``, or is an error: a noise made
+        up for it (estimate used 1e-3) makes every weight and interval meaningless."""
+        if override is not None:
+            return np.broadcast_to(np.asarray(override, dtype=float),
+                                   (len(self.sensor_labels),)).copy()
+        declared = self.meta.get("sensor_noise") or [None] * len(self.sensor_labels)
+        missing = [label for label, noise in zip(self.sensor_labels, declared, strict=True)
+                   if noise is None]
+        if missing and default is None:
+            raise MbgenError(f"{', '.join(missing)} of {self.name} declare(s) no `noise` (the "
+                             "standard deviation of a reading): give it in the file's "
+                             "sensors, e.g. {type: gyroscope, body: 1, noise: 0.01}, or as an "
+                             "option (--noise-sensor)")
+        return np.array([default if noise is None else float(noise) for noise in declared])
 
     @property
     def sensor_units(self) -> list[str]:

@@ -248,6 +248,8 @@ def make_case(rng: random.Random) -> Case:
             args += ["--dt", _number(rng, ["0.002", "0.005", "1"])]
         if rng.random() < 0.3:
             args += ["--noise-accel", _number(rng, ["1", "4"])]
+        if rng.random() < 0.85:  # the four-bar's gyroscope declares no noise
+            args += ["--noise-sensor", _number(rng, ["0.0175", "0.01"])]
         mutate = rng.random() < 0.6
         seed = rng.randrange(1 << 30)
         return Case(f"estimate {' '.join(args[2:])}{' (mutated data)' * mutate}", args, [out],
