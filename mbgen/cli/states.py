@@ -43,7 +43,12 @@ def initial_state(mech: CompiledMechanism, q0: str | None, qd0: str | None,
     """Assembled q and admissible q̇ (n,) from the file's q0 and the options (see
     :mod:`mbgen.dynamics.assembly`). Every change to what was given is printed as one
     line, or refused with ``strict``."""
-    from mbgen.dynamics.assembly import AssemblyError, assemble, velocities
+    from mbgen.dynamics.assembly import (
+        AssemblyError,
+        assemble,
+        refuse_singular_start,
+        velocities,
+    )
 
     named_q = parse_state(q0, mech, "--q0")
     start = mech.q0.copy()
@@ -57,7 +62,7 @@ def initial_state(mech: CompiledMechanism, q0: str | None, qd0: str | None,
             raise
         raise click.BadParameter(str(exc), param_hint="--guess" if guess and not q0
                                  else "--q0") from None
-    singular_start(mech, q)
+    refuse_singular_start(mech, q)
     qd, velocity_changes = velocities(mech, q, np.zeros(mech.n),
                                       parse_state(qd0, mech, "--qd0"))
     changes += velocity_changes
@@ -67,41 +72,3 @@ def initial_state(mech: CompiledMechanism, q0: str | None, qd0: str | None,
     for line in changes:
         status_console.print(f"[yellow]![/] {escape(line)}")
     return q, qd
-
-
-def singular_start(mech: CompiledMechanism, q: np.ndarray, step: float = 1e-3) -> None:
-    """Refuses a mechanism whose file positions are a singular configuration (a dead or
-    change point, where Φq loses rank): the rows dropped there as redundant only look
-    redundant, and a run either ignores them (the rocker of a collinear parallelogram
-    stretched to 5 m) or stops saying the model is over-constrained. Told apart from true
-    redundancy by moving the start q a little along the kept rows: a truly redundant row
-    still holds, a spurious one does not."""
-    redundant = np.setdiff1d(np.arange(mech.m), mech.active_rows)
-    if not redundant.size:
-        return
-    size = max(1.0, float(np.abs(q).max(initial=0.0)))
-    tolerance = 1e-4 * (step * size) ** 2  # a spurious row is off by about (step·size)²
-    _, _, vt = np.linalg.svd(mech.phi_q(q)[mech.active_rows])
-    null = vt[len(mech.active_rows):]
-    rng = np.random.default_rng(0)
-    offsets = [np.abs(mech.phi(q)[redundant])]
-    for _ in range(3 if len(null) else 0):
-        direction = rng.standard_normal(len(null)) @ null
-        guess = q + step * size * direction / np.linalg.norm(direction)
-        solved, statuses = mech.solve_position(guess, minimum_norm=True, errors="status")
-        status = int(statuses[0])
-        if mech.is_status(status, "INCONSISTENT"):  # the C core's check of those rows
-            offsets.append(np.abs(mech.phi(guess)[redundant]))
-        elif not status:
-            offsets.append(np.abs(mech.phi(solved)[redundant]))
-    for off in offsets:
-        if off.max() > tolerance:
-            from mbgen.errors import SingularConfigurationError
-
-            row = int(redundant[int(off.argmax())])
-            raise SingularConfigurationError(
-                f"constraint row {row} ({mech.constraint_labels[row]}) is redundant at the "
-                "file's initial positions but not next to them: they are a singular "
-                "configuration (a dead point or change point, where the constraint "
-                "Jacobian Φq loses rank), not an over-constrained model; give the points "
-                "initial positions away from it")

@@ -14,8 +14,6 @@ constraint u·sinφ − v·cosφ = 0 also holds with the crank turned by π.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from mbgen.errors import SingularConfigurationError
@@ -28,16 +26,6 @@ MAX_STEPS = 20_000
 
 class AssemblyError(SingularConfigurationError):
     """The asked initial state cannot be assembled (or, with ``strict``, not as asked)."""
-
-
-@dataclass
-class InitialState:
-    """Assembled positions q (n,) and velocities q̇ (n,), and what was changed to get them
-    (one line per change, empty when everything was met exactly)."""
-
-    q: Array
-    qd: Array
-    changes: list[str] = field(default_factory=list)
 
 
 def mechanism_size(mech: CompiledMechanism) -> float:
@@ -165,3 +153,39 @@ def _continue(mech: CompiledMechanism, q: Array, named: dict[int, float],
         f"failed: {mech.status_text(int(status[k]))}. There is a dead point, the end of "
         "the mechanism's range, or a place where the named coordinates cannot be "
         "independent; give --guess to start from other positions")
+
+
+def refuse_singular_start(mech: CompiledMechanism, q: np.ndarray, step: float = 1e-3) -> None:
+    """Refuses a mechanism whose file positions are a singular configuration (a dead or
+    change point, where Φq loses rank): the rows dropped there as redundant only look
+    redundant, and a run either ignores them (the rocker of a collinear parallelogram
+    stretched to 5 m) or stops saying the model is over-constrained. Told apart from true
+    redundancy by moving the start q a little along the kept rows: a truly redundant row
+    still holds, a spurious one does not."""
+    redundant = np.setdiff1d(np.arange(mech.m), mech.active_rows)
+    if not redundant.size:
+        return
+    size = max(1.0, float(np.abs(q).max(initial=0.0)))
+    tolerance = 1e-4 * (step * size) ** 2  # a spurious row is off by about (step·size)²
+    _, _, vt = np.linalg.svd(mech.phi_q(q)[mech.active_rows])
+    null = vt[len(mech.active_rows):]
+    rng = np.random.default_rng(0)
+    offsets = [np.abs(mech.phi(q)[redundant])]
+    for _ in range(3 if len(null) else 0):
+        direction = rng.standard_normal(len(null)) @ null
+        guess = q + step * size * direction / np.linalg.norm(direction)
+        solved, statuses = mech.solve_position(guess, minimum_norm=True, errors="status")
+        status = int(statuses[0])
+        if mech.is_status(status, "INCONSISTENT"):  # the C core's check of those rows
+            offsets.append(np.abs(mech.phi(guess)[redundant]))
+        elif not status:
+            offsets.append(np.abs(mech.phi(solved)[redundant]))
+    for off in offsets:
+        if off.max() > tolerance:
+            row = int(redundant[int(off.argmax())])
+            raise SingularConfigurationError(
+                f"constraint row {row} ({mech.constraint_labels[row]}) is redundant at the "
+                "file's initial positions but not next to them: they are a singular "
+                "configuration (a dead point or change point, where the constraint "
+                "Jacobian Φq loses rank), not an over-constrained model; give the points "
+                "initial positions away from it")
