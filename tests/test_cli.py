@@ -671,3 +671,17 @@ def test_quiet_verbose_and_debug(tmp_path: Path, out_dir: Path,
     assert "internal error (ZeroDivisionError: a bug)" in " ".join(bug.output.split())
     debug = runner.invoke(cli, ["--debug", "check", mechanism])
     assert debug.exit_code == 3 and "Traceback" in debug.output
+
+
+def test_estimate_refuses_to_make_up_a_sensor_noise(run, tmp_path: Path,
+                                                    out_dir: Path) -> None:
+    """The four-bar's gyroscope declares no noise: without --noise-sensor the run used an
+    invented 1e-3 rad/s (the readings have 0.0175) and printed ✓; now it is a usage error
+    that says where to give it, and nothing is written."""
+    target = tmp_path / "estimate.csv"
+    code, output = run("estimate", str(SHIPPED_DIR / "fourbar.yaml"), "--data",
+                       str(SHIPPED_DIR.parent / "examples" / "fourbar-readings.csv"), "--out",
+                       str(target), "--build-dir", str(out_dir))
+    text = " ".join(output.split())
+    assert code == EXIT_USAGE and "coupler_gyro of fourbar declare(s) no `noise`" in text
+    assert "Invalid value for --noise-sensor" in text and not target.exists()

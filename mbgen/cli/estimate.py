@@ -18,7 +18,7 @@ from mbgen.cli.conventions import (
     max_steps_option,
 )
 from mbgen.dynamics.output import plot_paths
-from mbgen.errors import UntrustedResultError
+from mbgen.errors import MbgenError, UntrustedResultError
 from mbgen.escaping import mathtext
 from mbgen.runtime.integration import PREDICTORS
 
@@ -90,6 +90,11 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
         status_console.print(f"[yellow]![/] {left_out} of {len(t)} readings fall between "
                              f"filter steps of {step:g} s and are not used (a smaller --dt "
                              "uses them)")
+    if sigma_s is None:
+        try:
+            mech.sensor_noise()
+        except MbgenError as exc:
+            raise click.BadParameter(f"{exc}, or here", param_hint="--noise-sensor") from None
     try:
         observer = ParticleFilter(mech, particles=particles, sigma_a=sigma_a,
                                   sigma_s=sigma_s, seed=seed, spread=spread,

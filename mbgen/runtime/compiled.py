@@ -120,8 +120,7 @@ class CompiledMechanism(IntegrationMixin):
         if missing and default is None:
             raise MbgenError(f"{', '.join(missing)} of {self.name} declare(s) no `noise` (the "
                              "standard deviation of a reading): give it in the file's "
-                             "sensors, e.g. {type: gyroscope, body: 1, noise: 0.01}, or as an "
-                             "option (--noise-sensor)")
+                             "sensors, e.g. {type: gyroscope, body: 1, noise: 0.01}")
         return np.array([default if noise is None else float(noise) for noise in declared])
 
     @property
