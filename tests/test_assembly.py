@@ -105,3 +105,15 @@ def test_velocities_are_projected_aloud(tmp_path: Path, out_dir: Path) -> None:
     code, output, row = simulate(tmp_path, out_dir, FOURBAR, "--qd0", "y1=0.5", "--strict")
     assert code == EXIT_OK, output
     assert row["y1_dot"] == 0.5 and row["x1_dot"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_a_mechanism_without_freedom_assembles(tmp_path: Path, out_dir: Path) -> None:
+    """A point held by two bars to two fixed points (0 DOF): nothing named is not "as many
+    names as the DOF" (the continuation had no coordinates to carry and failed)."""
+    path = tmp_path / "truss.yaml"
+    path.write_text("points:\n  - {x: 0, y: 0, fixed: true}\n  - {x: 2, y: 0, fixed: true}\n"
+                    "  - {x: 1, y: 1}\nplanar_bodies:\n  - {name: a, points: [0, 2], mass: 1}\n"
+                    "  - {name: b, points: [1, 2], mass: 1}\n")
+    code, output, row = simulate(tmp_path, out_dir, path)
+    assert code == EXIT_OK, output
+    assert (row["x2"], row["y2"]) == pytest.approx((1.0, 1.0), abs=1e-12)

@@ -49,7 +49,7 @@ def assemble(mech: CompiledMechanism, start: Array, named: dict[int, float],
     size = mechanism_size(mech)
     tolerance = 1e-9 * size
     names = mech.coordinate_names
-    exact = len(named) == mech.dof
+    exact = bool(named) and len(named) == mech.dof
     guess = np.array(start, dtype=float)
     label = what or "the starting guess"
     if named and not exact:
