@@ -32,6 +32,17 @@ def check_writable(path: Path) -> None:
                          "only to new or regular files")
 
 
+def same_file(a: Path, b: Path) -> bool:
+    """``a`` and ``b`` name the same file: by inode when both exist (links included), else
+    by resolved path."""
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return a.resolve() == b.resolve()
+
+
 def atomic_write(path: Path, write: Callable[[Path], object], parents: bool = True) -> None:
     """Run ``write(tmp_path)`` then rename over ``path``: readers never see half a file.
     The temporary's name is fixed before it is created, so a signal at any moment (SIGTERM

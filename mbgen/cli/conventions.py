@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from mbgen.errors import MbgenError
-from mbgen.files import check_writable
+from mbgen.files import check_writable, same_file
 
 #: Exit codes, the same in every command.
 EXIT_OK = 0
@@ -116,15 +116,6 @@ class Command(click.Command):
         return super().parse_args(ctx, rewritten + args[end:])
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        if a.exists() and b.exists():
-            return os.path.samefile(a, b)
-    except OSError:
-        pass
-    return a.resolve() == b.resolve()
-
-
 def check_paths(inputs: dict[str, Path | None],
                 outputs: dict[str, Path | list[Path] | None]) -> None:
     """Refuses, before any work, an output that is one of the command's inputs or another
@@ -137,19 +128,18 @@ def check_paths(inputs: dict[str, Path | None],
                      for p in (value if isinstance(value, list) else [value])]
     for k, (option, path) in enumerate(given_outputs):
         for other, source in given_inputs:
-            if _same_file(path, source):
+            if same_file(path, source):
                 raise click.BadParameter(f"{path} is the input given by {other}: mbgen "
                                          "never writes an output over an input",
                                          param_hint=option)
         for other, earlier in given_outputs[:k]:
-            if _same_file(path, earlier):
+            if same_file(path, earlier):
                 raise click.BadParameter(f"{path} is also the output of {other}: one would "
                                          "overwrite the other", param_hint=option)
         try:
             check_writable(path)
         except MbgenError as exc:
             raise click.BadParameter(str(exc), param_hint=option) from None
-
 
 
 #: Work a command starts without being asked: beyond it, it refuses with its estimate

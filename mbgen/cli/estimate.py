@@ -90,14 +90,13 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
         status_console.print(f"[yellow]![/] {left_out} of {len(t)} readings fall between "
                              f"filter steps of {step:g} s and are not used (a smaller --dt "
                              "uses them)")
-    if sigma_s is None:
-        try:
-            mech.sensor_noise()
-        except MbgenError as exc:
-            raise click.BadParameter(f"{exc}, or here", param_hint="--noise-sensor") from None
+    try:
+        noise = mech.sensor_noise(sigma_s)
+    except MbgenError as exc:
+        raise click.BadParameter(f"{exc}, or here", param_hint="--noise-sensor") from None
     try:
         observer = ParticleFilter(mech, particles=particles, sigma_a=sigma_a,
-                                  sigma_s=sigma_s, seed=seed, spread=spread,
+                                  sigma_s=noise, seed=seed, spread=spread,
                                   speed=speed, pool=pool, integrator=integrator)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None

@@ -136,8 +136,9 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
                     if not np.isfinite(std)]
     trusted = result.converged and not undetermined
     written = out_path if trusted else untrusted_path(out_path)
-    check_paths({"FILE": file, "--data": data_path, "--inputs": inputs_path},
-                {"--out": written})
+    if not trusted:  # the name asked for was checked before the work
+        check_paths({"FILE": file, "--data": data_path, "--inputs": inputs_path},
+                    {"--out": written})
     _write_yaml(written, result, file, data_path)
     table = Table("parameter", "initial", "identified", "std (1σ)", title="identified")
     for name, first, value, std in zip(result.names, result.initial, result.values,

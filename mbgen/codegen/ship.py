@@ -11,7 +11,6 @@ mechanisms link into one program), in one translation unit; nothing is rewritten
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import tempfile
@@ -23,7 +22,7 @@ from mbgen.codegen.cache import csrc_dir, safe_name
 from mbgen.codegen.ownership import check_target, marker_files, replace_directory, write_marker
 from mbgen.errors import MbgenError
 from mbgen.escaping import c_comment, c_string, python_literal
-from mbgen.files import atomic_write_text
+from mbgen.files import atomic_write_text, same_file
 
 # the core's sources in dependency order (headers first); the generated kernels follow
 CORE_ORDER = ("mbgen.h", "mb_model.h", "core.h", "model.c", "sparse.c", "dense.c",
@@ -121,24 +120,17 @@ def export_c(build: Path, out_dir: Path, name: str, active_rows: list[int],
                                         mechanism=python_literal(meta["name"]))}
     check_target(out_dir, "c-library", force, [], "--c")
     for item in protected:
-        if any(_same(out_dir / file, item) for file in files):
+        if any(same_file(out_dir / file, item) for file in files):
             raise MbgenError(f"--c: {out_dir} would replace the input {item}: choose another "
                              "directory")
     out_dir.mkdir(parents=True, exist_ok=True)
     earlier = marker_files(out_dir, "c-library") or []
     for file, text in files.items():
         atomic_write_text(out_dir / file, text)
-    for stale in set(earlier) - set(files):  # an earlier export's, under another --name
-        (out_dir / stale).unlink(missing_ok=True)
-    write_marker(out_dir, "c-library", list(files))
+    # an earlier export's files under another --name stay (the user may have made them
+    # their own since) and stay listed, so a later run still knows the directory
+    write_marker(out_dir, "c-library", sorted(set(earlier) | set(files)))
     return out_dir
-
-
-def _same(a: Path, b: Path) -> bool:
-    try:
-        return a.exists() and os.path.samefile(a, b)
-    except OSError:
-        return False
 
 
 def _c_array(values: Sequence[Any], kind: str) -> str:
