@@ -39,7 +39,7 @@ from _common import (
 )
 
 import mbgen
-from mbgen.dynamics import simulate
+from mbgen.simulation import simulate
 
 # (file stem, batched per-state target in µs): the figures of the dense core this replaced
 MODELS = (("fourbar", 0.6), ("pick-and-place-robot", 11.0))

@@ -32,14 +32,10 @@ from rich.console import Console
 from rich.progress import Progress
 
 import mbgen
-from mbgen.dynamics import simulate
-from mbgen.factors import (
-    FactorGraphError,
-    FactorGraphSimulator,
-    MechanismFactors,
-    trapezoidal_factor,
-)
+from mbgen.factors import MechanismFactors, trapezoidal_factor
 from mbgen.factors.noise import isotropic
+from mbgen.simulation import simulate
+from mbgen.simulation.factor_graph import FactorGraphError, FactorGraphSimulator
 
 PAPER_TABLE = {  # Nw: (DC RMSE mm, DC ms/step, IC RMSE mm, IC ms/step)
     2: (3.11773, 1.4, 3.14719, 2.8), 3: (3.11807, 1.6, 3.14719, 3.3),

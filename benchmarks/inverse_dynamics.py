@@ -26,9 +26,9 @@ import numpy as np
 from _common import REPO, Figure, best_time, print_table, write_results
 
 import mbgen
-from mbgen.dynamics.inverse import inverse_dynamics_direct
-from mbgen.dynamics.trajectory import read_trajectory
-from mbgen.factors.inverse import inverse_dynamics_factor_graph
+from mbgen.inverse.direct import inverse_dynamics_direct
+from mbgen.inverse.factor_graph import inverse_dynamics_factor_graph
+from mbgen.io.trajectory import read_trajectory
 
 DATA = REPO / "tests" / "data" / "reference"
 CASES = {  # name: (imposed coordinates, paper's seconds, direct target, graph target)
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         path = DATA / "config" / "trajectories" / f"{name}-trajectory.txt"
         trajectory = read_trajectory(Path(path), len(imposed))
         if args.quick:
-            from mbgen.dynamics.trajectory import Trajectory
+            from mbgen.io.trajectory import Trajectory
 
             trajectory = Trajectory(trajectory.t[:200], trajectory.values[:200], path.name)
         samples = len(trajectory.t)

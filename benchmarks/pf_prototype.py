@@ -34,9 +34,9 @@ from _common import Figure, print_table, write_results
 from rich.progress import track
 
 import mbgen
-from mbgen.dynamics import simulate
 from mbgen.estimation.branches import Branches, find_branches
 from mbgen.estimation.particle_filter import Estimate, ParticleFilter, systematic
+from mbgen.simulation import simulate
 
 L1, L2, L3, GROUND = 0.125, 0.270, 0.540, 0.400
 OTHER_GROUNDS = (0.540, 0.650)  # the crank turns fully for grounds of 395-685 mm

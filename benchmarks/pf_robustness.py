@@ -27,8 +27,8 @@ from _common import RESULTS, Figure, print_table, write_results
 from rich.progress import track
 
 import mbgen
-from mbgen.dynamics import simulate
 from mbgen.estimation.particle_filter import ParticleFilter
+from mbgen.simulation import simulate
 
 MODEL_ERRORS = (0.0, 0.01, 0.02, 0.03)
 SIGMA_A = (0.1, 0.3, 1.0, 3.0, 10.0)

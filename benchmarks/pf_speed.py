@@ -27,9 +27,9 @@ import numpy as np
 from _common import MECHANISMS, REPO, Figure, best_time, print_table, write_results
 
 import mbgen
-from mbgen.dynamics import simulate
 from mbgen.estimation.branches import sample_configurations
 from mbgen.estimation.particle_filter import ParticleFilter
+from mbgen.simulation import simulate
 
 CASES = ((50, 200), (1_000, 100), (10_000, 100), (100_000, 10))  # particles, steps timed
 DT, WARM_UP = 1e-3, 30

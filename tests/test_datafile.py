@@ -12,12 +12,12 @@ from conftest import SHIPPED_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mbgen import datafile
 from mbgen.cli.conventions import EXIT_BAD_INPUT
 from mbgen.cli.main import cli
-from mbgen.datafile import read_data
-from mbgen.dynamics.output import write_table
 from mbgen.errors import TrajectoryError
+from mbgen.io import datafile
+from mbgen.io.datafile import read_data
+from mbgen.io.tables import write_table
 
 FAST = settings(max_examples=150, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])

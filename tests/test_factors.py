@@ -18,10 +18,7 @@ from conftest import (
     numerical_jacobian,
 )
 
-from mbgen.dynamics import simulate
 from mbgen.factors import (
-    FactorGraphError,
-    FactorGraphSimulator,
     MechanismFactors,
     euler_factor,
     linear_factor,
@@ -30,6 +27,8 @@ from mbgen.factors import (
 )
 from mbgen.factors.noise import isotropic
 from mbgen.runtime.compiled import CompiledMechanism
+from mbgen.simulation import simulate
+from mbgen.simulation.factor_graph import FactorGraphError, FactorGraphSimulator
 
 Compiled = Callable[[Path], CompiledMechanism]
 X = gtsam.symbol

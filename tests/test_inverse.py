@@ -17,18 +17,15 @@ from conftest import (
     reference,
 )
 
-from mbgen.dynamics.inverse import (
-    coordinate_indices,
-    inverse_dynamics_direct,
-    prescribed_motion,
-)
-from mbgen.dynamics.trajectory import (
+from mbgen.errors import TrajectoryError
+from mbgen.inverse.direct import inverse_dynamics_direct
+from mbgen.inverse.factor_graph import inverse_dynamics_factor_graph
+from mbgen.inverse.motion import coordinate_indices, prescribed_motion
+from mbgen.io.trajectory import (
     Trajectory,
     read_trajectory,
     trajectory_from_expressions,
 )
-from mbgen.errors import TrajectoryError
-from mbgen.factors.inverse import inverse_dynamics_factor_graph
 from mbgen.runtime.compiled import CompiledMechanism
 
 Compiled = Callable[[Path], CompiledMechanism]

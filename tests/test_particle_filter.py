@@ -11,11 +11,11 @@ import pytest
 from conftest import SHIPPED_DIR, reference
 from scipy.integrate import trapezoid
 
-from mbgen.dynamics import simulate
 from mbgen.errors import MbgenError
 from mbgen.estimation.branches import find_branches
 from mbgen.estimation.particle_filter import ParticleFilter, linear_gaussian_update
 from mbgen.runtime.compiled import CompiledMechanism
+from mbgen.simulation import simulate
 
 Compiled = Callable[[Path], CompiledMechanism]
 

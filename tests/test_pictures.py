@@ -14,10 +14,10 @@ from PIL import Image
 
 from mbgen.cli.conventions import EXIT_BAD_INPUT
 from mbgen.cli.main import cli
-from mbgen.dynamics import simulate
-from mbgen.dynamics.drawing import animate, draw_png
-from mbgen.dynamics.output import write_csv
+from mbgen.io.drawing import animate, draw_png
+from mbgen.io.tables import write_csv
 from mbgen.runtime.compiled import CompiledMechanism
+from mbgen.simulation import simulate
 
 Compiled = Callable[[Path], CompiledMechanism]
 
@@ -97,7 +97,7 @@ def test_coordinate_plots_have_units_and_grouped_panels(compiled: Compiled,
     coordinates in x and y panels coloured by index, with no legend covering the plot."""
     import matplotlib.pyplot as plt
 
-    from mbgen.dynamics.output import LEGEND_LIMIT, coordinate_panels, panel_figure
+    from mbgen.io.figures import LEGEND_LIMIT, coordinate_panels, panel_figure
     from mbgen.model.chain import chain_yaml
 
     mech = compiled(SHIPPED_DIR / "actuated-double-pendulum.yaml")
@@ -131,7 +131,7 @@ def test_constraint_error_plot_shows_round_off_as_round_off(compiled: Compiled) 
     tolerance drawn on it, an unprojected explicit Euler run rises far above it."""
     import matplotlib.pyplot as plt
 
-    from mbgen.dynamics.output import constraint_figure
+    from mbgen.simulation.plots import constraint_figure
 
     mech = compiled(SHIPPED_DIR / "fourbar.yaml")
     tolerance = mech.options.newton_tol

@@ -12,8 +12,8 @@ from conftest import reference
 from scipy.integrate import solve_ivp
 
 import mbgen
-from mbgen.dynamics import simulate
 from mbgen.runtime.compiled import CompiledMechanism
+from mbgen.simulation import simulate
 
 Compiled = Callable[[Path], CompiledMechanism]
 G = 9.81

@@ -17,9 +17,9 @@ from mbgen.cli.conventions import (
     check_work,
     max_steps_option,
 )
-from mbgen.dynamics.output import plot_paths
 from mbgen.errors import MbgenError, UntrustedResultError
 from mbgen.escaping import mathtext
+from mbgen.io.figures import plot_paths
 from mbgen.runtime.integration import PREDICTORS
 
 
@@ -68,9 +68,9 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from mbgen.cli import load_with_status
-    from mbgen.dynamics.output import write_table
     from mbgen.estimation.particle_filter import ParticleFilter, filter_step, readings_between_steps
-    from mbgen.estimation.readings import read_readings
+    from mbgen.io.readings import read_readings
+    from mbgen.io.tables import write_table
 
     check_paths({"FILE": file, "--data": readings_path},
                 {"--out": csv_path, "--plot": plot_paths(csv_path, "estimate") if plot else None})
@@ -136,7 +136,7 @@ def _plot(data: np.ndarray, labels: list[str], branches: int, csv_path: Path,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mbgen.dynamics.output import plot_path, save_figure
+    from mbgen.io.figures import plot_path, save_figure
 
     written = []
     fig, axes = plt.subplots(len(labels), 1, figsize=(9, 2.2 * len(labels)), sharex=True,

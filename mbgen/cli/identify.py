@@ -17,8 +17,8 @@ from mbgen.cli.conventions import (
     max_steps_option,
     untrusted_path,
 )
-from mbgen.dynamics.output import plot_paths
 from mbgen.errors import UntrustedResultError
+from mbgen.io.figures import plot_paths
 
 
 def _pairs(values: tuple[str, ...], option: str, parts: int) -> dict[str, tuple[float, ...]]:
@@ -92,7 +92,7 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
     from mbgen.cli import load_with_status
     from mbgen.estimation.identify import Recording, Settings
     from mbgen.estimation.identify import identify as run
-    from mbgen.estimation.readings import read_readings
+    from mbgen.io.readings import read_readings
 
     check_paths({"FILE": file, "--data": data_path, "--inputs": inputs_path},
                 {"--out": out_path, "--plot": plot_paths(out_path, "identify") if plot else None})
@@ -186,7 +186,7 @@ def _plot(result, t: np.ndarray, readings: np.ndarray, labels: list[str],
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mbgen.dynamics.output import plot_path, save_figure
+    from mbgen.io.figures import plot_path, save_figure
 
     fig, axes = plt.subplots(len(labels), 1, figsize=(9, 2.4 * len(labels)), sharex=True,
                              squeeze=False)

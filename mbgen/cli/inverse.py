@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from mbgen.cli import BUILD_DIR, status_console
 from mbgen.cli.conventions import POSITIVE, Command, check_paths, check_work, max_steps_option
-from mbgen.dynamics.output import plot_paths
+from mbgen.io.figures import plot_paths
 
 
 @click.command(cls=Command, example=(
@@ -48,9 +48,11 @@ def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from mbgen.cli import load_with_status
-    from mbgen.dynamics.inverse import coordinate_indices, inverse_dynamics_direct
-    from mbgen.dynamics.output import plot_inverse, write_csv
-    from mbgen.dynamics.trajectory import read_trajectory, trajectory_from_expressions
+    from mbgen.inverse.direct import inverse_dynamics_direct
+    from mbgen.inverse.motion import coordinate_indices
+    from mbgen.inverse.plots import plot_inverse
+    from mbgen.io.tables import write_csv
+    from mbgen.io.trajectory import read_trajectory, trajectory_from_expressions
 
     console = status_console
     if (trajectory is None) == (not motions):
@@ -84,7 +86,7 @@ def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
     if method == "direct":
         result = inverse_dynamics_direct(mech, samples, indices, acting)
     else:
-        from mbgen.factors.inverse import inverse_dynamics_factor_graph
+        from mbgen.inverse.factor_graph import inverse_dynamics_factor_graph
 
         with Progress(TextColumn("[bold]factor graph"), BarColumn(), TimeElapsedColumn(),
                       console=console, transient=True) as bar:

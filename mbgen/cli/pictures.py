@@ -35,7 +35,7 @@ def draw(file: Path, png: Path, q_text: str | None, guess: str | None,
     """Draw FILE's mechanism: bodies, ground, sliders, springs, sensors, point labels."""
     from mbgen.cli import load_with_status
     from mbgen.cli.states import initial_state
-    from mbgen.dynamics.drawing import draw_png
+    from mbgen.io.drawing import draw_png
 
     check_paths({"FILE": file}, {"--out": png})
     mech, _ = load_with_status(file, build_dir)
@@ -49,10 +49,11 @@ def read_states(path: Path, names: list[str]) -> tuple[np.ndarray, np.ndarray,
                                                       np.ndarray | None]:
     """t (N,), q (N, n) and, for an estimate, the branch probabilities (N, B) (else None)
     from a result CSV that has a column t and every coordinate (other columns ignored)."""
-    from mbgen.datafile import read_data
+    from mbgen.estimation.particle_filter import branch_columns
+    from mbgen.io.datafile import read_data
 
     data = read_data(path, required=names, what="coordinate")
-    branches = [name for name in data.names if name.startswith("p_branch")]
+    branches = branch_columns(data.names)
     return (data.t, np.column_stack([data.column(name) for name in names]),
             np.column_stack([data.column(name) for name in branches]) if branches else None)
 
@@ -84,7 +85,7 @@ def animate(csv_path: Path, file: Path, movie: Path, fps: int, trace: str | None
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from mbgen.cli import load_with_status
-    from mbgen.dynamics.drawing import animate as make
+    from mbgen.io.drawing import animate as make
 
     check_paths({"CSV": csv_path, "--mechanism": file, "--truth": truth_path}, {"--out": movie})
     mech, _ = load_with_status(file, build_dir)

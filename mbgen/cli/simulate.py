@@ -22,7 +22,7 @@ from mbgen.cli.conventions import (
     untrusted_path,
 )
 from mbgen.cli.states import initial_state
-from mbgen.dynamics.output import plot_paths
+from mbgen.io.figures import plot_paths
 from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.runtime.integration import INTEGRATORS
 
@@ -69,7 +69,7 @@ def run_factor_graph(mech: CompiledMechanism, t_end: float, dt: float, integrato
                      qd0: np.ndarray, forces: dict[str, Callable[[np.ndarray], np.ndarray]],
                      progress: Callable[[int, int], None]) -> Any:
     """The factor-graph simulator, with the CLI's forces as one vector function of t."""
-    from mbgen.factors import FactorGraphSimulator
+    from mbgen.simulation.factor_graph import FactorGraphSimulator
 
     force = None
     if forces:
@@ -103,7 +103,7 @@ def reading_stride(mech: CompiledMechanism, dt: float, period: float) -> int:
 
 def write_readings(result: Any, path: Path, noise: float, every: int, seed: int) -> None:
     """Sensor outputs of a run every ``every`` steps with Gaussian noise, as readings CSV."""
-    from mbgen.dynamics.output import write_table
+    from mbgen.io.tables import write_table
 
     mech = result.mechanism
     rows = np.arange(0, len(result.t), every)
@@ -192,10 +192,10 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from mbgen.cli import detail, load_with_status
-    from mbgen.dynamics import simulate as run
-    from mbgen.dynamics.output import plot as write_plots
-    from mbgen.dynamics.output import write_csv
+    from mbgen.io.tables import write_csv
     from mbgen.model.expressions import ExpressionError
+    from mbgen.simulation import simulate as run
+    from mbgen.simulation.plots import plot as write_plots
 
     console = status_console
     factor_graph = solver == "factor-graph"

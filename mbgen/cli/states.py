@@ -1,5 +1,5 @@
 """Initial states from the command line: ``--q0``/``--qd0``/``--guess``/``--q`` parsed,
-assembled (mbgen.dynamics.assembly) and every change said, for every command that takes
+assembled (mbgen.simulation.assembly) and every change said, for every command that takes
 one (simulate, draw)."""
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ def initial_state(mech: CompiledMechanism, q0: str | None, qd0: str | None,
                   guess: str | None = None, strict: bool = False,
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Assembled q and admissible q̇ (n,) from the file's q0 and the options (see
-    :mod:`mbgen.dynamics.assembly`). Every change to what was given is printed as one
+    :mod:`mbgen.simulation.assembly`). Every change to what was given is printed as one
     line, or refused with ``strict``."""
-    from mbgen.dynamics.assembly import (
+    from mbgen.simulation.assembly import (
         AssemblyError,
         assemble,
         refuse_singular_start,

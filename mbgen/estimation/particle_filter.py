@@ -61,6 +61,15 @@ class Estimate:
     reinitialized: bool  # all weights had vanished: the filter started over
 
 
+#: Prefix of an estimate table's branch-probability columns (p_branch0, p_branch1, ...).
+BRANCH_COLUMN = "p_branch"
+
+
+def branch_columns(names: list[str]) -> list[str]:
+    """The branch-probability columns among a table's column names, in their order."""
+    return [name for name in names if name.startswith(BRANCH_COLUMN)]
+
+
 @dataclass(frozen=True)
 class Track:
     """The filter's estimates over a readings file, one row per filter step."""
@@ -76,7 +85,7 @@ class Track:
     def table(self, names: list[str]) -> tuple[list[str], Array]:
         """The CSV's header and rows: t, each coordinate with _lo/_hi, ess, p_branch<k>."""
         header = ["t"] + [f"{n}{s}" for n in names for s in ("", "_lo", "_hi")] + ["ess"] + [
-            f"p_branch{b}" for b in range(self.branch_probability.shape[1])]
+            f"{BRANCH_COLUMN}{b}" for b in range(self.branch_probability.shape[1])]
         interleaved = np.stack([self.mean, self.low, self.high], axis=2).reshape(
             len(self.t), -1)
         return header, np.column_stack([self.t, interleaved, self.ess,

@@ -1,6 +1,7 @@
-"""GTSAM factors of a compiled mechanism and forward dynamics by factor graph.
+"""The factor library: GTSAM factors of a compiled mechanism (Blanco-Claraco et al.).
 
-Built on GTSAM's Python API (the ``gtsam`` package).
+Built on GTSAM's Python API (the ``gtsam`` package). The solvers that use it live in
+``mbgen.simulation.factor_graph`` and ``mbgen.inverse.factor_graph``.
 """
 
 from mbgen.factors.linear import (
@@ -12,8 +13,6 @@ from mbgen.factors.linear import (
 )
 from mbgen.factors.mechanism import MechanismFactors
 from mbgen.factors.noise import PAPER, NoiseDefaults
-from mbgen.factors.simulator import FactorGraphError, FactorGraphSimulator, StepKeys
 
-__all__ = ["PAPER", "FactorGraphError", "FactorGraphSimulator", "MechanismFactors",
-           "NoiseDefaults", "StepKeys", "equality_factor", "euler_factor", "linear_factor",
-           "prior_factor", "trapezoidal_factor"]
+__all__ = ["PAPER", "MechanismFactors", "NoiseDefaults", "equality_factor", "euler_factor",
+           "linear_factor", "prior_factor", "trapezoidal_factor"]

@@ -1,7 +1,7 @@
 """The staged inverse-dynamics factor graph over the whole trajectory, linearized in batch.
 
 The variables, factors, noise and stages are those of the GTSAM graph in
-:mod:`mbgen.factors.inverse` (the paper's Fig. 4); what differs is how the graph is
+:mod:`mbgen.inverse.factor_graph` (the paper's Fig. 4); what differs is how the graph is
 linearized and solved. GTSAM's Python binding linearizes each nonlinear factor through a
 Python callback (~10 µs, and a copy of the whole ``Values``), so there the samples go in
 windows of ten and the four stages cost ~45 callbacks per sample. Here every factor type
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mbgen.dynamics.trajectory import Trajectory
 from mbgen.errors import TrajectoryError
 from mbgen.factors.noise import NoiseDefaults
+from mbgen.io.trajectory import Trajectory
 from mbgen.numerics.least_squares import (
     Block,
     ResidualSet,
@@ -108,7 +108,7 @@ class InverseGraph:
                  self._difference(q, None, noise.equality, jacobians, "q", "")]
         if stage >= 2:
             # the spline's rates remove the trapezoidal rule's alternating mode (see
-            # mbgen.factors.inverse)
+            # mbgen.inverse.factor_graph)
             found += [self._selected(x["v"], self.rates, "v", noise.integrator, jacobians),
                       self._selected(x["a"], self.accelerations, "a", noise.integrator,
                                      jacobians),

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 from scipy.interpolate import make_interp_spline
 
-from mbgen.datafile import read_data
 from mbgen.errors import TrajectoryError
+from mbgen.io.datafile import read_data
 
 Array = np.ndarray
 

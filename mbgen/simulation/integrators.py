@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from mbgen.errors import SingularConfigurationError
+from mbgen.io.tables import decimated_rows
 from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.runtime.integration import (
     FORMULATIONS,
@@ -82,8 +83,7 @@ class SimulationResult:
             else:
                 raise ValueError(f"unknown extra column set {extra!r} (sensors, lambda, "
                                  "forces)")
-        rows = np.unique(np.r_[np.arange(0, len(self.t), every), len(self.t) - 1])
-        return header, np.column_stack(blocks)[rows]
+        return header, np.column_stack(blocks)[decimated_rows(len(self.t), every)]
 
 
 def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: str = "rk4",

@@ -19,7 +19,6 @@ from typing import Any
 import gtsam
 import numpy as np
 
-from mbgen.dynamics.simulation import SimulationResult, step_count
 from mbgen.errors import MbgenError
 from mbgen.factors.linear import (
     equality_factor,
@@ -30,6 +29,7 @@ from mbgen.factors.linear import (
 from mbgen.factors.mechanism import MechanismFactors
 from mbgen.factors.noise import PAPER, NoiseDefaults, isotropic
 from mbgen.runtime.compiled import CompiledMechanism
+from mbgen.simulation.integrators import SimulationResult, step_count
 
 Array = np.ndarray
 COORDS = ("dependent", "independent")

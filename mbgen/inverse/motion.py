@@ -1,13 +1,9 @@
-"""Inverse dynamics of a prescribed motion, direct method: the kinematic problems along
-the whole trajectory, then the actuator forces, every step batched in C.
+"""What the inverse dynamics methods share: the prescribed motion and its result.
 
 The imposed coordinates (the actuated joints, or a point's x and y for an end-effector
 path) act as independent coordinates: the position problem is solved along the path
 (each sample from the extrapolation of the ones before, so one assembly branch), then
-q̇ and q̈ from the spline derivatives of the imposed coordinates, then the forces u on the
-actuated coordinates from B u − Φqᵀ λ = M q̈ − Q. u is the generalized force the actuator
-applies on its coordinate (the reference implementation's convention: the Q that
-``forward_dynamics`` takes; a reaction, as MSC Adams reports it, has the opposite sign).
+q̇ and q̈ from the spline derivatives of the imposed coordinates.
 """
 
 from __future__ import annotations
@@ -17,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from mbgen.dynamics.trajectory import Trajectory
 from mbgen.errors import TrajectoryError
+from mbgen.io.tables import decimated_rows
+from mbgen.io.trajectory import Trajectory
 from mbgen.runtime.compiled import CompiledMechanism
 
 Array = np.ndarray
@@ -48,14 +45,19 @@ class InverseResult:
     def following_error(self) -> Array:
         return self.followed - self.prescribed
 
-    def columns(self) -> tuple[list[str], Array]:
+    def columns(self, extras: tuple[str, ...] = (), every: int = 1,
+                ) -> tuple[list[str], Array]:
         """CSV columns as in a simulation's, so the motion can be drawn and animated: t, q,
         q̇, q̈ (every coordinate, the imposed ones as followed), then force_<coordinate>
-        per actuator."""
+        per actuator; every ``every``-th row (the last one always included). An inverse
+        run has no extra column sets."""
+        if extras:
+            raise ValueError(f"inverse dynamics has no extra column sets, got {extras}")
         names = self.mechanism.coordinate_names
         header = (["t"] + names + [f"{c}_dot" for c in names] + [f"{c}_ddot" for c in names]
                   + [f"force_{names[i]}" for i in self.actuated])
-        return header, np.column_stack([self.t, self.q, self.qd, self.qdd, self.forces])
+        data = np.column_stack([self.t, self.q, self.qd, self.qdd, self.forces])
+        return header, data[decimated_rows(len(self.t), every)]
 
 
 def coordinate_indices(mech: CompiledMechanism, names: list[str] | list[int] | str,
@@ -108,21 +110,3 @@ def prescribed_motion(mech: CompiledMechanism, trajectory: Trajectory, imposed: 
     qd = mech.solve_velocity(q, zd, z=imposed)
     qdd = mech.solve_acceleration(q, qd, zdd, z=imposed)
     return q, qd, qdd
-
-
-def inverse_dynamics_direct(mech: CompiledMechanism, trajectory: Trajectory,
-                            imposed: list[int], actuated: list[int] | None = None,
-                            q_start: Array | None = None) -> InverseResult:
-    """Forces on the ``actuated`` coordinates (default: the imposed ones) along the
-    prescribed motion of the ``imposed`` ones."""
-    actuated = imposed if actuated is None else actuated
-    q, qd, qdd = prescribed_motion(mech, trajectory, imposed, q_start)
-    forces, status = mech.inverse_dynamics(q, qd, qdd, actuated, errors="status")[::2]
-    failed = np.flatnonzero(status)
-    if failed.size:
-        k = int(failed[0])
-        raise mech.status_error(int(status[k]), f"inverse dynamics failed at t = "
-                                f"{trajectory.t[k]:.6g} s", " (can the actuated coordinates "
-                                "move the mechanism there?)")
-    return InverseResult(mech, trajectory.t, q, qd, qdd, forces, list(imposed),
-                         list(actuated), trajectory.values, {"method": "direct"})

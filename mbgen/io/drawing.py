@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from mbgen.dynamics.output import save_figure
 from mbgen.escaping import mathtext
 from mbgen.files import atomic_write
+from mbgen.io.figures import save_figure
 from mbgen.runtime.compiled import CompiledMechanism
 
 Array = np.ndarray

@@ -19,7 +19,7 @@ in the forces. The prescribed coordinates' rates (the quintic spline's, weighted
 integrator factors) are priors of stage 2 at every sample, which removes it.
 
 Two solvers of this graph. The default (``solver="banded"``,
-:mod:`mbgen.factors.inverse_batch`) holds the whole trajectory in one graph, linearizes
+:mod:`mbgen.inverse.banded`) holds the whole trajectory in one graph, linearizes
 each factor type for all samples in one batched C call and solves the banded normal
 equations. ``solver="gtsam"`` builds it from GTSAM factors (below): the reference, and
 the starting point for a user's own factors. With the rate priors every sample is
@@ -38,10 +38,7 @@ from collections.abc import Callable
 import gtsam
 import numpy as np
 
-from mbgen.dynamics.inverse import InverseResult, path_positions
-from mbgen.dynamics.trajectory import Trajectory
 from mbgen.errors import TrajectoryError
-from mbgen.factors.inverse_batch import InverseGraph, solve_stages
 from mbgen.factors.linear import (
     equality_factor,
     linear_factor,
@@ -49,6 +46,9 @@ from mbgen.factors.linear import (
 )
 from mbgen.factors.mechanism import MechanismFactors
 from mbgen.factors.noise import PAPER, NoiseDefaults, isotropic
+from mbgen.inverse.banded import InverseGraph, solve_stages
+from mbgen.inverse.motion import InverseResult, path_positions
+from mbgen.io.trajectory import Trajectory
 from mbgen.runtime.compiled import CompiledMechanism
 
 Array = np.ndarray
@@ -70,7 +70,7 @@ def inverse_dynamics_factor_graph(mech: CompiledMechanism, trajectory: Trajector
 
     ``solver``: "banded" (default) linearizes every factor type for the whole trajectory in
     one batched C call and solves the banded normal equations
-    (:mod:`mbgen.factors.inverse_batch`); "gtsam" builds GTSAM graphs of ``window``
+    (:mod:`mbgen.inverse.banded`); "gtsam" builds GTSAM graphs of ``window``
     samples with Python factors (see the module docstring), 9-26 times slower, the same
     forces. ``progress(done, total)``: stages (banded) or samples (gtsam) done."""
     if solver not in SOLVERS:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mbgen.datafile import read_data
+from mbgen.io.datafile import read_data
 
 Array = np.ndarray
 

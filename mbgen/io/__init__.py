@@ -1,0 +1,1 @@
+"""Every reader and writer of the user's data: tables, trajectories, readings, pictures."""
