@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import numpy as np
@@ -19,6 +20,10 @@ from mbgen.cli.conventions import (
 )
 from mbgen.errors import UntrustedResultError
 from mbgen.io.figures import plot_paths
+
+if TYPE_CHECKING:  # loaded with the command: `mbgen --help` stays fast
+    from mbgen.estimation.identify import Identification
+    from mbgen.runtime.compiled import CompiledMechanism
 
 
 def _pairs(values: tuple[str, ...], option: str, parts: int) -> dict[str, tuple[float, ...]]:
@@ -87,7 +92,6 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
     by least squares on inverse-dynamics impulses and the sensor residuals. A run that
     does not converge, or a parameter the data do not determine, ends with exit code 4."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-    from rich.table import Table
 
     from mbgen.cli import load_with_status
     from mbgen.estimation.identify import Recording, Settings
@@ -101,28 +105,15 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
         raise click.UsageError(f"{file} has no sensors: identification needs readings")
     names = [name.strip() for name in params.split(",") if name.strip()]
     t, readings = read_readings(data_path, mech.sensor_labels)
-    commands = None
-    actuators = [a["name"] for a in mech.meta.get("actuators", [])]
-    if inputs_path is not None:
-        if not actuators:
-            raise click.UsageError(f"{file} has no actuators to take --inputs")
-        t_in, values = read_readings(inputs_path, actuators, what="actuator")
-        if np.isnan(values).any():
-            raise click.BadParameter(f"{inputs_path}: every row needs every actuator's "
-                                     "command", param_hint="--inputs")
-        if t_in[0] > t[0] + 1e-9 or t_in[-1] < t[-1] - 1e-9:
-            raise click.BadParameter(f"{inputs_path} covers t = {t_in[0]:g}..{t_in[-1]:g}, "
-                                     f"the data {t[0]:g}..{t[-1]:g}", param_hint="--inputs")
-        commands = np.column_stack([np.interp(t, t_in, column) for column in values.T])
+    commands = None if inputs_path is None else read_commands(mech, file, inputs_path, t)
     steps = (len(t) - 1) * substeps  # the Jacobian's blocks: about 60 n² doubles a step
     check_work(steps, max_steps, f"time steps ({len(t)} samples × {substeps} substeps)",
                "--max-steps", 8.0 * (60 * mech.n**2 + 20 * mech.n * len(names)))
     start = {name: value[0] for name, value in _pairs(initial, "--initial", 1).items()}
     settings = Settings(scheme=scheme, impulse_noise=impulse_noise, compliance=compliance,
                         substeps=substeps, max_iterations=max_iterations)
-    console = status_console
     with Progress(SpinnerColumn(), TextColumn("[bold]identifying[/] {task.description}"),
-                  TimeElapsedColumn(), console=console, transient=True) as bar:
+                  TimeElapsedColumn(), console=status_console, transient=True) as bar:
         task = bar.add_task("", total=None)
         result = run(mech, Recording(t, readings, commands), names, initial=start,
                      bounds={k: (v[0], v[1]) for k, v in _pairs(bounds, "--bounds",
@@ -140,20 +131,11 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
         check_paths({"FILE": file, "--data": data_path, "--inputs": inputs_path},
                     {"--out": written})
     _write_yaml(written, result, file, data_path)
-    table = Table("parameter", "initial", "identified", "std (1σ)", title="identified")
-    for name, first, value, std in zip(result.names, result.initial, result.values,
-                                       result.std, strict=True):
-        table.add_row(name, f"{first:.6g}", f"{value:.6g}",
-                      f"{std:.3g}" if np.isfinite(std) else "not identifiable")
-    console.print(table)
-    state = "[green]✓[/] converged" if trusted else "[red]✗[/] not trusted:"
-    console.print(f"{state} {result.iterations} iterations, {result.seconds:.2f} s "
-                  f"({escape(result.message)}); final cost {result.cost:.6g}")
-    console.print(escape(f"  wrote {written}"))
+    print_result(result, trusted, written)
     if plot:
         labels = [f"{label} [{unit}]" for label, unit in zip(mech.sensor_labels,
                                                              mech.sensor_units, strict=True)]
-        console.print(f"  wrote {_plot(result, t, readings, labels, written)}")
+        status_console.print(f"  wrote {_plot(result, t, readings, labels, written)}")
     if not result.converged:
         raise UntrustedResultError(f"identification did not converge ({result.message}); "
                                    f"{written} holds where it stopped, {out_path} is not "
@@ -165,7 +147,42 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
                                    f"{out_path} is not written")
 
 
-def _write_yaml(path: Path, result, source: Path, data: Path) -> None:
+def read_commands(mech: CompiledMechanism, file: Path, inputs_path: Path,
+                  t: np.ndarray) -> np.ndarray:
+    """The actuators' commands (N, actuators) at the readings' times t (N,), interpolated
+    from the --inputs file, which must cover them."""
+    from mbgen.io.readings import read_readings
+
+    actuators = [a["name"] for a in mech.meta.get("actuators", [])]
+    if not actuators:
+        raise click.UsageError(f"{file} has no actuators to take --inputs")
+    t_in, values = read_readings(inputs_path, actuators, what="actuator")
+    if np.isnan(values).any():
+        raise click.BadParameter(f"{inputs_path}: every row needs every actuator's "
+                                 "command", param_hint="--inputs")
+    if t_in[0] > t[0] + 1e-9 or t_in[-1] < t[-1] - 1e-9:
+        raise click.BadParameter(f"{inputs_path} covers t = {t_in[0]:g}..{t_in[-1]:g}, "
+                                 f"the data {t[0]:g}..{t[-1]:g}", param_hint="--inputs")
+    return np.column_stack([np.interp(t, t_in, column) for column in values.T])
+
+
+def print_result(result: Identification, trusted: bool, written: Path) -> None:
+    """The parameters as a table, then whether the run is trusted and where it went."""
+    from rich.table import Table
+
+    table = Table("parameter", "initial", "identified", "std (1σ)", title="identified")
+    for name, first, value, std in zip(result.names, result.initial, result.values,
+                                       result.std, strict=True):
+        table.add_row(name, f"{first:.6g}", f"{value:.6g}",
+                      f"{std:.3g}" if np.isfinite(std) else "not identifiable")
+    status_console.print(table)
+    state = "[green]✓[/] converged" if trusted else "[red]✗[/] not trusted:"
+    status_console.print(f"{state} {result.iterations} iterations, {result.seconds:.2f} s "
+                         f"({escape(result.message)}); final cost {result.cost:.6g}")
+    status_console.print(escape(f"  wrote {written}"))
+
+
+def _write_yaml(path: Path, result: Identification, source: Path, data: Path) -> None:
     from mbgen.files import atomic_write
 
     lines = [f"# mbgen identify {source} --data {data}",
@@ -179,7 +196,7 @@ def _write_yaml(path: Path, result, source: Path, data: Path) -> None:
     atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
-def _plot(result, t: np.ndarray, readings: np.ndarray, labels: list[str],
+def _plot(result: Identification, t: np.ndarray, readings: np.ndarray, labels: list[str],
           out_path: Path) -> Path:
     import matplotlib
 

@@ -189,26 +189,12 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
              sensor_noise: float, sensor_period: float | None, seed: int, max_steps: int,
              build_dir: Path | None) -> None:
     """Simulate FILE's forward dynamics and write t, q, q̇, q̈, energy and ‖Φ‖ to a CSV."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
     from mbgen.cli import detail, load_with_status
     from mbgen.io.tables import write_csv
     from mbgen.model.expressions import ExpressionError
-    from mbgen.simulation import simulate as run
     from mbgen.simulation.plots import plot as write_plots
 
-    console = status_console
-    factor_graph = solver == "factor-graph"
-    if integrator is None:
-        integrator = "trapezoidal" if factor_graph else "rk4"
-    if factor_graph and integrator not in ("trapezoidal", "euler"):
-        raise click.BadParameter("the factor graph integrates with trapezoidal or euler "
-                                 "factors", param_hint="--integrator")
-    spook = {key: value for key, value in (("compliance", compliance), ("damping", damping))
-             if value is not None}
-    if spook and integrator != "spook":
-        raise click.BadParameter("--compliance and --damping set the spook integrator "
-                                 "(add --integrator spook)", param_hint="--compliance")
+    integrator, spook = integrator_settings(solver, integrator, compliance, damping)
     try:
         check_paths({"FILE": file}, {"--out": csv_path, "--sensors-out": sensors_out,
                                      "--plot": plot_paths(csv_path, "simulate") if plot
@@ -229,23 +215,19 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
         detail(f"{integrator}, {coords} coordinates, projection {projection}, "
                f"t_end {t_end:g} s, dt {dt:g} s"
                + (f", forces on {', '.join(force_functions)}" if force_functions else ""))
-        start = time.perf_counter()
-        with Progress(TextColumn("[bold]simulating"), BarColumn(), TextColumn("{task.fields[t]}"),
-                      TimeElapsedColumn(), console=console, transient=True) as bar:
-            task = bar.add_task("sim", total=1.0, t="")
 
-            def progress(done: int, total: int) -> None:
-                bar.update(task, completed=done / total, t=f"t = {done * dt:.3f} s")
+        def start(progress: Callable[[int, int], None]) -> Any:
+            if solver == "factor-graph":
+                return run_factor_graph(mech, t_end, dt, integrator, coords, window,
+                                        smoother, initial_q, initial_qd, force_functions,
+                                        progress)
+            from mbgen.simulation import simulate as run
 
-            if factor_graph:
-                result = run_factor_graph(mech, t_end, dt, integrator, coords, window,
-                                          smoother, initial_q, initial_qd, force_functions,
-                                          progress)
-            else:
-                result = run(mech, t_end, dt, integrator=integrator, coords=coords,
-                             q0=initial_q, qd0=initial_qd, forces=force_functions,
-                             project=projection, progress=progress, spook=spook)
-        elapsed = time.perf_counter() - start
+            return run(mech, t_end, dt, integrator=integrator, coords=coords, q0=initial_q,
+                       qd0=initial_qd, forces=force_functions, project=projection,
+                       progress=progress, spook=spook)
+
+        result, elapsed = with_progress_bar(start, dt)
         violated = constraint_violation(result, phi_tol)
         if violated:  # kept for a look, never under the names asked for
             csv_path = untrusted_path(csv_path)
@@ -261,17 +243,55 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     how = f"{integrator}, {coords}"
-    if factor_graph:
+    if solver == "factor-graph":
         how += (f", factor graph: window {window}, {smoother} smoother, "
                 f"{result.settings['mean_iterations']:.2f} iterations per step")
-    console.print(f"{'[red]✗[/]' if violated else '[green]✓[/]'} {escape(mech.name)}: "
-                  f"{len(result.t) - 1} steps of {dt:g} s ({how}) in {elapsed:.3f} s; "
-                  f"max ‖Φ‖ = {result.constraint_error.max():.2e}, {energy_change(result)}")
-    console.print(escape(f"  wrote {csv_path}" + "".join(f"\n  wrote {p}" for p in pictures)))
+    status_console.print(
+        f"{'[red]✗[/]' if violated else '[green]✓[/]'} {escape(mech.name)}: "
+        f"{len(result.t) - 1} steps of {dt:g} s ({how}) in {elapsed:.3f} s; "
+        f"max ‖Φ‖ = {result.constraint_error.max():.2e}, {energy_change(result)}")
+    status_console.print(escape(f"  wrote {csv_path}"
+                                + "".join(f"\n  wrote {p}" for p in pictures)))
     if violated:
         from mbgen.errors import UntrustedResultError
 
         raise UntrustedResultError(violated)
+
+
+def integrator_settings(solver: str, integrator: str | None, compliance: float | None,
+                        damping: float | None) -> tuple[str, dict[str, float]]:
+    """The integrator (its default depends on the solver) and the spook settings given,
+    checked against each other before anything is loaded."""
+    factor_graph = solver == "factor-graph"
+    if integrator is None:
+        integrator = "trapezoidal" if factor_graph else "rk4"
+    if factor_graph and integrator not in ("trapezoidal", "euler"):
+        raise click.BadParameter("the factor graph integrates with trapezoidal or euler "
+                                 "factors", param_hint="--integrator")
+    spook = {key: value for key, value in (("compliance", compliance), ("damping", damping))
+             if value is not None}
+    if spook and integrator != "spook":
+        raise click.BadParameter("--compliance and --damping set the spook integrator "
+                                 "(add --integrator spook)", param_hint="--compliance")
+    return integrator, spook
+
+
+def with_progress_bar(start: Callable[[Callable[[int, int], None]], Any],
+                      dt: float) -> tuple[Any, float]:
+    """(what ``start(progress)`` returns, its wall time [s]) with a progress bar of the
+    simulated time."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    begin = time.perf_counter()
+    with Progress(TextColumn("[bold]simulating"), BarColumn(), TextColumn("{task.fields[t]}"),
+                  TimeElapsedColumn(), console=status_console, transient=True) as bar:
+        task = bar.add_task("sim", total=1.0, t="")
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done / total, t=f"t = {done * dt:.3f} s")
+
+        result = start(progress)
+    return result, time.perf_counter() - begin
 
 
 def energy_change(result: Any) -> str:

@@ -31,6 +31,7 @@ from mbgen.estimation.impulses import MidpointImpulses, SpookImpulses
 from mbgen.numerics.least_squares import (
     BlockJacobian,
     BorderedMatrix,
+    LeastSquaresResult,
     RowBlocks,
     levenberg_marquardt,
 )
@@ -340,6 +341,36 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
     """
     settings = settings or Settings()
     names = list(params)
+    guess, lower, upper = _starting_values(mech, names, initial, bounds, priors)
+    readings = _checked_readings(mech, recording)
+    problem = IdentificationProblem(mech, recording, names, settings, priors or {})
+    problem.base[problem.selected] = guess
+    start = time.perf_counter()
+    history: list[float] = []
+
+    def record(iteration: int, cost: float) -> None:
+        history.append(cost)
+        if progress is not None:
+            progress(iteration, cost)
+
+    result = _fit(problem, recording, guess, lower, upper, record)
+    assert result.normal is not None  # asked for: final_normal defaults to True
+    std, identifiable = _parameter_uncertainty(result.normal, result.cost,
+                                               len(result.residuals) - len(result.x))
+    seconds = time.perf_counter() - start
+    q, v, _ = problem.split(result.x)
+    return Identification(names, result.x[problem.state_size:], std, identifiable, guess,
+                          problem.t, q, v, problem.fitted(result.x, readings.shape),
+                          result.cost, result.iterations, result.converged, seconds,
+                          result.message, history)
+
+
+def _starting_values(mech: CompiledMechanism, names: list[str],
+                     initial: Mapping[str, float] | None,
+                     bounds: Mapping[str, tuple[float, float]] | None,
+                     priors: Mapping[str, tuple[float, float]] | None,
+                     ) -> tuple[Array, Array, Array]:
+    """The checked request: (initial values, lower bounds, upper bounds) of ``names``."""
     known = list(mech.parameters)
     unknown = [name for name in names if name not in known]
     if unknown:
@@ -366,6 +397,11 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
         if not prior_std > 0:
             raise IdentificationError(f"the prior of {name} needs a positive standard "
                                       f"deviation, got {prior_std:g}")
+    return guess, lower, upper
+
+
+def _checked_readings(mech: CompiledMechanism, recording: Recording) -> Array:
+    """The readings (N, sensor outputs), checked against the mechanism with the commands."""
     readings = np.asarray(recording.readings, dtype=float)
     if readings.ndim != 2 or readings.shape[1] != len(mech.sensor_labels):
         raise IdentificationError(f"readings must have one column per sensor output "
@@ -373,39 +409,25 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
     if recording.commands is not None and recording.commands.shape[1] != len(
             mech.meta.get("actuators", [])):
         raise IdentificationError("commands must have one column per actuator")
-    problem = IdentificationProblem(mech, recording, names, settings, priors or {})
-    problem.base[problem.selected] = guess
-    start = time.perf_counter()
+    return readings
+
+
+def _fit(problem: IdentificationProblem, recording: Recording, guess: Array, lower: Array,
+         upper: Array, record: Callable[[int, float], None]) -> LeastSquaresResult:
+    """The states first, with the parameters held (the data lie on the rigid constraint
+    manifold, SPOOK's states a little off it: a stiff direction best settled alone), then
+    states and parameters together."""
+    settings = problem.settings
+    free = np.full(problem.state_size, np.inf)
     q, v = _initial_states(problem, recording)
-    x0 = problem.pack(q, v, guess)
-    x_low = np.concatenate([np.full(problem.state_size, -np.inf), lower])
-    x_high = np.concatenate([np.full(problem.state_size, np.inf), upper])
-    history: list[float] = []
-
-    def record(iteration: int, cost: float) -> None:
-        history.append(cost)
-        if progress is not None:
-            progress(iteration, cost)
-
-    # The states first, with the parameters held: the data lie on the rigid constraint
-    # manifold, SPOOK's states a little off it, a stiff direction best settled alone.
-    held = np.concatenate([np.full(problem.state_size, -np.inf), guess])
-    warm = levenberg_marquardt(problem, x0, problem.state_size, held,
-                               np.concatenate([np.full(problem.state_size, np.inf), guess]),
+    warm = levenberg_marquardt(problem, problem.pack(q, v, guess), problem.state_size,
+                               np.concatenate([-free, guess]), np.concatenate([free, guess]),
                                settings.warm_iterations, final_normal=False)
-    result = levenberg_marquardt(problem, warm.x, problem.state_size, x_low, x_high,
-                                 settings.max_iterations, callback=record,
-                                 correct=problem.correct, scaling="levenberg", atol=1e-5,
-                                 border_rtol=1e-4)
-    assert result.normal is not None  # asked for: final_normal defaults to True
-    std, identifiable = _parameter_uncertainty(result.normal, result.cost,
-                                               len(result.residuals) - len(result.x))
-    seconds = time.perf_counter() - start
-    q, v, _ = problem.split(result.x)
-    return Identification(names, result.x[problem.state_size:], std, identifiable, guess,
-                          problem.t, q, v, problem.fitted(result.x, readings.shape),
-                          result.cost, result.iterations, result.converged, seconds,
-                          result.message, history)
+    return levenberg_marquardt(problem, warm.x, problem.state_size,
+                               np.concatenate([-free, lower]), np.concatenate([free, upper]),
+                               settings.max_iterations, callback=record,
+                               correct=problem.correct, scaling="levenberg", atol=1e-5,
+                               border_rtol=1e-4)
 
 
 def _parameter_uncertainty(normal: BorderedMatrix, cost: float, redundancy: int

@@ -201,17 +201,8 @@ def animate(mechanism: CompiledMechanism, t: Array, q: Array, path: Path, fps: i
     frames are sampled at ``fps`` in simulated time. For an estimate: ``truth`` = (times
     (M,), states (M, n)) is drawn beside it, and ``branches`` (N, B), the probability of
     each assembly branch, as bars. Returns the number of frames."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.animation import FFMpegWriter, PillowWriter
-
     path = Path(path)
-    if path.suffix.lower() not in (".gif", ".mp4"):
-        raise ValueError(f"{path}: the animation must be a .gif or an .mp4")
-    if path.suffix.lower() == ".mp4" and not FFMpegWriter.isAvailable():
-        raise ValueError("MP4 needs ffmpeg on the PATH; write a .gif instead")
+    writer = _movie_writer(path, fps)
     duration = float(t[-1] - t[0])
     frames = max(1, int(round(duration * fps)) + 1)
     times = t[0] + np.arange(frames) / fps
@@ -219,51 +210,90 @@ def animate(mechanism: CompiledMechanism, t: Array, q: Array, path: Path, fps: i
     shown = [("", q[rows])]  # (title, states at the frames) per drawing
     if truth is not None:
         shown = [("estimate", q[rows]), ("ground truth", truth[1][_rows_at(truth[0], times)])]
-    geometry = Geometry(mechanism)
-    widths = [1.0] * len(shown) + ([0.4] if branches is not None else [])
-    fig, axes = plt.subplots(1, len(widths), figsize=(1 + 6 * sum(widths), 6), squeeze=False,
-                             gridspec_kw={"width_ratios": widths}, layout="constrained")
-    (xmin, xmax), (ymin, ymax) = geometry.limits(np.vstack([states for _, states in shown]))
-    drawings = []
-    for ax, (_, states) in zip(axes[0], shown, strict=False):
-        drawings.append(draw(ax, geometry, states[0], labels=False))
-        ax.set_xlim(xmin, xmax)
-        ax.set_ylim(ymin, ymax)
-        if trace is not None:
-            (drawings[-1].trace,) = ax.plot([], [], color="0.4", linewidth=1, zorder=0)
-    titles = [ax.set_title("") for ax in axes[0][:len(shown)]]
-    traced = [np.array([geometry.positions(x)[trace] for x in states]) for _, states in shown] \
-        if trace is not None else []
-    bars = None
-    if branches is not None:
-        bar_ax = axes[0][-1]
-        bars = bar_ax.bar([f"B{b}" for b in range(branches.shape[1])], branches[rows[0]],
-                          color="tab:purple")
-        bar_ax.set(ylim=(0, 1), ylabel="probability", title="assembly branch")
+    scene = Scene(mechanism, shown, times, trace,
+                  None if branches is None else branches[rows])
+    _write_movie(scene, writer, path, frames, progress)
+    return frames
 
-    def frame(k: int) -> None:
-        for ax, drawing, title, (label, states) in zip(axes[0], drawings, titles, shown,
-                                                       strict=False):
-            draw(ax, geometry, states[k], drawing=drawing)
-            title.set_text(f"{mathtext(mechanism.name)}{': ' + label if label else ''}: "
-                           f"t = {times[k]:.3f} s")
-        for drawing, path_xy in zip(drawings, traced, strict=False):
+
+def _movie_writer(path: Path, fps: int) -> Any:
+    """Matplotlib's writer for the suffix: Pillow for .gif, ffmpeg for .mp4."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.animation import FFMpegWriter, PillowWriter
+
+    if path.suffix.lower() not in (".gif", ".mp4"):
+        raise ValueError(f"{path}: the animation must be a .gif or an .mp4")
+    if path.suffix.lower() == ".mp4" and not FFMpegWriter.isAvailable():
+        raise ValueError("MP4 needs ffmpeg on the PATH; write a .gif instead")
+    return PillowWriter(fps=fps) if path.suffix.lower() == ".gif" else FFMpegWriter(fps=fps)
+
+
+class Scene:
+    """An animation's figure, laid out once: one drawing per (title, states (K, n)) of
+    ``shown`` and, for an estimate, bars of the branch probabilities (K, B); ``frame(k)``
+    moves the artists to frame k."""
+
+    def __init__(self, mechanism: CompiledMechanism, shown: list[tuple[str, Array]],
+                 times: Array, trace: int | None, branches: Array | None) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        self.name, self.shown, self.times, self.branches = mechanism.name, shown, times, branches
+        self.geometry = geometry = Geometry(mechanism)
+        widths = [1.0] * len(shown) + ([0.4] if branches is not None else [])
+        self.fig, axes = plt.subplots(1, len(widths), figsize=(1 + 6 * sum(widths), 6),
+                                      squeeze=False, gridspec_kw={"width_ratios": widths},
+                                      layout="constrained")
+        self.axes = axes[0]
+        (xmin, xmax), (ymin, ymax) = geometry.limits(np.vstack([x for _, x in shown]))
+        self.drawings = []
+        for ax, (_, states) in zip(self.axes, shown, strict=False):
+            self.drawings.append(draw(ax, geometry, states[0], labels=False))
+            ax.set_xlim(xmin, xmax)
+            ax.set_ylim(ymin, ymax)
+            if trace is not None:
+                (self.drawings[-1].trace,) = ax.plot([], [], color="0.4", linewidth=1, zorder=0)
+        self.titles = [ax.set_title("") for ax in self.axes[:len(shown)]]
+        self.traced = [np.array([geometry.positions(x)[trace] for x in states])
+                       for _, states in shown] if trace is not None else []
+        self.bars = None
+        if branches is not None:
+            self.bars = self.axes[-1].bar([f"B{b}" for b in range(branches.shape[1])],
+                                          branches[0], color="tab:purple")
+            self.axes[-1].set(ylim=(0, 1), ylabel="probability", title="assembly branch")
+        self.fig.canvas.draw()
+        self.fig.set_layout_engine("none")  # laid out once: the frames only move artists
+
+    def frame(self, k: int) -> None:
+        for ax, drawing, title, (label, states) in zip(self.axes, self.drawings, self.titles,
+                                                       self.shown, strict=False):
+            draw(ax, self.geometry, states[k], drawing=drawing)
+            title.set_text(f"{mathtext(self.name)}{': ' + label if label else ''}: "
+                           f"t = {self.times[k]:.3f} s")
+        for drawing, path_xy in zip(self.drawings, self.traced, strict=False):
             drawing.trace.set_data(path_xy[:k + 1, 0], path_xy[:k + 1, 1])
-        if bars is not None and branches is not None:
-            for bar, height in zip(bars, branches[rows[k]], strict=True):
+        if self.bars is not None and self.branches is not None:
+            for bar, height in zip(self.bars, self.branches[k], strict=True):
                 bar.set_height(height)
 
-    fig.canvas.draw()
-    fig.set_layout_engine("none")  # laid out once: the frames only move artists
-    writer = PillowWriter(fps=fps) if path.suffix.lower() == ".gif" else FFMpegWriter(fps=fps)
+
+def _write_movie(scene: Scene, writer: Any, path: Path, frames: int,
+                 progress: Callable[[int, int], None] | None) -> None:
+    """Every frame through ``writer``, into ``path`` whole (atomically)."""
+    import matplotlib.pyplot as plt
+
     suffix = path.suffix
 
     def save(tmp: Path) -> None:
         target = tmp.with_suffix(suffix)  # the writers pick the format by the suffix
         try:
-            with writer.saving(fig, str(target), dpi=fig.dpi):
+            with writer.saving(scene.fig, str(target), dpi=scene.fig.dpi):
                 for k in range(frames):  # one draw per frame (FuncAnimation draws twice)
-                    frame(k)
+                    scene.frame(k)
                     writer.grab_frame()
                     if progress is not None:
                         progress(k + 1, frames)
@@ -272,8 +302,7 @@ def animate(mechanism: CompiledMechanism, t: Array, q: Array, path: Path, fps: i
             target.unlink(missing_ok=True)
 
     atomic_write(path, save)
-    plt.close(fig)
-    return frames
+    plt.close(scene.fig)
 
 
 def _rows_at(t: Array, times: Array) -> Array:

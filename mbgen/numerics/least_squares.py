@@ -376,6 +376,20 @@ def levenberg_marquardt(fun: Residuals, x0: Array, banded: int,
                                     border_rtol, final_normal, chord_stop, gtol)
 
 
+@dataclass(frozen=True)
+class _Trial:
+    """A step that lowered the cost: the new point, its residuals and cost, the step, the
+    factored system it came from (None when no system was factored) and the damping to
+    try next."""
+
+    x: Array
+    r: Array
+    cost: float
+    step: Array
+    system: BorderedSystem | None
+    damping: float
+
+
 def _levenberg_marquardt(fun: Residuals, x0: Array, banded: int, lower: Array | None,
                          upper: Array | None, max_iterations: int, ftol: float, xtol: float,
                          callback: Callable[[int, float], None] | None,
@@ -400,69 +414,95 @@ def _levenberg_marquardt(fun: Residuals, x0: Array, banded: int, lower: Array | 
             converged = True
             message = "converged: first-order optimal (the gradient is zero to gtol)"
             break
-        if scaling == "marquardt":
-            scale = np.maximum(diagonal, 1e-12 * max(diagonal.max(), 1e-300))
-        elif scaling == "levenberg":
-            scale = np.full(x.size, max(diagonal.mean(), 1e-300))
-        else:
-            scale = np.ones(x.size)
-        while True:
-            step, system = _bounded_step(normal, damping * scale, gradient, x, lower, upper)
-            trial = np.clip(x + step, lower, upper)
-            if correct is not None:
-                trial = correct(x, trial)
-            if np.all(np.isfinite(trial)):
-                r_trial, _ = fun(trial, False)
-                cost_trial = 0.5 * float(r_trial @ r_trial)
-            else:
-                cost_trial = np.inf
-            if cost_trial < cost:
-                damping = max(damping / 3.0, 1e-18)
-                break
-            damping *= 4.0
-            if damping > 1e12:
-                if _model_predicts_no_decrease(normal, gradient, cost, x, lower, upper,
-                                               max(ftol * cost, atol)):
-                    return LeastSquaresResult(
-                        x, cost, r, normal, iteration, True,
-                        "converged: no step lowers the cost, and the model predicts none")
-                return LeastSquaresResult(x, cost, r, normal, iteration, False,
-                                          "no step lowers the cost (not a stationary point: "
-                                          "is the Jacobian right?)")
-        moved = float(np.linalg.norm(trial - x))
-        decrease = cost - cost_trial
-        predicted = -0.5 * float(gradient @ step)  # the linear model's (small damping)
-        border_moved = np.abs(trial[banded:] - x[banded:]) <= border_rtol * np.abs(x[banded:])
+        trial = _lower_cost(fun, normal, gradient, _damping_scale(scaling, diagonal), damping,
+                            x, cost, lower, upper, correct)
+        if trial is None:
+            return _stalled(x, cost, r, normal, gradient, lower, upper, iteration,
+                            max(ftol * cost, atol))
+        moved = float(np.linalg.norm(trial.x - x))
+        decrease = cost - trial.cost
+        predicted = -0.5 * float(gradient @ trial.step)  # the linear model's (small damping)
+        border_moved = (np.abs(trial.x[banded:] - x[banded:])
+                        <= border_rtol * np.abs(x[banded:]))
         settled = settled + 1 if decrease <= 1e-4 * cost and border_moved.all() else 0
-        x, r, cost = trial, r_trial, cost_trial
+        x, r, cost, damping = trial.x, trial.r, trial.cost, trial.damping
         if callback is not None:
             callback(iteration, cost)
         if (decrease <= max(ftol * cost, atol)
                 or moved <= xtol * (float(np.linalg.norm(x)) + xtol)):
-            converged = True
-            message = "converged: the cost or the step stopped changing"
+            converged, message = True, "converged: the cost or the step stopped changing"
         elif settled >= 3:
-            converged = True
-            message = "converged: the border unknowns stopped changing"
+            converged, message = True, "converged: the border unknowns stopped changing"
         if converged and not final_normal:
             return LeastSquaresResult(x, cost, r, None, iteration, converged, message)
         r, jac = fun(x, True)
         assert jac is not None
-        if (chord_stop and not converged and system is not None
-                and abs(decrease - predicted) < 0.1 * predicted):
-            # the model predicted this step's decrease: the step the same factor gives
-            # from here says whether another iteration is worth a new factorization
-            gradient = _gradient(jac, r)
-            chord = system.solve(-gradient)
-            if -0.5 * float(gradient @ chord) <= max(ftol * cost, atol):
-                converged = True
-                message = "converged: the next step would not change the cost"
-                if not final_normal:
-                    return LeastSquaresResult(x, cost, r, None, iteration, converged, message)
+        if (chord_stop and not converged and trial.system is not None
+                and abs(decrease - predicted) < 0.1 * predicted
+                and _chord_gains_nothing(trial.system, _gradient(jac, r),
+                                         max(ftol * cost, atol))):
+            converged, message = True, "converged: the next step would not change the cost"
+            if not final_normal:
+                return LeastSquaresResult(x, cost, r, None, iteration, converged, message)
         gradient, normal = _normal_equations(jac, r, banded)
         if converged:
             break
     return LeastSquaresResult(x, cost, r, normal, iteration, converged, message)
+
+
+def _damping_scale(scaling: str, diagonal: Array) -> Array:
+    """What the damping μ multiplies, per unknown (see ``scaling`` of
+    :func:`levenberg_marquardt`)."""
+    if scaling == "marquardt":
+        return np.maximum(diagonal, 1e-12 * max(diagonal.max(), 1e-300))
+    if scaling == "levenberg":
+        return np.full(diagonal.size, max(diagonal.mean(), 1e-300))
+    return np.ones(diagonal.size)
+
+
+def _lower_cost(fun: Residuals, normal: BorderedMatrix, gradient: Array, scale: Array,
+                damping: float, x: Array, cost: float, lower: Array, upper: Array,
+                correct: Callable[[Array, Array], Array] | None) -> _Trial | None:
+    """The first damped step from x that lowers the cost, raising the damping ×4 after
+    each one that does not; None once the damping passes 1e12."""
+    while True:
+        step, system = _bounded_step(normal, damping * scale, gradient, x, lower, upper)
+        trial = np.clip(x + step, lower, upper)
+        if correct is not None:
+            trial = correct(x, trial)
+        r_trial = None
+        cost_trial = np.inf
+        if np.all(np.isfinite(trial)):
+            r_trial, _ = fun(trial, False)
+            cost_trial = 0.5 * float(r_trial @ r_trial)
+        if cost_trial < cost and r_trial is not None:
+            return _Trial(trial, r_trial, cost_trial, step, system, max(damping / 3.0, 1e-18))
+        damping *= 4.0
+        if damping > 1e12:
+            return None
+
+
+def _stalled(x: Array, cost: float, r: Array, normal: BorderedMatrix, gradient: Array,
+             lower: Array, upper: Array, iteration: int, tolerance: float,
+             ) -> LeastSquaresResult:
+    """No step lowers the cost: a solution when the Gauss–Newton model predicts no
+    decrease worth ``tolerance`` (rounding alone then decides whether a trial lowers the
+    cost), a failure otherwise."""
+    if _model_predicts_no_decrease(normal, gradient, cost, x, lower, upper, tolerance):
+        return LeastSquaresResult(x, cost, r, normal, iteration, True,
+                                  "converged: no step lowers the cost, and the model "
+                                  "predicts none")
+    return LeastSquaresResult(x, cost, r, normal, iteration, False,
+                              "no step lowers the cost (not a stationary point: is the "
+                              "Jacobian right?)")
+
+
+def _chord_gains_nothing(system: BorderedSystem, gradient: Array, tolerance: float) -> bool:
+    """The step the last factor gives from the new point (the model predicted the last
+    decrease) would lower the cost by at most ``tolerance``: another iteration is not
+    worth a new factorization."""
+    chord = system.solve(-gradient)
+    return -0.5 * float(gradient @ chord) <= tolerance
 
 
 def _free(gradient: Array, x: Array, lower: Array, upper: Array) -> Array:

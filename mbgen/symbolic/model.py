@@ -76,20 +76,58 @@ def _planar_inertia(body: Body, i: int, j: int) -> list[tuple[int, int, sp.Expr]
 
 def _cog_position(body: Body, ri: tuple[sp.Expr, sp.Expr],
                   rj: tuple[sp.Expr, sp.Expr]) -> tuple[sp.Expr, sp.Expr]:
+    """The centre of mass from the body's first two points (cog along and across them)."""
     a, b = body.cog
     ux, uy = (rj[0] - ri[0]) / body.length, (rj[1] - ri[1]) / body.length
     return ri[0] + a * ux - b * uy, ri[1] + a * uy + b * ux
 
 
+Pair = tuple[sp.Expr, sp.Expr]
+
+
+@dataclass(frozen=True)
+class PointKinematics:
+    """q, q̇ and every point's position and velocity in them (a fixed point's are
+    constants), with ``slot``: a mobile point → the index of its x coordinate in q."""
+
+    q: list[sp.Symbol]
+    qd: list[sp.Symbol]
+    index: dict[str, int]  # coordinate name → index in q
+    position: dict[int, Pair]
+    velocity: dict[int, Pair]
+    slot: dict[int, int]
+
+    def delta(self, a: int, b: int) -> Pair:
+        """r_b − r_a."""
+        return (self.position[b][0] - self.position[a][0],
+                self.position[b][1] - self.position[a][1])
+
+    def relative_velocity(self, a: int, b: int) -> Pair:
+        """ṙ_b − ṙ_a."""
+        return (self.velocity[b][0] - self.velocity[a][0],
+                self.velocity[b][1] - self.velocity[a][1])
+
+
 def build_symbolic_model(mechanism: Mechanism) -> SymbolicModel:
+    kin = _point_kinematics(mechanism)
+    mass, gravity = _inertia_and_gravity(mechanism, kin)
+    spring_energy, dissipative = _applied_forces(mechanism, kin)
+    labels, sensors = _sensor_equations(mechanism, kin)
+    return SymbolicModel(mechanism, kin.q, kin.qd, [p.symbol for p in mechanism.parameters],
+                         _constraints(mechanism, kin), mass, gravity + spring_energy,
+                         dissipative, labels, sensors,
+                         [f.coulomb for f in mechanism.frictions]
+                         + [a.gain for a in mechanism.actuators])
+
+
+def _point_kinematics(mechanism: Mechanism) -> PointKinematics:
     names = mechanism.coordinate_names
     q = [sp.Symbol(f"q_{k}", real=True) for k in range(len(names))]
     qd = [sp.Symbol(f"qd_{k}", real=True) for k in range(len(names))]
     index = {name: k for k, name in enumerate(names)}
-
-    position: dict[int, tuple[sp.Expr, sp.Expr]] = {}
-    velocity: dict[int, tuple[sp.Expr, sp.Expr]] = {}
-    slot: dict[int, int] = {}  # point → index of its x coordinate in q
+    position: dict[int, Pair] = {}
+    velocity: dict[int, Pair] = {}
+    slot: dict[int, int] = {}
     for point in mechanism.points:
         if point.fixed:
             position[point.index] = (point.x, point.y)
@@ -99,10 +137,12 @@ def build_symbolic_model(mechanism: Mechanism) -> SymbolicModel:
             slot[point.index] = k
             position[point.index] = (q[k], q[k + 1])
             velocity[point.index] = (qd[k], qd[k + 1])
+    return PointKinematics(q, qd, index, position, velocity, slot)
 
-    def delta(a: int, b: int) -> tuple[sp.Expr, sp.Expr]:
-        return position[b][0] - position[a][0], position[b][1] - position[a][1]
 
+def _constraints(mechanism: Mechanism, kin: PointKinematics) -> list[Constraint]:
+    """Φ: rigid bodies (distances, aligned points), sliders, then relative angles."""
+    delta = kin.delta
     constraints: list[Constraint] = []
     for body in mechanism.bodies:
         for a, b, length in body.distances:
@@ -123,7 +163,7 @@ def build_symbolic_model(mechanism: Mechanism) -> SymbolicModel:
         constraints.append(Constraint(f"{slider.name}: p{slider.point} on line p{a}-p{b}",
                                       dx * ly - dy * lx))
     for angle in mechanism.relative_angles:
-        theta = q[index[angle.name]]
+        theta = kin.q[kin.index[angle.name]]
         a1, a2, b1, b2 = angle.points
         ux, uy = delta(a1, a2)
         if angle.kind == "absolute":
@@ -132,13 +172,20 @@ def build_symbolic_model(mechanism: Mechanism) -> SymbolicModel:
             vx, vy = delta(b1, b2)
             expr = (ux * vy - uy * vx) * sp.cos(theta) - (ux * vx + uy * vy) * sp.sin(theta)
         constraints.append(Constraint(f"{angle.name}: relative angle", expr))
+    return constraints
 
+
+def _inertia_and_gravity(mechanism: Mechanism, kin: PointKinematics,
+                         ) -> tuple[dict[tuple[int, int], sp.Expr], list[sp.Expr]]:
+    """The sparse mass matrix (both triangles, no zeros) and each body's potential energy
+    in gravity."""
     mass: dict[tuple[int, int], sp.Expr] = {}
     potential: list[sp.Expr] = []
     gx, gy = mechanism.gravity
+    slot = kin.slot
     for body in mechanism.bodies:
         pi, pj = body.points[0], body.points[1]
-        cx, cy = _cog_position(body, position[pi], position[pj])
+        cx, cy = _cog_position(body, kin.position[pi], kin.position[pj])
         potential.append(-body.mass * (gx * cx + gy * cy))
         # Fixed points carry no coordinates: map their block rows to None and drop them.
         local = {0: slot.get(pi), 1: None if pi not in slot else slot[pi] + 1,
@@ -147,16 +194,23 @@ def build_symbolic_model(mechanism: Mechanism) -> SymbolicModel:
             row, col = local[r], local[c]
             if row is not None and col is not None:
                 mass[(row, col)] = mass.get((row, col), 0) + value
+    return {k: v for k, v in mass.items() if v != 0}, potential
 
+
+def _applied_forces(mechanism: Mechanism, kin: PointKinematics,
+                    ) -> tuple[list[sp.Expr], list[sp.Expr]]:
+    """(potential terms of springs and constant generalized forces, dissipative Q of
+    dampers and friction)."""
+    q, qd, index = kin.q, kin.qd, kin.index
+    potential: list[sp.Expr] = []
     dissipative = [sp.Integer(0)] * len(q)
     for spring in mechanism.springs:
         a, b = spring.points
-        dx, dy = delta(a, b)
+        dx, dy = kin.delta(a, b)
         length = sp.sqrt(dx**2 + dy**2)
         potential.append(spring.stiffness * (length - spring.rest_length) ** 2 / 2)
         if spring.damping != 0:
-            vx = velocity[b][0] - velocity[a][0]
-            vy = velocity[b][1] - velocity[a][1]
+            vx, vy = kin.relative_velocity(a, b)
             rate = (dx * vx + dy * vy) / length
             for k in range(len(q)):
                 grad = sp.diff(length, q[k])
@@ -168,35 +222,27 @@ def build_symbolic_model(mechanism: Mechanism) -> SymbolicModel:
         rate = qd[index[friction.coordinate]]
         dissipative[index[friction.coordinate]] -= (
             friction.viscous * rate + friction.coulomb * sp.tanh(rate / friction.stiction))
-
-    labels, sensors = _sensor_equations(mechanism, q, qd, position, velocity, index)
-    return SymbolicModel(mechanism, q, qd, [p.symbol for p in mechanism.parameters],
-                         constraints, {k: v for k, v in mass.items() if v != 0}, potential,
-                         dissipative, labels, sensors,
-                         [f.coulomb for f in mechanism.frictions]
-                         + [a.gain for a in mechanism.actuators])
+    return potential, dissipative
 
 
-def _sensor_equations(mechanism: Mechanism, q: list[sp.Symbol], qd: list[sp.Symbol],
-                      position: dict, velocity: dict,
-                      index: dict[str, int]) -> tuple[list[str], list[sp.Expr]]:
+def _sensor_equations(mechanism: Mechanism, kin: PointKinematics,
+                      ) -> tuple[list[str], list[sp.Expr]]:
+    """Each sensor's output labels and equations h(q, q̇)."""
     labels: list[str] = []
     values: list[sp.Expr] = []
     for sensor in mechanism.sensors:
         if sensor.kind == "gyroscope":
             body = mechanism.bodies[int(sensor.target)]
             a, b = body.points[0], body.points[1]
-            ux = position[b][0] - position[a][0]
-            uy = position[b][1] - position[a][1]
-            vx = velocity[b][0] - velocity[a][0]
-            vy = velocity[b][1] - velocity[a][1]
+            ux, uy = kin.delta(a, b)
+            vx, vy = kin.relative_velocity(a, b)
             labels.append(sensor.name)
             reading = [(ux * vy - uy * vx) / (ux**2 + uy**2)]
         elif sensor.kind == "encoder":
             labels.append(sensor.name)
-            reading = [q[index[str(sensor.target)]]]
+            reading = [kin.q[kin.index[str(sensor.target)]]]
         else:
-            source = position if sensor.kind == "position" else velocity
+            source = kin.position if sensor.kind == "position" else kin.velocity
             labels += [f"{sensor.name}.x", f"{sensor.name}.y"]
             reading = list(source[int(sensor.target)])
         offset = sensor.offset or (sp.Integer(0),) * len(reading)
