@@ -84,6 +84,14 @@ static inline int mb_all_finite(const double* v, long len)
     return 1;
 }
 
+/* The dynamics' KKT system runs on the module's unrolled code under these options (the
+ * public mb_plan_uses_unrolled; inline so sparse.c needs nothing from model.c). */
+static inline int mb_unrolled_applies(const mb_plan* plan, const mb_options* options)
+{
+    return plan->unrolled && options->refine == 0 &&
+           (options->method == MB_METHOD_AUTO || options->method == MB_METHOD_UNROLLED);
+}
+
 /* sparse.c */
 int mb_sparse_analyze(mb_plan* plan);
 void mb_sparse_release(mb_sparse* sp);

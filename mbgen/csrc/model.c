@@ -161,8 +161,7 @@ int mb_plan_uses_sparse(const mb_plan* plan, const mb_options* options)
 
 int mb_plan_uses_unrolled(const mb_plan* plan, const mb_options* options)
 {
-    return plan->unrolled && options->refine == 0 &&
-           (options->method == MB_METHOD_AUTO || options->method == MB_METHOD_UNROLLED);
+    return mb_unrolled_applies(plan, options);
 }
 
 int mb_plan_factor_size(const mb_plan* plan)

@@ -16,6 +16,11 @@ typedef struct {
     double *q, *qd;     /* full state of the last evaluation (the solvers' guess) */
     double *Jx, *Jv, *G;/* k x k Newton scratch of the trapezoidal rule */
     int* piv;           /* k pivots of G */
+    /* the integrated variables (k = n, or d in independent coordinates): the step's
+     * start x, v, a and end x1, v1, a1; RK4's stage point xs, vs and slopes kx, kv
+     * (4 x n); the trapezoidal residual F */
+    double *x, *v, *a, *x1, *v1, *a1, *xs, *vs, *kx, *kv, *F;
+    double* scratch;    /* the one allocation all of the above live in */
 } mb_sim;
 
 /* Accelerations of the integrated variables x (q or z) at (x, ẋ), optionally with their
@@ -86,117 +91,178 @@ static void restore_energy(const mb_model* model, const double* q, double* qd,
     for (int i = 0; i < model->n; ++i) qd[i] *= s;
 }
 
+static void sim_free(mb_sim* sim)
+{
+    mb_ws_free(sim->w);
+    mb_ws_free(sim->wk);
+    free(sim->scratch);
+    free(sim->ind);
+}
+
+static int sim_init(mb_sim* sim, const mb_plan* plan, const mb_options* options,
+                    const double* q0, const double* qd0, const double* p, int independent)
+{
+    const int n = plan->model->n;
+    const size_t nn = (size_t)n * n;
+    memset(sim, 0, sizeof(*sim));
+    sim->w = mb_ws_new(plan, options, MB_WS_JACOBIANS);
+    sim->wk = mb_ws_new(plan, options, 0);
+    /* Jx, Jv, G (n x n); q, qd, x, v, a, x1, v1, a1, xs, vs, F (n); kx, kv (4 x n) */
+    enum { VECTORS = 11 + 2 * 4 };
+    sim->scratch = (double*)malloc(sizeof(double) * (3 * nn + VECTORS * (size_t)n + 1));
+    sim->ind = (int*)malloc(sizeof(int) * (2 * (size_t)n + 1));  /* ind, then pivots */
+    if (!sim->w || !sim->wk || !sim->scratch || !sim->ind) {
+        sim_free(sim);
+        return MB_NO_MEMORY;
+    }
+    double* cursor = sim->scratch;
+    double** blocks[] = {&sim->q, &sim->qd, &sim->x, &sim->v, &sim->a, &sim->x1, &sim->v1,
+                         &sim->a1, &sim->xs, &sim->vs, &sim->F};
+    sim->Jx = cursor; cursor += nn;
+    sim->Jv = cursor; cursor += nn;
+    sim->G = cursor; cursor += nn;
+    for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); ++b) {
+        *blocks[b] = cursor;
+        cursor += n;
+    }
+    sim->kx = cursor; cursor += 4 * (size_t)n;
+    sim->kv = cursor;
+    sim->p = p;
+    sim->independent = independent;
+    sim->n = n;
+    sim->d = n - plan->r;
+    sim->piv = sim->ind + n;
+    memcpy(sim->q, q0, sizeof(double) * (size_t)n);
+    memcpy(sim->qd, qd0, sizeof(double) * (size_t)n);
+    return MB_OK;
+}
+
+/* x, v from the state: q, q̇, or their independent coordinates (given, or chosen at
+ * this state); *k is their number. */
+static int load_integrated(mb_sim* sim, const int* zfix, int nz, int* k)
+{
+    if (!sim->independent) {
+        *k = sim->n;
+        memcpy(sim->x, sim->q, sizeof(double) * (size_t)sim->n);
+        memcpy(sim->v, sim->qd, sizeof(double) * (size_t)sim->n);
+        return MB_OK;
+    }
+    if (nz) memcpy(sim->ind, zfix, sizeof(int) * (size_t)nz);
+    else {
+        const int st = mb_choose_z(sim->wk, sim->q, sim->p, sim->ind);
+        if (st) return st;
+    }
+    *k = sim->d;
+    for (int j = 0; j < *k; ++j) {
+        sim->x[j] = sim->q[sim->ind[j]];
+        sim->v[j] = sim->qd[sim->ind[j]];
+    }
+    return MB_OK;
+}
+
+static int rk4_step(mb_sim* sim, int k, double dt, const double* Qmid, const double* Qend)
+{
+    const int n = sim->n;
+    const double *x = sim->x, *v = sim->v;
+    double *kx = sim->kx, *kv = sim->kv, *xs = sim->xs, *vs = sim->vs;
+    const double h[3] = {0.5 * dt, 0.5 * dt, dt};
+    memcpy(kx, v, sizeof(double) * (size_t)k);
+    memcpy(kv, sim->a, sizeof(double) * (size_t)k);
+    for (int s = 1; s < 4; ++s) {
+        for (int i = 0; i < k; ++i) {
+            xs[i] = x[i] + h[s - 1] * kx[(s - 1) * n + i];
+            vs[i] = v[i] + h[s - 1] * kv[(s - 1) * n + i];
+        }
+        memcpy(kx + s * n, vs, sizeof(double) * (size_t)k);
+        const int st = sim_eval(sim, xs, vs, s < 3 ? Qmid : Qend, kv + s * n, NULL, NULL);
+        if (st) return st;
+    }
+    for (int i = 0; i < k; ++i) {
+        sim->x1[i] = x[i] + dt / 6.0 * (kx[i] + 2 * kx[n + i] + 2 * kx[2 * n + i] + kx[3 * n + i]);
+        sim->v1[i] = v[i] + dt / 6.0 * (kv[i] + 2 * kv[n + i] + 2 * kv[2 * n + i] + kv[3 * n + i]);
+    }
+    return MB_OK;
+}
+
+/* x1, v1 from x, v, a by one step of ``method``. */
+static int integrate_step(mb_sim* sim, int method, int k, double dt, const double* Qmid,
+                          const double* Qend)
+{
+    const double *x = sim->x, *v = sim->v, *a = sim->a;
+    double *x1 = sim->x1, *v1 = sim->v1;
+    switch (method) {
+    case MB_EULER:
+        for (int i = 0; i < k; ++i) { x1[i] = x[i] + dt * v[i]; v1[i] = v[i] + dt * a[i]; }
+        return MB_OK;
+    case MB_SEMI_IMPLICIT_EULER:
+        for (int i = 0; i < k; ++i) { v1[i] = v[i] + dt * a[i]; x1[i] = x[i] + dt * v1[i]; }
+        return MB_OK;
+    case MB_RK4:
+        return rk4_step(sim, k, dt, Qmid, Qend);
+    case MB_TRAPEZOIDAL:
+        return trapezoidal_step(sim, k, x, v, a, dt, Qend, x1, v1, sim->a1, sim->F);
+    default:
+        return MB_BAD_ARGUMENT;
+    }
+}
+
+/* The state from x1, v1: the dependent coordinates follow the independent ones, or the
+ * integrated q, q̇ are projected back onto Φ = 0, Φq q̇ = 0 (and the initial energy). */
+static int store_integrated(mb_sim* sim, const mb_options* options, int k, int project,
+                            double energy0)
+{
+    const double* p = sim->p;
+    int st = MB_OK;
+    if (sim->independent) {
+        for (int j = 0; j < k; ++j) {
+            sim->q[sim->ind[j]] = sim->x1[j];
+            sim->qd[sim->ind[j]] = sim->v1[j];
+        }
+        st = mb_position_one(sim->wk, sim->q, p, sim->ind, k, 0, options->newton_tol,
+                             options->max_iter);
+        return st ? st : mb_velocity_one(sim->wk, sim->q, sim->qd, p, sim->ind, k, 0);
+    }
+    memcpy(sim->q, sim->x1, sizeof(double) * (size_t)sim->n);
+    memcpy(sim->qd, sim->v1, sizeof(double) * (size_t)sim->n);
+    if (project == MB_PROJECT_NONE) return MB_OK;
+    st = mb_position_one(sim->wk, sim->q, p, NULL, 0, 1, 1e-13, 10);
+    if (st == MB_NO_CONVERGENCE) st = MB_OK;  /* best effort at round-off level */
+    if (!st) st = mb_velocity_one(sim->wk, sim->q, sim->qd, p, NULL, 0, 1);
+    if (!st && project == MB_PROJECT_ENERGY)
+        restore_energy(sim->w->model, sim->q, sim->qd, p, energy0);
+    return st;
+}
+
 int mb_simulate(const mb_plan* plan, const mb_options* options, const double* q0,
     const double* qd0, const double* p, const int* zfix, int nz, int method,
     int independent, int project, double dt, long nsteps, const double* Qtable,
     double* out_q, double* out_qd, double* out_qdd, long* failed_step)
 {
-    const mb_model* model = plan->model;
-    const int n = model->n, r = plan->r;
-    const size_t nn = (size_t)n * n;
+    const int n = plan->model->n;
+    const size_t row = sizeof(double) * (size_t)n;
     mb_sim sim;
-    memset(&sim, 0, sizeof(sim));
-    sim.w = mb_ws_new(plan, options, MB_WS_JACOBIANS);
-    sim.wk = mb_ws_new(plan, options, 0);
-    /* Jx, Jv, G (n x n); q, qd, x, v, a, x1, v1, a1, xs, vs, F (n); kx, kv (4 x n) */
-    enum { VECTORS = 11 + 2 * 4 };
-    double* scratch = (double*)malloc(sizeof(double) * (3 * nn + VECTORS * (size_t)n + 1));
-    int* ind = (int*)malloc(sizeof(int) * (2 * (size_t)n + 1));  /* ind, then pivots */
     *failed_step = -1;
-    if (!sim.w || !sim.wk || !scratch || !ind) {
-        mb_ws_free(sim.w); mb_ws_free(sim.wk); free(scratch); free(ind);
-        return MB_NO_MEMORY;
-    }
-    double* cursor = scratch;
-    sim.Jx = cursor; cursor += nn;
-    sim.Jv = cursor; cursor += nn;
-    sim.G = cursor; cursor += nn;
-    sim.q = cursor; cursor += n;
-    sim.qd = cursor; cursor += n;
-    double *x = cursor, *v = x + n, *a = v + n, *x1 = a + n, *v1 = x1 + n, *a1 = v1 + n;
-    double *xs = a1 + n, *vs = xs + n, *F = vs + n, *kx = F + n, *kv = kx + 4 * n;
-    sim.p = p;
-    sim.independent = independent;
-    sim.n = n;
-    sim.d = n - r;
-    sim.ind = ind;
-    sim.piv = ind + n;
-    memcpy(sim.q, q0, sizeof(double) * (size_t)n);
-    memcpy(sim.qd, qd0, sizeof(double) * (size_t)n);
-    int st = (nz && nz != sim.d) ? MB_BAD_ARGUMENT : MB_OK;
-    long step = 0;
+    int st = sim_init(&sim, plan, options, q0, qd0, p, independent);
+    if (st) return st;
+    if (nz && nz != sim.d) st = MB_BAD_ARGUMENT;
     double e0[2];
-    mb_eval_one(model, MB_K_ENERGY, q0, qd0, p, e0);
-    const double energy0 = e0[0] + e0[1];
+    mb_eval_one(plan->model, MB_K_ENERGY, q0, qd0, p, e0);
+    long step = 0;
     for (step = 0; step <= nsteps && !st; ++step) {
         const double* Qk = Qtable ? Qtable + 2 * step * n : NULL;
         int k = n;
-        if (independent) {
-            if (nz) memcpy(sim.ind, zfix, sizeof(int) * (size_t)nz);
-            else if ((st = mb_choose_z(sim.wk, sim.q, p, sim.ind))) break;
-            k = sim.d;
-            for (int j = 0; j < k; ++j) { x[j] = sim.q[sim.ind[j]]; v[j] = sim.qd[sim.ind[j]]; }
-        } else {
-            memcpy(x, sim.q, sizeof(double) * (size_t)n);
-            memcpy(v, sim.qd, sizeof(double) * (size_t)n);
-        }
-        st = sim_eval(&sim, x, v, Qk, a, NULL, NULL);
-        if (st) break;
-        memcpy(out_q + step * n, sim.q, sizeof(double) * (size_t)n);
-        memcpy(out_qd + step * n, sim.qd, sizeof(double) * (size_t)n);
-        memcpy(out_qdd + step * n, sim.w->qdd, sizeof(double) * (size_t)n);
+        if ((st = load_integrated(&sim, zfix, nz, &k))) break;
+        if ((st = sim_eval(&sim, sim.x, sim.v, Qk, sim.a, NULL, NULL))) break;
+        memcpy(out_q + step * n, sim.q, row);
+        memcpy(out_qd + step * n, sim.qd, row);
+        memcpy(out_qdd + step * n, sim.w->qdd, row);
         if (step == nsteps) break;
-        const double* Qmid = Qtable ? Qk + n : NULL;
-        const double* Qend = Qtable ? Qk + 2 * n : NULL;
-        if (method == MB_EULER) {
-            for (int i = 0; i < k; ++i) { x1[i] = x[i] + dt * v[i]; v1[i] = v[i] + dt * a[i]; }
-        } else if (method == MB_SEMI_IMPLICIT_EULER) {
-            for (int i = 0; i < k; ++i) { v1[i] = v[i] + dt * a[i]; x1[i] = x[i] + dt * v1[i]; }
-        } else if (method == MB_RK4) {
-            const double h[3] = {0.5 * dt, 0.5 * dt, dt};
-            memcpy(kx, v, sizeof(double) * (size_t)k);
-            memcpy(kv, a, sizeof(double) * (size_t)k);
-            for (int s = 1; s < 4 && !st; ++s) {
-                for (int i = 0; i < k; ++i) {
-                    xs[i] = x[i] + h[s - 1] * kx[(s - 1) * n + i];
-                    vs[i] = v[i] + h[s - 1] * kv[(s - 1) * n + i];
-                }
-                memcpy(kx + s * n, vs, sizeof(double) * (size_t)k);
-                st = sim_eval(&sim, xs, vs, s < 3 ? Qmid : Qend, kv + s * n, NULL, NULL);
-            }
-            if (st) break;
-            for (int i = 0; i < k; ++i) {
-                x1[i] = x[i] + dt / 6.0 * (kx[i] + 2 * kx[n + i] + 2 * kx[2 * n + i] + kx[3 * n + i]);
-                v1[i] = v[i] + dt / 6.0 * (kv[i] + 2 * kv[n + i] + 2 * kv[2 * n + i] + kv[3 * n + i]);
-            }
-        } else if (method == MB_TRAPEZOIDAL) {
-            st = trapezoidal_step(&sim, k, x, v, a, dt, Qend, x1, v1, a1, F);
-            if (st) break;
-        } else {
-            st = MB_BAD_ARGUMENT;
-            break;
-        }
-        if (independent) {
-            for (int j = 0; j < k; ++j) { sim.q[sim.ind[j]] = x1[j]; sim.qd[sim.ind[j]] = v1[j]; }
-            st = mb_position_one(sim.wk, sim.q, p, sim.ind, k, 0, options->newton_tol,
-                                 options->max_iter);
-            if (!st) st = mb_velocity_one(sim.wk, sim.q, sim.qd, p, sim.ind, k, 0);
-        } else {
-            memcpy(sim.q, x1, sizeof(double) * (size_t)n);
-            memcpy(sim.qd, v1, sizeof(double) * (size_t)n);
-            if (project != MB_PROJECT_NONE) {
-                st = mb_position_one(sim.wk, sim.q, p, NULL, 0, 1, 1e-13, 10);
-                if (st == MB_NO_CONVERGENCE) st = MB_OK;  /* best effort at round-off level */
-                if (!st) st = mb_velocity_one(sim.wk, sim.q, sim.qd, p, NULL, 0, 1);
-                if (!st && project == MB_PROJECT_ENERGY)
-                    restore_energy(model, sim.q, sim.qd, p, energy0);
-            }
-        }
+        if ((st = integrate_step(&sim, method, k, dt, Qtable ? Qk + n : NULL,
+                                 Qtable ? Qk + 2 * n : NULL)))
+            break;  /* the step itself failed: reported at its start */
+        st = store_integrated(&sim, options, k, project, e0[0] + e0[1]);
     }
     if (st) *failed_step = step;
-    mb_ws_free(sim.w);
-    mb_ws_free(sim.wk);
-    free(scratch);
-    free(ind);
+    sim_free(&sim);
     return st;
 }

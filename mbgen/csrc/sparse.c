@@ -80,53 +80,44 @@ static int add_entry(const mb_sparse* sp, entry* list, int count, int node_i, in
     return count + 1;
 }
 
-int mb_sparse_analyze(mb_plan* plan)
+/* The entries of Φq's active rows, grouped by row: row k's are
+ * row_entries[row_start[k] .. row_start[k + 1]). Returns the number of pairs in AᵀA
+ * (each row's entries taken two at a time, with repetition). */
+static int group_by_row(const mb_plan* plan, int* row_start, int* row_entries, int* fill)
 {
-    mb_sparse* sp = &plan->sp;
-    const mb_model* model = plan->model;
-    const mb_kernel* a = &model->kernel[MB_K_PHI_Q];
-    const mb_kernel* mass = &model->kernel[MB_K_MASS];
-    const mb_kernel* damping = &model->kernel[MB_K_FORCES_QD];  /* the variational Newton */
-    const int n = model->n, r = plan->r, N = n + r;
-    memset(sp, 0, sizeof(*sp));
-    sp->size = N;
-    /* nonzeros of Φq per active row, to list the pairs of AᵀA */
-    int* row_start = (int*)calloc((size_t)r + 1, sizeof(int));
-    int* row_entries = (int*)malloc(sizeof(int) * (size_t)(a->nnz + 1));
-    sp->perm = (int*)malloc(sizeof(int) * (size_t)N);
-    sp->iperm = (int*)malloc(sizeof(int) * (size_t)N);
-    sp->parent = (int*)malloc(sizeof(int) * (size_t)N);
-    sp->Lp = (int*)malloc(sizeof(int) * ((size_t)N + 1));
-    sp->diag = (int*)malloc(sizeof(int) * (size_t)N);
-    sp->mass_map = (int*)malloc(sizeof(int) * (size_t)(mass->nnz + 1));
-    sp->a_map = (int*)malloc(sizeof(int) * (size_t)(a->nnz + 1));
-    if (!row_start || !row_entries || !sp->perm || !sp->iperm || !sp->parent || !sp->Lp ||
-        !sp->diag || !sp->mass_map || !sp->a_map)
-        goto fail;
+    const mb_kernel* a = &plan->model->kernel[MB_K_PHI_Q];
+    const int r = plan->r;
     for (int e = 0; e < a->nnz; ++e) {
         const int k = plan->rowpos[a->row[e]];
         if (k >= 0) row_start[k + 1]++;
     }
     for (int k = 0; k < r; ++k) row_start[k + 1] += row_start[k];
-    {
-        int* fill = sp->parent;  /* scratch */
-        for (int k = 0; k < r; ++k) fill[k] = row_start[k];
-        for (int e = 0; e < a->nnz; ++e) {
-            const int k = plan->rowpos[a->row[e]];
-            if (k >= 0) row_entries[fill[k]++] = e;
-        }
+    for (int k = 0; k < r; ++k) fill[k] = row_start[k];
+    for (int e = 0; e < a->nnz; ++e) {
+        const int k = plan->rowpos[a->row[e]];
+        if (k >= 0) row_entries[fill[k]++] = e;
     }
     int pairs = 0;
     for (int k = 0; k < r; ++k) {
         const int len = row_start[k + 1] - row_start[k];
         pairs += len * (len + 1) / 2;
     }
-    elimination_order(plan, sp);
+    return pairs;
+}
 
-    /* pattern of the permuted upper triangle */
+/* The pattern of the permuted upper triangle of K (columns Kp, rows Ki): the diagonal,
+ * M, ∂Q/∂q̇ (the variational Newton), AᵀA and A. */
+static int upper_pattern(const mb_plan* plan, mb_sparse* sp, const int* row_start,
+                         const int* row_entries, int pairs)
+{
+    const mb_model* model = plan->model;
+    const mb_kernel* a = &model->kernel[MB_K_PHI_Q];
+    const mb_kernel* mass = &model->kernel[MB_K_MASS];
+    const mb_kernel* damping = &model->kernel[MB_K_FORCES_QD];
+    const int n = model->n, r = plan->r, N = sp->size;
     const int max_entries = N + mass->nnz + damping->nnz + pairs + a->nnz;
     entry* list = (entry*)malloc(sizeof(entry) * (size_t)(max_entries + 1));
-    if (!list) goto fail;
+    if (!list) return MB_NO_MEMORY;
     int count = 0;
     for (int i = 0; i < N; ++i) count = add_entry(sp, list, count, i, i);
     for (int e = 0; e < mass->nnz; ++e)
@@ -149,16 +140,25 @@ int mb_sparse_analyze(mb_plan* plan)
     sp->nnz_k = unique;
     sp->Kp = (int*)calloc((size_t)N + 1, sizeof(int));
     sp->Ki = (int*)malloc(sizeof(int) * (size_t)(unique + 1));
-    if (!sp->Kp || !sp->Ki) { free(list); goto fail; }
+    if (!sp->Kp || !sp->Ki) { free(list); return MB_NO_MEMORY; }
     for (int e = 0; e < unique; ++e) {
         sp->Kp[list[e].col + 1]++;
         sp->Ki[e] = list[e].row;
     }
     for (int j = 0; j < N; ++j) sp->Kp[j + 1] += sp->Kp[j];
     free(list);
+    return MB_OK;
+}
 
-    /* slots of every kernel entry */
-    for (int i = 0; i < N; ++i) sp->diag[i] = slot(sp, i, i);
+/* The slot in K of every kernel entry: the diagonal, M, A and each pair of AᵀA. */
+static int kernel_slots(const mb_plan* plan, mb_sparse* sp, const int* row_start,
+                        const int* row_entries, int pairs)
+{
+    const mb_model* model = plan->model;
+    const mb_kernel* a = &model->kernel[MB_K_PHI_Q];
+    const mb_kernel* mass = &model->kernel[MB_K_MASS];
+    const int n = model->n, r = plan->r;
+    for (int i = 0; i < sp->size; ++i) sp->diag[i] = slot(sp, i, i);
     for (int e = 0; e < mass->nnz; ++e)
         sp->mass_map[e] = sp->iperm[mass->row[e]] <= sp->iperm[mass->col[e]]
                               ? slot(sp, mass->row[e], mass->col[e]) : -1;
@@ -170,83 +170,118 @@ int mb_sparse_analyze(mb_plan* plan)
     sp->ata_map = (int*)malloc(sizeof(int) * (size_t)(pairs + 1));
     sp->ata_k1 = (int*)malloc(sizeof(int) * (size_t)(pairs + 1));
     sp->ata_k2 = (int*)malloc(sizeof(int) * (size_t)(pairs + 1));
-    if (!sp->ata_map || !sp->ata_k1 || !sp->ata_k2) goto fail;
-    pairs = 0;
+    if (!sp->ata_map || !sp->ata_k1 || !sp->ata_k2) return MB_NO_MEMORY;
+    int pair = 0;
     for (int k = 0; k < r; ++k)
         for (int s = row_start[k]; s < row_start[k + 1]; ++s)
             for (int t = s; t < row_start[k + 1]; ++t) {
                 const int e1 = row_entries[s], e2 = row_entries[t];
-                sp->ata_k1[pairs] = e1;
-                sp->ata_k2[pairs] = e2;
+                sp->ata_k1[pair] = e1;
+                sp->ata_k2[pair] = e2;
                 /* a pair on one coordinate counts once, two coordinates once per side */
-                sp->ata_map[pairs++] = slot(sp, a->col[e1], a->col[e2]);
+                sp->ata_map[pair++] = slot(sp, a->col[e1], a->col[e2]);
             }
+    return MB_OK;
+}
 
-    /* elimination tree, column counts of L, then its whole pattern: the factorization
-     * below only does arithmetic (row k of L = the reach of K's column k in the tree, in
-     * the topological order the up-looking algorithm needs) */
-    {
-        int* flag = (int*)malloc(sizeof(int) * (size_t)N);
-        int* lnz = (int*)malloc(sizeof(int) * (size_t)N);
-        int* stack = (int*)malloc(sizeof(int) * (size_t)N);
-        if (!flag || !lnz || !stack) { free(flag); free(lnz); free(stack); goto fail; }
-        for (int k = 0; k < N; ++k) {
-            sp->parent[k] = -1;
-            flag[k] = k;
-            lnz[k] = 0;
-            for (int p = sp->Kp[k]; p < sp->Kp[k + 1]; ++p)
-                for (int i = sp->Ki[p]; i < k && flag[i] != k; i = sp->parent[i]) {
-                    if (sp->parent[i] == -1) sp->parent[i] = k;
-                    lnz[i]++;
-                    flag[i] = k;
-                }
-        }
-        sp->Lp[0] = 0;
-        for (int k = 0; k < N; ++k) sp->Lp[k + 1] = sp->Lp[k] + lnz[k];
-        sp->nnz_l = sp->Lp[N];
-        sp->Li = (int*)malloc(sizeof(int) * (size_t)(sp->nnz_l + 1));
-        sp->rowp = (int*)malloc(sizeof(int) * ((size_t)N + 1));
-        sp->row_node = (int*)malloc(sizeof(int) * (size_t)(sp->nnz_l + 1));
-        sp->row_slot = (int*)malloc(sizeof(int) * (size_t)(sp->nnz_l + 1));
-        if (!sp->Li || !sp->rowp || !sp->row_node || !sp->row_slot) {
-            free(flag); free(lnz); free(stack); goto fail;
-        }
-        int t = 0;
-        for (int k = 0; k < N; ++k) flag[k] = -1;
-        for (int k = 0; k < N; ++k) {
-            int top = N;
-            flag[k] = k;
-            lnz[k] = 0;
-            sp->rowp[k] = t;
-            for (int p = sp->Kp[k]; p < sp->Kp[k + 1]; ++p) {
-                int i = sp->Ki[p], len = 0;
-                for (; flag[i] != k; i = sp->parent[i]) {
-                    stack[len++] = i;
-                    flag[i] = k;
-                }
-                while (len > 0) stack[--top] = stack[--len];
+/* Elimination tree and column counts of L (Lp). */
+static void elimination_tree(mb_sparse* sp, int* flag, int* lnz)
+{
+    const int N = sp->size;
+    for (int k = 0; k < N; ++k) {
+        sp->parent[k] = -1;
+        flag[k] = k;
+        lnz[k] = 0;
+        for (int p = sp->Kp[k]; p < sp->Kp[k + 1]; ++p)
+            for (int i = sp->Ki[p]; i < k && flag[i] != k; i = sp->parent[i]) {
+                if (sp->parent[i] == -1) sp->parent[i] = k;
+                lnz[i]++;
+                flag[i] = k;
             }
-            for (; top < N; ++top) {
-                const int i = stack[top];
-                const int slot_ik = sp->Lp[i] + lnz[i]++;
-                sp->Li[slot_ik] = k;
-                sp->row_node[t] = i;
-                sp->row_slot[t++] = slot_ik;
+    }
+    sp->Lp[0] = 0;
+    for (int k = 0; k < N; ++k) sp->Lp[k + 1] = sp->Lp[k] + lnz[k];
+    sp->nnz_l = sp->Lp[N];
+}
+
+/* L's whole pattern, so the factorization only does arithmetic: row k of L is the reach
+ * of K's column k in the tree, listed in the topological order the up-looking algorithm
+ * needs (rowp, row_node, row_slot). */
+static int factor_pattern(mb_sparse* sp, int* flag, int* lnz, int* stack)
+{
+    const int N = sp->size;
+    sp->Li = (int*)malloc(sizeof(int) * (size_t)(sp->nnz_l + 1));
+    sp->rowp = (int*)malloc(sizeof(int) * ((size_t)N + 1));
+    sp->row_node = (int*)malloc(sizeof(int) * (size_t)(sp->nnz_l + 1));
+    sp->row_slot = (int*)malloc(sizeof(int) * (size_t)(sp->nnz_l + 1));
+    if (!sp->Li || !sp->rowp || !sp->row_node || !sp->row_slot) return MB_NO_MEMORY;
+    int t = 0;
+    for (int k = 0; k < N; ++k) flag[k] = -1;
+    for (int k = 0; k < N; ++k) {
+        int top = N;
+        flag[k] = k;
+        lnz[k] = 0;
+        sp->rowp[k] = t;
+        for (int p = sp->Kp[k]; p < sp->Kp[k + 1]; ++p) {
+            int i = sp->Ki[p], len = 0;
+            for (; flag[i] != k; i = sp->parent[i]) {
+                stack[len++] = i;
+                flag[i] = k;
             }
+            while (len > 0) stack[--top] = stack[--len];
         }
-        sp->rowp[N] = t;
-        free(flag);
-        free(lnz);
-        free(stack);
+        for (; top < N; ++top) {
+            const int i = stack[top];
+            const int slot_ik = sp->Lp[i] + lnz[i]++;
+            sp->Li[slot_ik] = k;
+            sp->row_node[t] = i;
+            sp->row_slot[t++] = slot_ik;
+        }
+    }
+    sp->rowp[N] = t;
+    return MB_OK;
+}
+
+int mb_sparse_analyze(mb_plan* plan)
+{
+    mb_sparse* sp = &plan->sp;
+    const mb_model* model = plan->model;
+    const mb_kernel* a = &model->kernel[MB_K_PHI_Q];
+    const mb_kernel* mass = &model->kernel[MB_K_MASS];
+    const int N = model->n + plan->r;
+    memset(sp, 0, sizeof(*sp));
+    sp->size = N;
+    int* row_start = (int*)calloc((size_t)plan->r + 1, sizeof(int));
+    int* row_entries = (int*)malloc(sizeof(int) * (size_t)(a->nnz + 1));
+    int* flag = (int*)malloc(sizeof(int) * (size_t)N);
+    int* lnz = (int*)malloc(sizeof(int) * (size_t)N);
+    int* stack = (int*)malloc(sizeof(int) * (size_t)N);
+    sp->perm = (int*)malloc(sizeof(int) * (size_t)N);
+    sp->iperm = (int*)malloc(sizeof(int) * (size_t)N);
+    sp->parent = (int*)malloc(sizeof(int) * (size_t)N);
+    sp->Lp = (int*)malloc(sizeof(int) * ((size_t)N + 1));
+    sp->diag = (int*)malloc(sizeof(int) * (size_t)N);
+    sp->mass_map = (int*)malloc(sizeof(int) * (size_t)(mass->nnz + 1));
+    sp->a_map = (int*)malloc(sizeof(int) * (size_t)(a->nnz + 1));
+    int status = MB_NO_MEMORY;
+    if (row_start && row_entries && flag && lnz && stack && sp->perm && sp->iperm &&
+        sp->parent && sp->Lp && sp->diag && sp->mass_map && sp->a_map) {
+        const int pairs = group_by_row(plan, row_start, row_entries, sp->parent);
+        elimination_order(plan, sp);
+        status = upper_pattern(plan, sp, row_start, row_entries, pairs);
+        if (status == MB_OK) status = kernel_slots(plan, sp, row_start, row_entries, pairs);
+        if (status == MB_OK) {
+            elimination_tree(sp, flag, lnz);
+            status = factor_pattern(sp, flag, lnz, stack);
+        }
     }
     free(row_start);
     free(row_entries);
-    return MB_OK;
-fail:
-    free(row_start);
-    free(row_entries);
-    mb_sparse_release(sp);
-    return MB_NO_MEMORY;
+    free(flag);
+    free(lnz);
+    free(stack);
+    if (status != MB_OK) mb_sparse_release(sp);
+    return status;
 }
 
 void mb_sparse_release(mb_sparse* sp)
@@ -293,7 +328,7 @@ int mb_sparse_factor(mb_ws* w, const double* q, const double* p, int kinematic,
     w->factored_sparse = w->factored_unrolled = 0;
     w->sigma = sigma;
     if (!nz && !sigma && (!kinematic || plan->identity) &&
-        mb_plan_uses_unrolled(plan, w->opt)) {
+        mb_unrolled_applies(plan, w->opt)) {
         /* W = M, or W = I given in the mass kernel's layout */
         if (!kinematic) mb_eval_one(model, MB_K_MASS, q, NULL, p, w->kv[MB_K_MASS]);
         mb_copy(a, w->kv[MB_K_PHI_Q], ka->nnz);  /* mb_sparse_rhs */
