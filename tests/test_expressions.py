@@ -267,9 +267,12 @@ def test_large_integers_are_printed_as_c_doubles(tmp_path: Path) -> None:
     import subprocess
 
     from mbgen.codegen.c_printer import kernel_body
+    from mbgen.codegen.templates import template_environment
 
     mass = parse_expression("1e15*1e15*3", SCOPE)
-    lines = kernel_body([mass * X, 7 * X], {X: "q[0]"})
+    macros = template_environment().get_template("c.j2").module
+    lines = macros.kernel_body(kernel_body([mass * X, 7 * X], {X: "q[0]"}), False,
+                               "").splitlines()
     assert lines == ["out[0] = 3e+30*q[0];", "out[1] = 7*q[0];"]
     program = tmp_path / "literal.c"
     program.write_text("#include <stdio.h>\nint main(void) { double q[1] = {2.0}, out[2];\n"

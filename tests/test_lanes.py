@@ -1,48 +1,91 @@
-"""The lane rewrite of the unrolled KKT code (mbgen/codegen/lanes.py) on a small program:
-the generated lane functions themselves are checked bit for bit against the one-state
-code in test_predict_particles.py."""
+"""The lane functions come from the same template macros as the one-state code, with
+every array index made per lane (templates/c.j2, kkt.c.j2): checked here statement by
+statement on a small program. The generated lane functions themselves are checked bit for
+bit against the one-state code in test_predict_particles.py."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
-from mbgen.codegen.kkt import KktProgram
-from mbgen.codegen.lanes import LANE_STATEMENTS, kernel_lanes, kkt_lanes
+import sympy as sp
 
-PROGRAM = KktProgram(
-    size=2, rows=[0], perm=[0, 1], column_starts=[0, 1, 1], row_indices=[1],
-    prologue=["double h = 0.0;", "if (mv[0] > h) h = mv[0];", "const double g = h;",
-              "*gamma = g;"],
-    factor=[["const double d0 = mv[0];",
-             "if (!(d0 > mass_tol)) return d0 != d0 ? MB_NOT_FINITE : MB_SINGULAR_MASS;",
-             "D[0] = 1.0 / d0;", "E[0] = a[1];", "L[0] = E[0] * D[0];"]],
-    solve=[["x[1] -= L[0] * x[0];", "x[0] *= D[0];"]], inverse=None, jacobians=None)
+from mbgen.codegen.c_printer import element_names, kernel_body
+from mbgen.codegen.kkt import KktProgram, kkt_program
+from mbgen.codegen.kkt_jacobians import JACOBIAN_TERMS
+from mbgen.codegen.kkt_steps import SolveStep
+from mbgen.codegen.lanes import LANE_ARRAYS, LANE_STATEMENTS, kkt_has_lanes
+from mbgen.codegen.templates import template_environment
+
+KERNELS = {term.kernel for terms in JACOBIAN_TERMS.values() for term in terms}
+# a pendulum on a slider: x, y, θ held by one row (coordinate 1 and 2)
+PATTERNS = {**{kernel: [] for kernel in KERNELS},
+            "mass": [(0, 0), (1, 1), (2, 2), (1, 2)], "phi_q": [(0, 1), (0, 2)]}
 
 
-def test_every_index_becomes_per_lane_and_checks_mark_the_lane() -> None:
-    factor, solve = kkt_lanes(PROGRAM)
-    assert factor == [
-        "double h = 0.0;",
-        "h = mv[0 * MB_LANES + l] > h ? mv[0 * MB_LANES + l] : h;",
-        "const double g = h;",
-        "gamma[l] = g;",
-        "const double d0 = mv[0 * MB_LANES + l];",
-        "bad |= !(d0 > mass_tol);",
-        "D[0 * MB_LANES + l] = 1.0 / d0;",
-        "E[0 * MB_LANES + l] = a[1 * MB_LANES + l];",
-        "L[0 * MB_LANES + l] = E[0 * MB_LANES + l] * D[0 * MB_LANES + l];",
-    ]
-    assert solve == ["x[1 * MB_LANES + l] -= L[0 * MB_LANES + l] * x[0 * MB_LANES + l];",
-                     "x[0 * MB_LANES + l] *= D[0 * MB_LANES + l];"]
+def program() -> KktProgram:
+    kkt = kkt_program(3, [0], [0, 1, 2], PATTERNS)
+    assert kkt is not None
+    return kkt
+
+
+def factor_lines(kkt: KktProgram, lanes: bool) -> list[str]:
+    macros = template_environment().get_template("kkt.c.j2").module
+    text = macros.prologue(kkt.prologue, lanes, "") + "".join(
+        macros.factor_column(column, lanes, "")
+        for body in kkt.factor for column in body)
+    return text.splitlines()
+
+
+def per_lane(line: str, arrays: str) -> str:
+    """The oracle: every constant index into `arrays` made k * MB_LANES + l."""
+    return re.sub(rf"\b({arrays})\[(\d+)\]", r"\1[\2 * MB_LANES + l]", line)
+
+
+def test_lane_statements_are_the_one_state_statements_per_lane() -> None:
+    kkt = program()
+    one, lanes = factor_lines(kkt, False), factor_lines(kkt, True)
+    assert len(one) == len(lanes) == kkt.prologue.statements + sum(
+        column.statements for body in kkt.factor for column in body)
+    for single, lane in zip(one, lanes, strict=True):
+        check = re.fullmatch(r"if \(!\((.*)\)\) return [^;]*;", single)
+        if check:  # a failed check marks the lane instead of returning
+            assert lane == f"bad |= !({per_lane(check[1], 'mv|a|L|D|E')});"
+        elif single.startswith("if (mv["):  # the running maximum as a select
+            value = per_lane(single.split("(")[1].split(" >")[0], "mv")
+            assert lane == f"h = {value} > h ? {value} : h;"
+        elif "if (s > r2)" in single:
+            assert lane == per_lane(single.replace("if (s > r2) r2 = s;",
+                                                   "r2 = s > r2 ? s : r2;"), "a")
+        elif single == "*gamma = g;":
+            assert lane == "gamma[l] = g;"
+        else:
+            assert lane == per_lane(single, "mv|a|L|D|E")
+    assert not any("return" in line for line in lanes)
+    assert any("E[" in line for line in one) and any("g * a[0] * a[1]" in line for line in one)
+
+
+def test_the_solve_in_lanes_indexes_every_array_per_lane() -> None:
+    macros = template_environment().get_template("kkt.c.j2").module
+    for body in program().solve:
+        for step in body:
+            single = macros.solve_step(step, False)
+            assert macros.solve_step(step, True) == per_lane(
+                single, "x|L|D")
 
 
 def test_a_kernel_keeps_its_parameters_shared() -> None:
-    assert kernel_lanes(["out[2] = p[0] * sin(q[1]) + x[0];"]) == [
-        "out[2 * MB_LANES + l] = p[0] * sin(q[1 * MB_LANES + l]) + x[0 * MB_LANES + l];"]
+    q1, x0, p0 = sp.symbols("q1 x0 p0")
+    elements = {q1: ("q", 1), x0: ("x", 0), p0: ("p", 0)}
+    macros = template_environment().get_template("c.j2").module
+    body = kernel_body([0, 0, p0 * sp.sin(q1) + x0], element_names(elements, LANE_ARRAYS))
+    lines = macros.kernel_body(body, True, "").splitlines()
+    assert lines[2] == ("out[2 * MB_LANES + l] = "
+                        "p[0]*sin(q[1 * MB_LANES + l]) + x[0 * MB_LANES + l];")
 
 
-def test_statements_it_cannot_rewrite_give_no_lanes() -> None:
-    unknown = replace(PROGRAM, factor=[PROGRAM.factor[0] + ["if (d0 < 0.0) return 7;"]])
-    assert kkt_lanes(unknown) is None
-    long = replace(PROGRAM, solve=[["x[0] *= D[0];"] * (LANE_STATEMENTS + 1)])
-    assert kkt_lanes(long) is None
+def test_long_programs_have_no_lanes() -> None:
+    kkt = program()
+    assert kkt_has_lanes(kkt)
+    long = replace(kkt, solve=[[SolveStep(0, -1, 0)] * (LANE_STATEMENTS + 1)])
+    assert not kkt_has_lanes(long)

@@ -183,3 +183,31 @@ def test_the_exported_library_holds_every_core_source() -> None:
     from mbgen.codegen.ship import CORE_ORDER
 
     assert sorted(CORE_ORDER) == sorted(path.name for path in core_sources())
+
+
+def test_the_exported_library_is_the_core_and_kernels_verbatim(tmp_path: Path) -> None:
+    """The prefix comes from #defines the preprocessor applies (templates/export.*.j2):
+    the core's sources and the build's mechanism.c are in the library unchanged, and the
+    header is mbgen.h's text between the renames and their #undefs."""
+    from mbgen.codegen.cache import csrc_dir
+    from mbgen.codegen.ship import CORE_ORDER, export_files
+
+    build = tmp_path / "0123456789abcdef"
+    build.mkdir()
+    kernels = ('#include "mb_model.h"\nconst mb_model* mb_model_get(void) { return 0; }\n'
+               "static int k(void) { return MB_LANES + MB_OK; }\n")
+    (build / "mechanism.c").write_text(kernels)
+    (build / "meta.json").write_text(json.dumps({
+        "name": "a */ b", "mbgen_version": mbgen.__version__, "n": 1, "m": 0,
+        "coordinate_names": ["x"], "q0": [0.5], "parameters": {"g": 9.81}}))
+    files = export_files(build, "demo", [])
+    for source in CORE_ORDER[1:]:
+        assert (csrc_dir() / source).read_text() in files["demo.c"]
+    assert kernels in files["demo.c"]
+    assert (csrc_dir() / "mbgen.h").read_text() in files["demo.h"]
+    assert "#define mb_model_get demo_model_get\n" in files["demo.c"]
+    assert "#define MB_OK DEMO_OK\n" in files["demo.h"] and "#undef MB_OK\n" in files["demo.h"]
+    # a macro the core defines keeps its name (inside demo.c only), and user text stays
+    # in comments
+    assert "#define MB_LANES " not in files["demo.c"].split("#define MBGEN_SINGLE_FILE")[0]
+    assert "a * / b" in files["demo.h"] and "a */ b" not in files["demo.h"]

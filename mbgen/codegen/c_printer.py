@@ -1,12 +1,14 @@
-"""SymPy → C statements with common-subexpression elimination.
+"""SymPy → C expressions with common-subexpression elimination.
 
 Symbols are printed as elements of the kernel's input arrays; C identifiers come from
-mbgen (``q[3]``, ``t12``), never from user text.
+mbgen (``q[3]``, ``t12``), never from user text. Only expressions are printed here: the
+statements around them are written by the templates (templates/c.j2, kernel_body).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 import sympy as sp
 from sympy.printing.c import C99CodePrinter
@@ -47,18 +49,51 @@ class KernelPrinter(C99CodePrinter):
         return super()._print_Pow(expr)
 
 
-def kernel_body(exprs: Sequence[sp.Expr], names: Mapping[sp.Symbol, str],
-                out: str = "out") -> list[str]:
-    """C statements computing ``out[k] = exprs[k]`` after CSE."""
-    temporaries = sp.numbered_symbols("t")
-    replacements, reduced = sp.cse(list(exprs), symbols=temporaries, order="none")
-    printer_names = dict(names)
-    lines: list[str] = []
-    for symbol, _ in replacements:
-        printer_names[symbol] = str(symbol)
-    printer = KernelPrinter(printer_names)
-    for symbol, value in replacements:
-        lines.append(f"const double {symbol} = {printer.doprint(value)};")
-    for k, value in enumerate(reduced):
-        lines.append(f"{out}[{k}] = {printer.doprint(value)};")
-    return lines
+@dataclass
+class Temporary:
+    name: str
+    value: str  # C expression
+
+
+@dataclass
+class KernelBody:
+    """What a kernel computes, as printed expressions: the temporaries in order, then
+    out[k] = outputs[k]."""
+
+    temporaries: list[Temporary]
+    outputs: list[str]
+
+
+@dataclass
+class Eliminated:
+    """A kernel's expressions after common-subexpression elimination (printable with any
+    names for the input arrays' elements)."""
+
+    replacements: list[tuple[sp.Symbol, sp.Expr]]
+    reduced: list[sp.Expr]
+
+    def printed(self, names: Mapping[sp.Symbol, str]) -> KernelBody:
+        """The expressions printed with ``names`` for the inputs' symbols."""
+        printer = KernelPrinter({**names, **{s: str(s) for s, _ in self.replacements}})
+        return KernelBody([Temporary(str(s), printer.doprint(v)) for s, v in self.replacements],
+                          [printer.doprint(v) for v in self.reduced])
+
+
+def element_names(elements: Mapping[sp.Symbol, tuple[str, int]],
+                  lane_arrays: Collection[str] = ()) -> dict[sp.Symbol, str]:
+    """How symbols print: element k of their array, or for an array in ``lane_arrays``
+    element k of lane l in a [entry][lane] array (k * MB_LANES + l, see lanes.py)."""
+    return {symbol: f"{array}[{k} * MB_LANES + l]" if array in lane_arrays else f"{array}[{k}]"
+            for symbol, (array, k) in elements.items()}
+
+
+def eliminate(exprs: Sequence[sp.Expr]) -> Eliminated:
+    """Common subexpressions of ``exprs`` as temporaries t0, t1, ..."""
+    replacements, reduced = sp.cse(list(exprs), symbols=sp.numbered_symbols("t"),
+                                   order="none")
+    return Eliminated(list(replacements), list(reduced))
+
+
+def kernel_body(exprs: Sequence[sp.Expr], names: Mapping[sp.Symbol, str]) -> KernelBody:
+    """out[k] = exprs[k] after CSE, as printed expressions."""
+    return eliminate(exprs).printed(names)

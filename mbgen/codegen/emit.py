@@ -5,18 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import jinja2
 import numpy as np
 import sympy as sp
 
-from mbgen.codegen.c_printer import kernel_body
-from mbgen.codegen.cache import templates_dir
+from mbgen.codegen.c_printer import element_names, eliminate
 from mbgen.codegen.kkt import kkt_program
-from mbgen.codegen.lanes import LANE_KERNELS, kernel_lanes, kkt_lanes
+from mbgen.codegen.lanes import LANE_ARRAYS, LANE_KERNELS, kkt_has_lanes
 from mbgen.codegen.ordering import coupling_graph, minimum_degree_order
-from mbgen.escaping import c_comment
+from mbgen.codegen.templates import render
 from mbgen.redundancy import independent_rows
-from mbgen.symbolic.derive import KernelSet
+from mbgen.symbolic.derive import Kernel, KernelSet
 from mbgen.version import __version__
 
 # Every kernel is f(q, x, p) with x one of q̇, v, λ (the core's mb_kernel_fn).
@@ -29,21 +27,25 @@ class GeneratedSource:
     meta: dict[str, Any]
 
 
-def template_environment() -> jinja2.Environment:
-    loader = jinja2.FunctionLoader(lambda name: template_text(name))
-    environment = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined,
-                                     keep_trailing_newline=True)
-    environment.filters["c_comment"] = c_comment  # free text from a file: never code
-    return environment
-
-
-def template_text(name: str) -> str:
-    return templates_dir().joinpath(name).read_text()
-
-
-def _c_names(kernels: KernelSet) -> dict[sp.Symbol, str]:
-    return {symbol: f"{ARRAY_NAMES[array]}[{k}]" for array, symbols in kernels.symbols.items()
+def kernel_elements(kernels: KernelSet) -> dict[sp.Symbol, tuple[str, int]]:
+    """Each input symbol's array and index in the kernels' arguments."""
+    return {symbol: (ARRAY_NAMES[array], k) for array, symbols in kernels.symbols.items()
             for k, symbol in enumerate(symbols)}
+
+
+def kernel_data(kernel: Kernel, elements: dict[sp.Symbol, tuple[str, int]]) -> dict[str, Any]:
+    """What mechanism.c.j2 writes a kernel from: its pattern and its printed expressions,
+    once per state and, for the kernels the batched prediction uses, once per lane."""
+    eliminated = eliminate([e for _, e in kernel.entries])
+    lanes = kernel.name in LANE_KERNELS
+    return {
+        "name": kernel.name, "doc": kernel.doc, "nnz": kernel.nnz,
+        "rows": [index[0] for index, _ in kernel.entries],
+        "cols": [index[1] for index, _ in kernel.entries] if len(kernel.shape) > 1 else [],
+        "body": eliminated.printed(element_names(elements)),
+        "lane_body": (eliminated.printed(element_names(elements, LANE_ARRAYS)) if lanes
+                      else None),
+    }
 
 
 def coordinate_order(kernels: KernelSet) -> list[int]:
@@ -71,28 +73,19 @@ def generate(kernels: KernelSet, progress: Any = None) -> GeneratedSource:
     """Render the module's C source; ``progress(kernel_name)`` is called per kernel."""
     model = kernels.model
     mechanism = model.mechanism
-    names = _c_names(kernels)
+    elements = kernel_elements(kernels)
     rendered = []
     for k in kernels.kernels:
         if progress is not None:
             progress(k.name)
-        body = kernel_body([e for _, e in k.entries], names)
-        rendered.append({
-            "name": k.name, "doc": k.doc, "nnz": k.nnz, "enum": f"MB_K_{k.name.upper()}",
-            "rows": [index[0] for index, _ in k.entries],
-            "cols": [index[1] for index, _ in k.entries] if len(k.shape) > 1 else [],
-            "body": body, "lanes": kernel_lanes(body) if k.name in LANE_KERNELS else None,
-        })
+        rendered.append(kernel_data(k, elements))
     order = coordinate_order(kernels)
     patterns = {k.name: [index for index, _ in k.entries] for k in kernels.kernels}
     kkt = kkt_program(model.n, rows_independent_at_q0(kernels), order, patterns)
-    context = {
-        "version": __version__, "source": mechanism.source,
-        "name": mechanism.name, "n": model.n, "m": model.m,
-        "np": len(model.params), "kernels": rendered, "order": order, "kkt": kkt,
-        "kkt_lanes": kkt_lanes(kkt) if kkt else None,
-    }
-    c_source = template_environment().get_template("mechanism.c.j2").render(context)
+    c_source = render(
+        "mechanism.c.j2", version=__version__, source=mechanism.source, name=mechanism.name,
+        n=model.n, m=model.m, np=len(model.params), kernels=rendered, order=order, kkt=kkt,
+        kkt_lanes=kkt is not None and kkt_has_lanes(kkt))
     return GeneratedSource(c_source, build_meta(kernels))
 
 

@@ -5,7 +5,9 @@
 #include <math.h>
 #include <stddef.h>
 
+#ifndef MBGEN_SINGLE_FILE  /* the exported library (codegen/ship.py) holds its text */
 #include "mb_model.h"
+#endif
 
 /* Symbolic structure of the sparse KKT factorization for one set of active rows
  * (sparse.c). Nodes 0..n-1 are coordinates, n..n+r-1 the active constraint rows. */

@@ -10,7 +10,9 @@
 #include <math.h>
 #include <string.h>
 
+#ifndef MBGEN_SINGLE_FILE  /* the exported library (codegen/ship.py) holds its text */
 #include "core.h"
+#endif
 
 /* Dense A from the Φq values the caller evaluated into w->kv. */
 void mb_dense_build_A(mb_ws* w)

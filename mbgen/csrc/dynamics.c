@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef MBGEN_SINGLE_FILE  /* the exported library (codegen/ship.py) holds its text */
 #include "core.h"
+#endif
 
 static int uses_sparse(const mb_ws* w)
 {

@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef MBGEN_SINGLE_FILE  /* the exported library (codegen/ship.py) holds its text */
 #include "core.h"
+#endif
 
 /* Scatter a kernel's values into a dense n x n block, adding sign · value. */
 static void scatter(const mb_model* model, int kernel, const double* values, double sign,

@@ -7,7 +7,9 @@
 #ifndef MB_MODEL_H
 #define MB_MODEL_H
 
+#ifndef MBGEN_SINGLE_FILE  /* the exported library (codegen/ship.py) holds its text */
 #include "mbgen.h"
+#endif
 
 /* out[k] = value of nonzero k at (q, x, p); x is q̇, v or λ depending on the kernel. */
 typedef void (*mb_kernel_fn)(const double* q, const double* x, const double* p, double* out);

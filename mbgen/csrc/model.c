@@ -3,7 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef MBGEN_SINGLE_FILE  /* the exported library (codegen/ship.py) holds its text */
 #include "core.h"
+#endif
 
 /* The sparse path wins from about this many coordinates (benchmarks/scaling.py: with its
  * static factorization pattern it is as fast as the dense one at n = 4, faster above). */

@@ -17,7 +17,9 @@
  * done again alone for its status. */
 #include <stdlib.h>
 
+#ifndef MBGEN_SINGLE_FILE  /* the exported library (codegen/ship.py) holds its text */
 #include "core.h"
+#endif
 
 static void add_scaled(double* restrict x, const double* restrict v, double h, int n)
 {

@@ -18,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef MBGEN_SINGLE_FILE  /* the exported library (codegen/ship.py) holds its text */
 #include "core.h"
+#endif
 
 typedef struct { int col, row; } entry;
 

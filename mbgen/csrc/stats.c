@@ -5,7 +5,9 @@
  * their own range until few are left, then sorted. */
 #include <stdlib.h>
 
+#ifndef MBGEN_SINGLE_FILE  /* the exported library (codegen/ship.py) holds its text */
 #include "core.h"
+#endif
 
 enum { BINS = 1024, SMALL = 32, GROUP = 4 };
 
