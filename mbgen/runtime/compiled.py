@@ -1,25 +1,20 @@
 """NumPy face of a compiled mechanism: every method takes one state or a batch.
 
 The face describes the mechanism (names, sizes, units, parameters) and shows the members
-of its parts as its own, each part the bindings of one C file of the core:
+of its parts as its own. Each part binds one C file of the core (mbgen/csrc/) and gets
+what it uses through its constructor:
 
-======================  ===================  ===========================================
-``mech.<part>``         class                binds
-======================  ===================  ===========================================
-``core``                ``calls.Core``       the module (ffi, lib, model), conversions,
-                                             statuses
-``quantities``          ``kernels.           model.c: ``mb_eval``, ``mb_eval_dense``
-                        Quantities``
-``structure``           ``structure.         model.c: ``mb_plan_*`` (active rows, plan)
-                        Structure``
-``dynamics``            ``dynamics.          dynamics.c
-                        Dynamics``
-``inverse``             ``inverse.Inverse``  inverse.c
-``integrators``         ``integration.       simulate.c, variational.c
-                        Integrators``
-``particles``           ``particles.         particles.c, stats.c
-                        Particles``
-======================  ===================  ===========================================
+- ``mech.core`` (calls.Core): the module's ffi, lib and model, the parameter buffer,
+  pointer and batch conversions, statuses;
+- ``mech.quantities`` (kernels.Quantities): every kernel, model.c's ``mb_eval*``;
+- ``mech.structure`` (structure.Structure): active rows, rank, DOF and the plan, model.c's
+  ``mb_plan_*``;
+- ``mech.dynamics`` (dynamics.Dynamics): dynamics.c;
+- ``mech.inverse`` (inverse.Inverse): inverse.c;
+- ``mech.integrators`` (integration.Integrators): simulate.c and variational.c;
+- ``mech.particles`` (particles.Particles): particles.c and stats.c;
+- ``mech.coordinates`` (coordinates.Coordinates): names, units, the choice of z (no C);
+- ``mech.options`` (options.SolverOptions): the settings every solve passes.
 
 ``mech.evaluator()`` makes a :class:`~mbgen.runtime.single.StateEvaluator` (one state at
 a time, dynamics.c and model.c through a kept workspace). A forwarded member has its

@@ -9,6 +9,7 @@ members stay explicit and greppable, and mypy sees each one's full signature. It
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
@@ -30,8 +31,17 @@ class Forward(Generic[P, R]):
         self.method = method
         self.name = method.__name__
 
+        def on_host(host: Any, *args: P.args, **kwargs: P.kwargs) -> R:
+            return getattr(getattr(host, part), method.__name__)(*args, **kwargs)
+
+        # read on the class, the member is a function of the mechanism, like a method:
+        # Face.member(mech, ...) works, and help() shows the part's signature and text
+        self.on_host = functools.wraps(method)(on_host)
+
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
+        self.on_host.__name__ = name
+        self.on_host.__qualname__ = f"{owner.__qualname__}.{name}"
 
     @overload
     def __get__(self, host: None, owner: type) -> Callable[Concatenate[Any, P], R]: ...
@@ -40,8 +50,8 @@ class Forward(Generic[P, R]):
     def __get__(self, host: object, owner: type) -> Callable[P, R]: ...
 
     def __get__(self, host: object | None, owner: type) -> Callable[..., R]:
-        if host is None:  # on the class: the part's function, for help() and pydoc
-            return self.method
+        if host is None:
+            return self.on_host
         bound: Callable[P, R] = getattr(getattr(host, self.part), self.method.__name__)
         host.__dict__[self.name] = bound
         return bound
