@@ -56,7 +56,9 @@ def per_state(batched: bool, values: tuple[Array | None, ...], status: Array,
     if not batched:
         values = tuple(None if v is None else v[0] for v in values)
         status = status[:1]
-    return returned((*values, status), errors)
+    if errors == "status":
+        return (*values, status)
+    return values if len(values) > 1 else values[0]
 
 
 class ParameterBuffer:

@@ -78,7 +78,8 @@ class CompiledMechanism:
                  "p": len(meta["parameters"])}
         friction = meta.get("friction", [])
         self.quantities = Quantities(self.core, self.kernels, sizes, self.q0, len(friction))
-        self.structure = Structure(self.core, self.options, self.quantities.phi_q, self.q0)
+        self.structure = Structure(self.core, self.options, self.quantities.phi_q, self.q0,
+                                   self.coordinates)
         parts = (self.core, self.options, self.structure, self.coordinates)
         self.dynamics = Dynamics(*parts, self.m, self.q0)
         self.inverse = Inverse(*parts, self.m)

@@ -1,9 +1,7 @@
-"""A mechanism's coordinates by name: what calls that name them, or choose the independent
-ones z, resolve against, and how a failed state is worded."""
+"""A mechanism's coordinates by name: what calls that name them resolve against, their
+units, and how a failed state is worded."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 
@@ -38,21 +36,6 @@ class Coordinates:
         """SI unit of each coordinate (for axes and tables): m for the points' x and y,
         rad for the relative angles that follow them."""
         return ["m"] * self.lengths + ["rad"] * (len(self.names) - self.lengths)
-
-    def chosen(self, z: Any, dof: int) -> Array:
-        """int32 indices of z (names or indices, ``dof`` distinct ones), the file's choice
-        when ``z`` is None, or none (0,): the core then chooses by full pivoting."""
-        if z is None:
-            z = self.default_independent
-        if z is None:
-            return np.zeros(0, dtype=np.int32)
-        indices = [self.index(c) if isinstance(c, str) else int(c) for c in z]
-        if len(indices) != dof:
-            raise ValueError(f"z must name {dof} coordinates, got {len(indices)}")
-        if any(not 0 <= i < len(self.names) for i in indices) or \
-                len(set(indices)) != len(indices):
-            raise ValueError(f"z must name distinct coordinates, got {z!r}")
-        return np.array(indices, dtype=np.int32)
 
     def describe(self, q: Array) -> str:
         """One state q (n,) as "name=value, ..." for an error message."""

@@ -36,9 +36,7 @@ class Dynamics:
         self._n = len(coordinates.names)
         self._m = m
         self._q0 = q0
-
-    def _check(self, status: Array, q: Array, what: str, errors: str) -> None:
-        self._core.check_states(status, q, what, errors, self._coordinates.describe)
+        self._describe = coordinates.describe  # words a failed state
 
     def _inputs(self, q: Any, qd: Any, Q: Any) -> dict[str, tuple[Any, int]]:
         """q, q̇ and, when given, the external forces Q, each of width n, for Core.batch."""
@@ -69,7 +67,7 @@ class Dynamics:
             strides["q"], core.doubles(arrays["qd"]), strides["qd"],
             core.doubles(arrays.get("Q")), strides.get("Q", 0), p, p_stride, ptrs[0],
             core.doubles(lam), ptrs[1], ptrs[2], ptrs[3], core.ints(status)))
-        self._check(status, arrays["q"], "forward dynamics", errors)
+        core.check_states(status, arrays["q"], "forward dynamics", errors, self._describe)
         values = tuple(results) if lam is None else (lam[..., :self._m],)
         return (*values, status if batched else status[:1])
 
@@ -109,7 +107,7 @@ class Dynamics:
             strides["q"], core.doubles(arrays["qd"]), strides["qd"],
             core.doubles(arrays.get("Q")), strides.get("Q", 0), p, p_stride,
             core.doubles(jac), core.ints(status)))
-        self._check(status, arrays["q"], "parameter sensitivities", errors)
+        core.check_states(status, arrays["q"], "parameter sensitivities", errors, self._describe)
         return per_state(batched, (jac,), status, errors)
 
     # -- independent coordinates ---------------------------------------------------------------
@@ -124,7 +122,7 @@ class Dynamics:
         arrays, strides, count, batched = core.batch(**inputs)
         p, p_stride = core.params(params, count)
         d = self._structure.dof
-        zfix = self._coordinates.chosen(z, d)
+        zfix = self._structure.z_indices(z)
         ind = np.zeros((count, max(d, 1)), dtype=np.int32)
         R = np.empty((count, n, max(d, 1)))
         Sc = None if qd is None else np.empty((count, n))
@@ -134,7 +132,7 @@ class Dynamics:
             strides["q"], p, p_stride, core.ints(zfix), len(zfix), core.ints(ind),
             core.doubles(R), core.doubles(Sc), core.doubles(arrays.get("qd")),
             strides.get("qd", 0), core.ints(status)))
-        self._check(status, arrays["q"], "coordinate partitioning", errors)
+        core.check_states(status, arrays["q"], "coordinate partitioning", errors, self._describe)
         return per_state(batched, (ind[:, :d], R[:, :, :d], Sc), status, errors)
 
     def independent_coordinates(self, q: Any | None = None) -> list[str]:
@@ -155,7 +153,7 @@ class Dynamics:
         arrays, strides, count, batched = core.batch(**self._inputs(q, qd, Q))
         p, p_stride = core.params(params, count)
         d = self._structure.dof
-        zfix = self._coordinates.chosen(z, d)
+        zfix = self._structure.z_indices(z)
         zdd = np.empty((count, d))
         jac = [np.empty((count, d, d)), np.empty((count, d, d)),
                np.empty((count, d, self._n))] if jacobians else []
@@ -166,7 +164,8 @@ class Dynamics:
             strides["q"], core.doubles(arrays["qd"]), strides["qd"],
             core.doubles(arrays.get("Q")), strides.get("Q", 0), p, p_stride, core.ints(zfix),
             len(zfix), core.doubles(zdd), *ptrs, core.ints(status)))
-        self._check(status, arrays["q"], "independent-coordinate dynamics", errors)
+        core.check_states(status, arrays["q"], "independent-coordinate dynamics", errors,
+                          self._describe)
         return per_state(batched, (zdd, *jac), status, errors)
 
     # -- kinematic problems --------------------------------------------------------------------
@@ -186,25 +185,25 @@ class Dynamics:
             qs = np.repeat(qs, count, axis=0)
         p, p_stride = core.params(params, count)
         zfix = (np.zeros(0, dtype=np.int32) if minimum_norm
-                else self._coordinates.chosen(z, self._structure.dof))
+                else self._structure.z_indices(z))
         status = np.empty(count, dtype=np.int32)
         core.checked(core.lib.mb_solve_position(
             self._structure.plan, self._options.struct, count, core.doubles(qs), p, p_stride,
             core.ints(zfix), len(zfix), int(minimum_norm), tol, max_iter, core.ints(status)))
-        self._check(status, qs, "position problem", errors)
+        core.check_states(status, qs, "position problem", errors, self._describe)
         return per_state(batched, (qs,), status, errors)
 
     def _rates(self, q: Any, rates: Any, z: Any, minimum_norm: bool, params: Any,
                ) -> tuple[bool, Array, Array, Array]:
         """mb_solve_velocity from ``rates`` ((n,) or (N, n), copied): (batched, q, q̇,
-        status), q and q̇ (N, n); z as :meth:`Coordinates.chosen` takes it."""
+        status), q and q̇ (N, n); z as :meth:`Structure.z_indices` takes it."""
         core = self._core
         arrays, strides, count, batched = core.batch(q=(q, self._n), v=(rates, self._n))
         v = arrays["v"].copy() if strides["v"] or count == 1 else np.repeat(arrays["v"],
                                                                              count, axis=0)
         p, p_stride = core.params(params, count)
         zfix = (np.zeros(0, dtype=np.int32) if minimum_norm
-                else self._coordinates.chosen(z, self._structure.dof))
+                else self._structure.z_indices(z))
         status = np.empty(count, dtype=np.int32)
         core.checked(core.lib.mb_solve_velocity(
             self._structure.plan, self._options.struct, count, core.doubles(arrays["q"]),
@@ -215,7 +214,7 @@ class Dynamics:
     def solve_velocity(self, q: Any, z_dot: Any, z: Any = None, params: Any = None, *,
                        errors: str = "raise") -> Any:
         """q̇ with the given independent velocities ż and Φq q̇ = 0."""
-        zfix = self._coordinates.chosen(z, self._structure.dof)
+        zfix = self._structure.z_indices(z)
         if len(zfix) == 0:
             zfix = np.array([self._coordinates.index(c) for c in self.independent_coordinates(
                 np.asarray(q, dtype=float).reshape(-1, self._n)[0])], dtype=np.int32)
@@ -223,14 +222,14 @@ class Dynamics:
         guess = np.zeros((*zd.shape[:-1], self._n))
         guess[..., zfix] = zd
         batched, qs, v, status = self._rates(q, guess, zfix, False, params)
-        self._check(status, qs, "velocity problem", errors)
+        self._core.check_states(status, qs, "velocity problem", errors, self._describe)
         return per_state(batched or guess.ndim == 2, (v,), status, errors)
 
     def project_velocity(self, q: Any, qd: Any, params: Any = None, *,
                          errors: str = "raise") -> Any:
         """The q̇ nearest to ``qd`` with Φq q̇ = 0."""
         batched, qs, v, status = self._rates(q, qd, None, True, params)
-        self._check(status, qs, "velocity projection", errors)
+        self._core.check_states(status, qs, "velocity projection", errors, self._describe)
         return per_state(batched, (v,), status, errors)
 
     def solve_acceleration(self, q: Any, qd: Any, z_ddot: Any, z: Any = None,
@@ -241,7 +240,7 @@ class Dynamics:
         arrays, strides, count, batched = core.batch(q=(q, n), qd=(qd, n),
                                                      z_ddot=(z_ddot, d))
         p, p_stride = core.params(params, count)
-        zfix = self._coordinates.chosen(z, d)
+        zfix = self._structure.z_indices(z)
         qdd = np.empty((count, n))
         status = np.empty(count, dtype=np.int32)
         core.checked(core.lib.mb_solve_acceleration(
@@ -249,5 +248,5 @@ class Dynamics:
             strides["q"], core.doubles(arrays["qd"]), strides["qd"],
             core.doubles(arrays["z_ddot"]), strides["z_ddot"], p, p_stride, core.ints(zfix),
             len(zfix), core.doubles(qdd), core.ints(status)))
-        self._check(status, arrays["q"], "acceleration problem", errors)
+        core.check_states(status, arrays["q"], "acceleration problem", errors, self._describe)
         return per_state(batched, (qdd,), status, errors)

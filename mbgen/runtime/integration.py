@@ -131,7 +131,7 @@ class Integrators:
         """mb_simulate: one of ``STEPPERS``, checked arguments."""
         core = self._core
         q0, qd0, table = self._initial(q0, qd0, steps, forces)
-        zfix = (self._coordinates.chosen(z, self._structure.dof) if coords == "independent"
+        zfix = (self._structure.z_indices(z) if coords == "independent"
                 else np.zeros(0, np.int32))
         out = [np.empty((steps + 1, self._n)) for _ in range(3)]
         failed = core.ffi.new("long *")

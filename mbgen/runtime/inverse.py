@@ -36,7 +36,7 @@ class Inverse:
         extrapolation of the ones solved before it, all in one C loop.
         """
         core = self._core
-        zfix = self._coordinates.chosen(z, self._structure.dof)
+        zfix = self._structure.z_indices(z)
         if len(zfix) == 0:
             raise ValueError("solve_position_path needs the independent coordinates z")
         values = np.ascontiguousarray(z_values, dtype=np.float64)
@@ -64,7 +64,7 @@ class Inverse:
         ∂u/∂q̇, ∂u/∂q̈ (d, n) each. u is the generalized force the actuator applies on its
         coordinate (what ``forward_dynamics(q, qd, Q)`` takes in Q)."""
         core, n = self._core, self._n
-        act = self._coordinates.chosen(actuated, self._structure.dof)
+        act = self._structure.z_indices(actuated)
         if len(act) == 0:
             raise ValueError("inverse_dynamics needs the actuated coordinates")
         arrays, strides, count, batched = core.batch(q=(q, n), qd=(qd, n), qdd=(qdd, n))

@@ -1,5 +1,6 @@
-"""Which constraint rows the dynamics use and the core's plan for them (``mb_plan_*`` of
-mbgen/csrc/model.c): both made on first use, since finding the rows evaluates Φq at q0."""
+"""Which constraint rows the dynamics use, the core's plan for them (``mb_plan_*`` of
+mbgen/csrc/model.c), both made on first use since finding the rows evaluates Φq at q0, and
+the independent coordinates z, as many as the degrees of freedom those rows leave."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from mbgen.redundancy import independent_rows
 from mbgen.runtime.calls import Core
+from mbgen.runtime.coordinates import Coordinates
 from mbgen.runtime.options import SolverOptions
 
 Array = np.ndarray
@@ -20,8 +22,9 @@ class Structure:
     freedom they leave, and the plan (factorization structure) every solve shares."""
 
     def __init__(self, core: Core, options: SolverOptions, phi_q: Callable[[Any], Array],
-                 q0: Array) -> None:
+                 q0: Array, coordinates: Coordinates) -> None:
         self._core = core
+        self._coordinates = coordinates
         self._options = options
         self._phi_q = phi_q
         self._q0 = q0
@@ -77,3 +80,19 @@ class Structure:
         if self._core.lib.mb_plan_uses_unrolled(self.plan, self._options.struct):
             return "unrolled"
         return "sparse" if self.uses_sparse else "dense"
+
+    def z_indices(self, z: Any) -> Array:
+        """int32 indices of z (names or indices, ``dof`` distinct ones), the file's choice
+        when ``z`` is None, or none (0,): the core then chooses by full pivoting."""
+        coordinates = self._coordinates
+        if z is None:
+            z = coordinates.default_independent
+        if z is None:
+            return np.zeros(0, dtype=np.int32)
+        indices = [coordinates.index(c) if isinstance(c, str) else int(c) for c in z]
+        if len(indices) != self.dof:
+            raise ValueError(f"z must name {self.dof} coordinates, got {len(indices)}")
+        if any(not 0 <= i < len(self._q0) for i in indices) or \
+                len(set(indices)) != len(indices):
+            raise ValueError(f"z must name distinct coordinates, got {z!r}")
+        return np.array(indices, dtype=np.int32)
