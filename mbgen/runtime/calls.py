@@ -94,14 +94,15 @@ class Core:
         self.model = lib.mb_model_get()
         self.parameters = parameters
         self.null = ffi.NULL
+        self._from_buffer = ffi.from_buffer  # once: every call makes several pointers
 
     def doubles(self, array: Array | None) -> Any:
         """A C pointer into a contiguous float64 array, or NULL."""
-        return self.null if array is None else self.ffi.from_buffer("double[]", array)
+        return self.null if array is None else self._from_buffer("double[]", array)
 
     def ints(self, array: Array) -> Any:
         """A C pointer into a contiguous int32 array."""
-        return self.ffi.from_buffer("int[]", array)
+        return self._from_buffer("int[]", array)
 
     def batch(self, **inputs: tuple[Any, int]) -> tuple[dict[str, Array], dict[str, int],
                                                          int, bool]:

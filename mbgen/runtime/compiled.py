@@ -180,9 +180,8 @@ class CompiledMechanism:
         return self.structure.linear_algebra
 
     @property
+    @documented_by(SolverOptions.baumgarte)
     def baumgarte(self) -> tuple[float, float]:
-        """(α, β): c = -Φ̇q q̇ - 2α Φq q̇ - β² Φ in every dynamics call (default 0, 0);
-        ``options.baumgarte``."""
         return self.options.baumgarte
 
     @baumgarte.setter

@@ -52,7 +52,8 @@ class SolverOptions:
 
     @property
     def baumgarte(self) -> tuple[float, float]:
-        """(α, β) of the Baumgarte-stabilized acceleration constraint."""
+        """(α, β) of the Baumgarte-stabilized acceleration constraint:
+        c = -Φ̇q q̇ - 2α Φq q̇ - β² Φ in every dynamics call (default 0, 0)."""
         return self.struct.alpha, self.struct.beta
 
     @baumgarte.setter

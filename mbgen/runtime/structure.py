@@ -19,7 +19,8 @@ Array = np.ndarray
 
 class Structure:
     """The active rows (the independent rows of Φq at q0, file order), the degrees of
-    freedom they leave, and the plan (factorization structure) every solve shares."""
+    freedom they leave, the plan (factorization structure) every solve shares, and the
+    check of a z given for those degrees of freedom."""
 
     def __init__(self, core: Core, options: SolverOptions, phi_q: Callable[[Any], Array],
                  q0: Array, coordinates: Coordinates) -> None:
