@@ -1,5 +1,10 @@
-"""NumPy inputs in the C calling convention of the core: contiguous float64 rows with a
-stride per input (0 broadcasts one state to a batch, without copying), raw pointers."""
+"""The C calling convention of the core, shared by every part of a compiled mechanism.
+
+NumPy inputs become contiguous float64 rows with a stride per input (0 broadcasts one
+state to a batch, without copying) and raw pointers; a core status becomes a Python
+exception; a batch's per-state status becomes an exception naming the first failed state,
+or is handed back to the caller (``errors="status"``).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ import numpy as np
 from mbgen.errors import SingularConfigurationError
 
 Array = np.ndarray
+ERROR_MODES = ("raise", "status")
 
 
 def status_error(lib: Any, ffi: Any, code: int, context: str, detail: str = "",
@@ -35,29 +41,71 @@ def output_array(out: Array | None, shape: tuple[int, ...]) -> Array:
     return out
 
 
-class ParameterBuffer:
-    """The default parameter vector and its C pointer, made once: new values are written
-    in place, so the pointer held by an evaluator or a workspace stays valid."""
+def returned(values: tuple[Any, ...], errors: str) -> Any:
+    """What a batched call returns from its (values..., status): all of it with
+    ``errors="status"``, otherwise the values alone (one value bare, several as a tuple)."""
+    if errors == "status":
+        return values
+    return values[:-1] if len(values) > 2 else values[0]
 
-    def __init__(self, ffi: Any, values: Array) -> None:
-        self.values = np.array(values, dtype=np.float64)
+
+def per_state(batched: bool, values: tuple[Array | None, ...], status: Array,
+              errors: str) -> Any:
+    """:func:`returned` of outputs computed with a leading N: a single state's call gets
+    its row (and status (1,))."""
+    if not batched:
+        values = tuple(None if v is None else v[0] for v in values)
+        status = status[:1]
+    if errors == "status":
+        return (*values, status)
+    return values if len(values) > 1 else values[0]
+
+
+class ParameterBuffer:
+    """The parameters by name and as one vector in file order with its C pointer, made
+    once: new values are written in place, so the pointer held by an evaluator or a
+    workspace stays valid."""
+
+    def __init__(self, ffi: Any, named: dict[str, float]) -> None:
+        self.named = {name: float(value) for name, value in named.items()}
+        self.values = np.fromiter(self.named.values(), dtype=np.float64,
+                                  count=len(self.named))
         self.pointer = ffi.from_buffer("double[]", self.values)
 
+    def set(self, **values: float) -> None:
+        """Change the default values of named parameters (every call's ``params``)."""
+        named = dict(self.named)  # a new mapping: one handed out before keeps its values
+        for name, value in values.items():
+            if name not in named:
+                raise KeyError(f"unknown parameter {name!r} (parameters: "
+                               f"{', '.join(named)})")
+            named[name] = float(value)
+        self.named = named
+        self.values[:] = np.fromiter(named.values(), dtype=np.float64, count=len(named))
 
-class CallHelpers:
-    ffi: Any
-    lib: Any
-    parameter_buffer: ParameterBuffer
 
-    def _int_ptr(self, array: Array) -> Any:
-        return self.ffi.from_buffer("int[]", array)
+class Core:
+    """One mechanism's C module (``ffi``, ``lib``, ``model``) and its default parameters,
+    with the conversions every binding needs: pointers, batches, parameters, statuses."""
 
-    def _dbl(self, array: Array | None) -> Any:
+    def __init__(self, ffi: Any, lib: Any, parameters: ParameterBuffer) -> None:
+        self.ffi = ffi
+        self.lib = lib
+        self.model = lib.mb_model_get()
+        self.parameters = parameters
+        self.null = ffi.NULL
+        self._from_buffer = ffi.from_buffer  # once: every call makes several pointers
+
+    def doubles(self, array: Array | None) -> Any:
         """A C pointer into a contiguous float64 array, or NULL."""
-        return self.ffi.NULL if array is None else self.ffi.from_buffer("double[]", array)
+        return self.null if array is None else self._from_buffer("double[]", array)
 
-    def _batch(self, **inputs: tuple[Any, int]) -> tuple[dict[str, Array], dict[str, int],
-                                                          int, bool]:
+    def ints(self, array: Array) -> Any:
+        """A C pointer into a contiguous int32 array."""
+        return self._from_buffer("int[]", array)
+
+    def batch(self, **inputs: tuple[Any, int]) -> tuple[dict[str, Array], dict[str, int],
+                                                         int, bool]:
         """Inputs as C-contiguous (k, width) float64 arrays with k = 1 or a common N.
 
         Each keyword is ``name=(value, width)``. Returns the arrays, each one's stride (0 for
@@ -83,21 +131,22 @@ class CallHelpers:
             strides[name] = array.shape[1] if array.shape[0] == count and count > 1 else 0
         return arrays, strides, count, batched
 
-    def _params(self, params: Any, count: int) -> tuple[Any, int]:
-        """(pointer, stride): one parameter vector for all states (stride 0) or one row each."""
+    def params(self, params: Any, count: int) -> tuple[Any, int]:
+        """(pointer, stride): one parameter vector for all states (stride 0) or one row each;
+        None is the default vector."""
         if params is None:
-            return self.parameter_buffer.pointer, 0
+            return self.parameters.pointer, 0
         p = np.ascontiguousarray(params, dtype=np.float64)
-        width = self.parameter_buffer.values.shape[0]
+        width = self.parameters.values.shape[0]
         if p.shape == (width,):
-            return self._dbl(p), 0
+            return self.doubles(p), 0
         if p.ndim != 2 or p.shape[1] != width or p.shape[0] not in (1, count):
             raise ValueError(f"params must have shape ({width},) or ({count}, {width}), got "
                              f"{p.shape}")
-        return self._dbl(p), (width if p.shape[0] == count and count > 1 else 0)
+        return self.doubles(p), (width if p.shape[0] == count and count > 1 else 0)
 
-    def _checked(self, code: int) -> int:
-        """A batch call's return value: failed states, or a whole-call failure."""
+    def checked(self, code: int) -> int:
+        """A batch call's return value: failed states, or a whole-call failure raised."""
         if code < 0:
             raise self.status_error(code, "mbgen C core failed")
         return code
@@ -114,4 +163,18 @@ class CallHelpers:
         return int(code) == getattr(self.lib, f"MB_{name}")
 
     def status_text(self, code: int) -> str:
+        """The core's text for a status (0: ok)."""
         return self.ffi.string(self.lib.mb_status_text(int(code))).decode()
+
+    def check_states(self, status: Array, q: Array, what: str, errors: str,
+                     describe: Callable[[Array], str]) -> None:
+        """With ``errors="raise"``, a failed state (status (N,) nonzero) raises naming the
+        first one and its q (a row of q, (N, n) or (1, n)) as ``describe`` words it."""
+        if errors not in ERROR_MODES:
+            raise ValueError(f"errors must be one of {ERROR_MODES}, got {errors!r}")
+        if errors == "raise" and status.any():
+            bad = np.flatnonzero(status)
+            k = int(bad[0])
+            raise self.status_error(int(status[k]), f"{what} failed at state {k} ({bad.size} "
+                                    f"of {len(status)} failed)",
+                                    f"; q = [{describe(q[min(k, len(q) - 1)])}]")

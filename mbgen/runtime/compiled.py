@@ -1,8 +1,28 @@
-"""NumPy face of a compiled mechanism: every method takes one state or a batch."""
+"""NumPy face of a compiled mechanism: every method takes one state or a batch.
+
+The face describes the mechanism (names, sizes, units, parameters) and shows the members
+of its parts as its own. Each part binds one C file of the core (mbgen/csrc/) and gets
+what it uses through its constructor:
+
+- ``mech.core`` (calls.Core): the module's ffi, lib and model, the parameter buffer,
+  pointer and batch conversions, statuses;
+- ``mech.quantities`` (kernels.Quantities): every kernel, model.c's ``mb_eval*``;
+- ``mech.structure`` (structure.Structure): active rows, rank, DOF and the plan, model.c's
+  ``mb_plan_*``;
+- ``mech.dynamics`` (dynamics.Dynamics): dynamics.c;
+- ``mech.inverse`` (inverse.Inverse): inverse.c;
+- ``mech.integrators`` (integration.Integrators): simulate.c and variational.c;
+- ``mech.particles`` (particles.Particles): particles.c and stats.c;
+- ``mech.coordinates`` (coordinates.Coordinates): names, units, the choice of z (no C);
+- ``mech.options`` (options.SolverOptions): the settings every solve passes.
+
+``mech.evaluator()`` makes a :class:`~mbgen.runtime.single.StateEvaluator` (one state at
+a time, dynamics.c and model.c through a kept workspace). A forwarded member has its
+signature and docstring in its part only (:mod:`mbgen.runtime.forwarding`).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import Any
@@ -10,29 +30,22 @@ from typing import Any
 import numpy as np
 
 from mbgen.errors import MbgenError
-from mbgen.redundancy import independent_rows
-from mbgen.runtime.calls import ParameterBuffer, output_array
-from mbgen.runtime.integration import IntegrationMixin
+from mbgen.runtime.calls import Core, ParameterBuffer
+from mbgen.runtime.coordinates import Coordinates
+from mbgen.runtime.dynamics import Dynamics
+from mbgen.runtime.forwarding import Forward, documented_by
+from mbgen.runtime.integration import Integrators
+from mbgen.runtime.inverse import Inverse
+from mbgen.runtime.kernels import KernelInfo, Quantities, kernel_infos
 from mbgen.runtime.options import SolverOptions
+from mbgen.runtime.particles import Particles
 from mbgen.runtime.single import StateEvaluator
+from mbgen.runtime.structure import Structure
 
 Array = np.ndarray
 
 
-@dataclass(frozen=True)
-class KernelInfo:
-    name: str
-    kernel_id: int  # the core's MB_K_* constant
-    inputs: tuple[str, ...]
-    shape: tuple[int, ...]
-    indices: tuple[Array, ...]  # one index array per output dimension
-
-    @property
-    def nnz(self) -> int:
-        return len(self.indices[0]) if self.indices else 0
-
-
-class CompiledMechanism(IntegrationMixin):
+class CompiledMechanism:
     """A mechanism's generated C kernels, callable on states of shape (n,) or (N, n)."""
 
     def __init__(self, module: ModuleType, meta: dict[str, Any], directory: Path) -> None:
@@ -48,63 +61,55 @@ class CompiledMechanism(IntegrationMixin):
         self.constraint_labels: list[str] = meta["constraint_labels"]
         self.sensor_labels: list[str] = meta["sensor_labels"]
         self.q0: Array = np.array(meta["q0"], dtype=float)
-        self.c_model = self.lib.mb_model_get()
-        self.kernels = {
-            name: KernelInfo(name, getattr(self.lib, f"MB_K_{name.upper()}"),
-                             tuple(info["inputs"]), tuple(info["shape"]),
-                             tuple(np.array(info["indices"], dtype=np.intp).reshape(-1, len(
-                                 info["shape"])).T))
-            for name, info in meta["kernels"].items()
-        }
-        self._sizes = {"q": self.n, "qd": self.n, "v": self.n, "lam": self.m,
-                       "p": len(meta["parameters"])}
+        self.kernels: dict[str, KernelInfo] = kernel_infos(self.lib, meta["kernels"])
+        self.parameter_buffer = ParameterBuffer(self.ffi, meta["parameters"])
         self.options = SolverOptions(self.ffi, self.lib)
-        self.set_parameters(**meta["parameters"])
-        self._rank: int | None = None
+        self._make_parts()
 
-    # -- properties ------------------------------------------------------------------------
+    def _make_parts(self) -> None:
+        """The parts, each given what it uses: nothing reaches into another's insides."""
+        meta = self.meta
+        self.core = Core(self.ffi, self.lib, self.parameter_buffer)
+        self.c_model = self.core.model
+        lengths = 2 * sum(not point["fixed"] for point in meta["points"])
+        self.coordinates = Coordinates(self.coordinate_names, lengths,
+                                       meta.get("independent"))
+        sizes = {"q": self.n, "qd": self.n, "v": self.n, "lam": self.m,
+                 "p": len(meta["parameters"])}
+        friction = meta.get("friction", [])
+        self.quantities = Quantities(self.core, self.kernels, sizes, self.q0, len(friction))
+        self.structure = Structure(self.core, self.options, self.quantities.phi_q, self.q0,
+                                   self.coordinates)
+        parts = (self.core, self.options, self.structure, self.coordinates)
+        self.dynamics = Dynamics(*parts, self.m, self.q0)
+        self.inverse = Inverse(*parts, self.m)
+        self.integrators = Integrators(*parts, self.quantities.coefficients, friction)
+        self.particles = Particles(self.core, self.options, self.structure, self.n)
+
+    # -- the mechanism's description ---------------------------------------------------------
     @property
     def parameters(self) -> MappingProxyType:
         """Parameter values by name (read-only: change them with ``set_parameters``)."""
-        return MappingProxyType(self._parameters)
+        return MappingProxyType(self.parameter_buffer.named)
 
-    def set_parameters(self, **values: float) -> None:
-        """Change the default values of named parameters (every call's ``params``)."""
-        current = dict(getattr(self, "_parameters", {}) or self.meta["parameters"])
-        for name, value in values.items():
-            if name not in current:
-                raise KeyError(f"unknown parameter {name!r} (parameters: "
-                               f"{', '.join(current)})")
-            current[name] = float(value)
-        self._parameters = current
-        vector = np.fromiter(current.values(), dtype=np.float64, count=len(current))
-        if hasattr(self, "parameter_buffer"):
-            self.parameter_buffer.values[:] = vector
-        else:
-            self.parameter_buffer = ParameterBuffer(self.ffi, vector)
+    set_parameters = Forward("parameter_buffer", ParameterBuffer.set)
 
     @property
     def parameter_vector(self) -> Array:
         """The parameters' values in file order (the default ``params`` of every call)."""
         return self.parameter_buffer.values.copy()
 
-    @property
-    def rank(self) -> int:
-        """Rank of Φq at q0 (numerical, SVD)."""
-        if self._rank is None:
-            self._rank = len(self.independent_constraints()[0])
-        return self._rank
+    coordinate_index = Forward("coordinates", Coordinates.index)
 
     @property
-    def dof(self) -> int:
-        return self.n - self.rank
-
-    @property
+    @documented_by(Coordinates.units)
     def coordinate_units(self) -> list[str]:
-        """SI unit of each coordinate (for axes and tables): m for the points' x and y,
-        rad for the relative angles that follow them."""
-        lengths = 2 * sum(not point["fixed"] for point in self.meta["points"])
-        return ["m"] * lengths + ["rad"] * (self.n - lengths)
+        return self.coordinates.units
+
+    @property
+    @documented_by(Coordinates.default_independent)
+    def default_independent(self) -> list[int] | None:
+        return self.coordinates.default_independent
 
     def sensor_noise(self, override: Any = None, default: float | None = None) -> Array:
         """Standard deviation of each sensor output (S,), in ``sensor_labels`` order:
@@ -127,198 +132,134 @@ class CompiledMechanism(IntegrationMixin):
     def sensor_units(self) -> list[str]:
         """SI unit of each sensor output, in ``sensor_labels`` order."""
         units: list[str] = []
+        coordinate_units = self.coordinates.units
         for sensor in self.meta["sensors"]:
             if sensor["kind"] == "encoder":
-                units.append(self.coordinate_units[self.coordinate_index(sensor["target"])])
+                units.append(coordinate_units[self.coordinates.index(sensor["target"])])
             else:
                 units += {"gyroscope": ["rad/s"], "position": ["m", "m"],
                           "velocity": ["m/s", "m/s"]}[sensor["kind"]]
         return units
 
-    def independent_constraints(self, q: Any = None, tol: float = 1e-9) -> tuple[list[int],
-                                                                                list[int]]:
-        """Split constraint rows into (independent, redundant) at q (default q0).
+    # -- the core's statuses (calls.Core) ----------------------------------------------------
+    status_error = Forward("core", Core.status_error)
+    is_status = Forward("core", Core.is_status)
+    status_text = Forward("core", Core.status_text)
 
-        Rows are taken in file order and a row is redundant when it is a linear combination
-        of the rows kept before it, so the report names the later of two dependent rows.
-        """
-        return independent_rows(self.phi_q(self.q0 if q is None else q), tol)
+    # -- constraint structure and solver settings (structure.Structure, options) -------------
+    independent_constraints = Forward("structure", Structure.independent_constraints)
 
-    def coordinate_index(self, name: str) -> int:
-        try:
-            return self.coordinate_names.index(name)
-        except ValueError:
-            raise KeyError(f"unknown coordinate {name!r} (coordinates: "
-                           f"{', '.join(self.coordinate_names)})") from None
+    @property
+    @documented_by(Structure.active_rows)
+    def active_rows(self) -> Array:
+        return self.structure.active_rows
 
-    def sparsity(self, kernel: str) -> tuple[Array, ...]:
-        """Row/column (and parameter) indices of a kernel's nonzeros, in output order."""
-        return self.kernels[kernel].indices
+    @property
+    @documented_by(Structure.rank)
+    def rank(self) -> int:
+        return self.structure.rank
 
-    # -- calling kernels ------------------------------------------------------------------
-    def _kernel_args(self, info: KernelInfo, params: Any, inputs: dict[str, Any],
-                     ) -> tuple[list[Any], int, bool]:
-        """(q, q_stride, x, x_stride, p, p_stride) pointers, N, batched."""
-        wanted = {a: (inputs[a], self._sizes[a]) for a in info.inputs if a != "p"}
-        arrays, strides, count, batched = self._batch(**wanted)
-        second = next((a for a in info.inputs if a not in ("q", "p")), None)
-        p, p_stride = self._params(params, count)
-        args = [self._dbl(arrays["q"]), strides["q"],
-                self.ffi.NULL if second is None else self._dbl(arrays[second]),
-                0 if second is None else strides[second], p, p_stride]
-        return args, count, batched
+    @property
+    @documented_by(Structure.dof)
+    def dof(self) -> int:
+        return self.structure.dof
 
-    def evaluate(self, kernel: str, params: Any = None, **inputs: Any) -> tuple[Array, bool]:
-        """Raw sparse values (N, nnz) of a kernel, in ``sparsity(kernel)`` order (no dense
-        scatter); also whether the input was batched."""
-        info = self.kernels[kernel]
-        args, count, batched = self._kernel_args(info, params, inputs)
-        out = np.empty((count, info.nnz), dtype=np.float64)
-        self._checked(self.lib.mb_eval(self.c_model, info.kernel_id, count, *args,
-                                       self._dbl(out)))
-        return out, batched
+    @property
+    @documented_by(Structure.plan)
+    def plan(self) -> Any:
+        return self.structure.plan
 
-    def dense(self, kernel: str, params: Any = None, out: Array | None = None,
-              **inputs: Any) -> Array:
-        """A kernel's output as a dense array of shape kernel.shape, or (N, *shape);
-        ``out``: a C-contiguous float64 array of that shape to write into."""
-        info = self.kernels[kernel]
-        if len(info.shape) > 2:
-            values, batched = self.evaluate(kernel, params, **inputs)
-            result = np.zeros((values.shape[0], *info.shape))
-            if info.nnz:
-                every_state: tuple[Any, ...] = (slice(None), *info.indices)
-                result[every_state] = values
-            return result if batched else result[0]
-        args, count, batched = self._kernel_args(info, params, inputs)
-        shape = (count, *info.shape) if batched else info.shape
-        result = output_array(out, shape)
-        rows, cols = info.shape[0], info.shape[1] if len(info.shape) == 2 else 1
-        self._checked(self.lib.mb_eval_dense(self.c_model, info.kernel_id, count, *args, rows,
-                                             cols, self._dbl(result)))
-        return result
+    @property
+    @documented_by(Structure.uses_sparse)
+    def uses_sparse(self) -> bool:
+        return self.structure.uses_sparse
 
+    @property
+    @documented_by(Structure.linear_algebra)
+    def linear_algebra(self) -> str:
+        return self.structure.linear_algebra
+
+    @property
+    @documented_by(SolverOptions.baumgarte)
+    def baumgarte(self) -> tuple[float, float]:
+        return self.options.baumgarte
+
+    @baumgarte.setter
+    def baumgarte(self, value: tuple[float, float]) -> None:
+        self.options.baumgarte = value
+
+    # -- kernels (kernels.Quantities: model.c) -----------------------------------------------
+    sparsity = Forward("quantities", Quantities.sparsity)
+    evaluate = Forward("quantities", Quantities.evaluate)
+    dense = Forward("quantities", Quantities.dense)
+    constraints = Forward("quantities", Quantities.constraints)
+    sensors_with_jacobians = Forward("quantities", Quantities.sensors_with_jacobians)
+    phi = Forward("quantities", Quantities.phi)
+    phi_q = Forward("quantities", Quantities.phi_q)
+    phiq_v_q = Forward("quantities", Quantities.phiq_v_q)
+    dphiq_qd = Forward("quantities", Quantities.dphiq_qd)
+    dphiq_qd_q = Forward("quantities", Quantities.dphiq_qd_q)
+    dphiq_qd_qd = Forward("quantities", Quantities.dphiq_qd_qd)
+    phiqT_lam_q = Forward("quantities", Quantities.phiqT_lam_q)
+    mass_matrix = Forward("quantities", Quantities.mass_matrix)
+    mass_v_q = Forward("quantities", Quantities.mass_v_q)
+    generalized_forces = Forward("quantities", Quantities.generalized_forces)
+    generalized_forces_q = Forward("quantities", Quantities.generalized_forces_q)
+    generalized_forces_qd = Forward("quantities", Quantities.generalized_forces_qd)
+    energy = Forward("quantities", Quantities.energy)
+    energy_parts = Forward("quantities", Quantities.energy_parts)
+    phi_p = Forward("quantities", Quantities.phi_p)
+    mass_p = Forward("quantities", Quantities.mass_p)
+    generalized_forces_p = Forward("quantities", Quantities.generalized_forces_p)
+    sensors = Forward("quantities", Quantities.sensors)
+    sensors_q = Forward("quantities", Quantities.sensors_q)
+    sensors_qd = Forward("quantities", Quantities.sensors_qd)
+    sensors_p = Forward("quantities", Quantities.sensors_p)
+    coefficients = Forward("quantities", Quantities.coefficients)
+    actuator_gains = Forward("quantities", Quantities.actuator_gains)
+    coefficients_p = Forward("quantities", Quantities.coefficients_p)
+
+    # -- dynamics and kinematics (dynamics.Dynamics: dynamics.c) -----------------------------
+    forward_dynamics = Forward("dynamics", Dynamics.forward_dynamics)
+    lagrange_multipliers = Forward("dynamics", Dynamics.lagrange_multipliers)
+    forward_dynamics_jacobians = Forward("dynamics", Dynamics.forward_dynamics_jacobians)
+    forward_dynamics_parameter_jacobian = Forward(
+        "dynamics", Dynamics.forward_dynamics_parameter_jacobian)
+    partition = Forward("dynamics", Dynamics.partition)
+    independent_coordinates = Forward("dynamics", Dynamics.independent_coordinates)
+    independent_dynamics = Forward("dynamics", Dynamics.independent_dynamics)
+    solve_position = Forward("dynamics", Dynamics.solve_position)
+    solve_velocity = Forward("dynamics", Dynamics.solve_velocity)
+    project_velocity = Forward("dynamics", Dynamics.project_velocity)
+    solve_acceleration = Forward("dynamics", Dynamics.solve_acceleration)
+
+    # -- inverse problems (inverse.Inverse: inverse.c) ---------------------------------------
+    inverse_dynamics = Forward("inverse", Inverse.inverse_dynamics)
+    solve_position_path = Forward("inverse", Inverse.solve_position_path)
+
+    # -- time stepping (integration.Integrators: simulate.c, variational.c) ------------------
+    integrate = Forward("integrators", Integrators.integrate)
+    integrate_variational = Forward("integrators", Integrators.integrate_variational)
+    integrate_spook = Forward("integrators", Integrators.integrate_spook)
+    variational_residual = Forward("integrators", Integrators.variational_residual)
+
+    # -- particle filters (particles.Particles: particles.c, stats.c) ------------------------
+    predict_particles = Forward("particles", Particles.predict_particles)
+    weighted_quantiles = Forward("particles", Particles.weighted_quantiles)
+
+    @property
+    @documented_by(Particles.predict_lanes)
+    def predict_lanes(self) -> bool:
+        return self.particles.predict_lanes
+
+    # -- one state at a time (single.StateEvaluator) -----------------------------------------
     def evaluator(self) -> StateEvaluator:
         """Cheap one-state calls for factor callbacks (1-3 µs instead of 15-25 µs): q̈ and
         its Jacobians, (Φ, Φq), sensors with Jacobians. See :class:`StateEvaluator`."""
-        return StateEvaluator(self.ffi, self.lib, self.c_model, self.plan, self.options,
-                              self.parameter_buffer, self.n, self.m,
+        core = self.core
+        return StateEvaluator(core.ffi, core.lib, core.model, self.structure.plan,
+                              self.options, core.parameters, self.n, self.m,
                               len(self.sensor_labels))
-
-    def constraints(self, q: Any, params: Any = None) -> tuple[Array, Array]:
-        """(Φ, Φq) in one call: what a constraint factor needs per linearization."""
-        return self.phi(q, params), self.phi_q(q, params)
-
-    def sensors_with_jacobians(self, q: Any, qd: Any, params: Any = None,
-                               ) -> tuple[Array, Array, Array]:
-        """(h, ∂h/∂q, ∂h/∂q̇) in one call."""
-        return (self.sensors(q, qd, params), self.sensors_q(q, qd, params),
-                self.sensors_qd(q, qd, params))
-
-    # -- the compiler's quantities ---------------------------------------------------------
-    def phi(self, q: Any, params: Any = None,
-            out: Array | None = None) -> Array:
-        return self.dense("phi", params, out, q=q)
-
-    def phi_q(self, q: Any, params: Any = None,
-            out: Array | None = None) -> Array:
-        return self.dense("phi_q", params, out, q=q)
-
-    def phiq_v_q(self, q: Any, v: Any, params: Any = None,
-            out: Array | None = None) -> Array:
-        """(Φq v)_q: derivative of Φq(q)·v with respect to q, v held fixed."""
-        return self.dense("phiq_v_q", params, out, q=q, v=v)
-
-    def dphiq_qd(self, q: Any, qd: Any, params: Any = None,
-            out: Array | None = None) -> Array:
-        """Φ̇q q̇; the acceleration right-hand side is c = -Φ̇q q̇."""
-        return self.dense("dphiq_qd", params, out, q=q, qd=qd)
-
-    def dphiq_qd_q(self, q: Any, qd: Any, params: Any = None,
-            out: Array | None = None) -> Array:
-        return self.dense("dphiq_qd_q", params, out, q=q, qd=qd)
-
-    def dphiq_qd_qd(self, q: Any, qd: Any, params: Any = None,
-            out: Array | None = None) -> Array:
-        return self.dense("dphiq_qd_qd", params, out, q=q, qd=qd)
-
-    def phiqT_lam_q(self, q: Any, lam: Any, params: Any = None,
-            out: Array | None = None) -> Array:
-        """(Φqᵀ λ)_q: derivative of Φq(q)ᵀ·λ with respect to q."""
-        return self.dense("phiqT_lam_q", params, out, q=q, lam=lam)
-
-    def mass_matrix(self, q: Any, params: Any = None,
-            out: Array | None = None) -> Array:
-        return self.dense("mass", params, out, q=q)
-
-    def mass_v_q(self, q: Any, v: Any, params: Any = None,
-            out: Array | None = None) -> Array:
-        return self.dense("mass_v_q", params, out, q=q, v=v)
-
-    def generalized_forces(self, q: Any, qd: Any, params: Any = None,
-            out: Array | None = None) -> Array:
-        return self.dense("forces", params, out, q=q, qd=qd)
-
-    def generalized_forces_q(self, q: Any, qd: Any, params: Any = None,
-            out: Array | None = None) -> Array:
-        return self.dense("forces_q", params, out, q=q, qd=qd)
-
-    def generalized_forces_qd(self, q: Any, qd: Any, params: Any = None,
-            out: Array | None = None) -> Array:
-        return self.dense("forces_qd", params, out, q=q, qd=qd)
-
-    def energy(self, q: Any, qd: Any, params: Any = None) -> Array:
-        """Kinetic plus potential energy (gravity, springs, constant forces)."""
-        return self.dense("energy", params, q=q, qd=qd).sum(axis=-1)
-
-    def energy_parts(self, q: Any, qd: Any, params: Any = None) -> Array:
-        """[kinetic, potential] per state."""
-        return self.dense("energy", params, q=q, qd=qd)
-
-    def phi_p(self, q: Any, params: Any = None,
-            out: Array | None = None) -> Array:
-        return self.dense("phi_p", params, out, q=q)
-
-    def mass_p(self, q: Any, params: Any = None,
-            out: Array | None = None) -> Array:
-        return self.dense("mass_p", params, out, q=q)
-
-    def generalized_forces_p(self, q: Any, qd: Any, params: Any = None,
-            out: Array | None = None) -> Array:
-        return self.dense("forces_p", params, out, q=q, qd=qd)
-
-    def sensors(self, q: Any, qd: Any, params: Any = None,
-            out: Array | None = None) -> Array:
-        return self.dense("sensors", params, out, q=q, qd=qd)
-
-    def sensors_q(self, q: Any, qd: Any, params: Any = None,
-            out: Array | None = None) -> Array:
-        return self.dense("sensors_q", params, out, q=q, qd=qd)
-
-    def sensors_qd(self, q: Any, qd: Any, params: Any = None,
-            out: Array | None = None) -> Array:
-        return self.dense("sensors_qd", params, out, q=q, qd=qd)
-
-    def sensors_p(self, q: Any, qd: Any, params: Any = None,
-            out: Array | None = None) -> Array:
-        return self.dense("sensors_p", params, out, q=q, qd=qd)
-
-    def coefficients(self, params: Any = None) -> Array:
-        """Dry-friction bounds (one per ``meta["friction"]`` entry), then actuator gains."""
-        if "coefficients" not in self.kernels:
-            return np.zeros(0)
-        return self.dense("coefficients", params, q=self.q0)
-
-    def actuator_gains(self, params: Any = None) -> Array:
-        """Each actuator's gain, in ``meta["actuators"]`` order: a command u applies the
-        generalized force gain·u on the actuator's coordinate."""
-        return self.coefficients(params)[len(self.meta.get("friction", [])):]
-
-    def coefficients_p(self, params: Any = None) -> Array:
-        """∂(coefficients)/∂p, (len(coefficients), number of parameters)."""
-        if "coefficients" not in self.kernels:
-            return np.zeros((0, len(self._parameters)))
-        return self.dense("coefficients_p", params, q=self.q0)
 
     def __repr__(self) -> str:
         return (f"<CompiledMechanism {self.name!r}: n={self.n}, m={self.m}, "

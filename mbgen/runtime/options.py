@@ -35,13 +35,8 @@ class SolverOptions:
             if name not in ("max_iter", "refine") and not value > 0:
                 raise ValueError(f"{name} must be positive, got {value!r}")
             setattr(self.struct, name, value)
-        elif name == "method":
-            if value not in METHODS:
-                raise ValueError(f"method must be one of {', '.join(METHODS)}, got {value!r}")
-            self.struct.method = METHODS[value]
-        elif name == "baumgarte":
-            alpha, beta = value
-            self.struct.alpha, self.struct.beta = float(alpha), float(beta)
+        elif name in ("method", "baumgarte"):
+            object.__setattr__(self, name, value)  # the properties' setters below
         else:
             raise AttributeError(f"unknown solver option {name!r}")
 
@@ -49,10 +44,22 @@ class SolverOptions:
     def method(self) -> str:
         return next(k for k, v in METHODS.items() if v == self.struct.method)
 
+    @method.setter
+    def method(self, value: str) -> None:
+        if value not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {value!r}")
+        self.struct.method = METHODS[value]
+
     @property
     def baumgarte(self) -> tuple[float, float]:
-        """(α, β) of the Baumgarte-stabilized acceleration constraint."""
+        """(α, β) of the Baumgarte-stabilized acceleration constraint:
+        c = -Φ̇q q̇ - 2α Φq q̇ - β² Φ in every dynamics call (default 0, 0)."""
         return self.struct.alpha, self.struct.beta
+
+    @baumgarte.setter
+    def baumgarte(self, value: tuple[float, float]) -> None:
+        alpha, beta = value
+        self.struct.alpha, self.struct.beta = float(alpha), float(beta)
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS)

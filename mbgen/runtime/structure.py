@@ -1,0 +1,99 @@
+"""Which constraint rows the dynamics use, the core's plan for them (``mb_plan_*`` of
+mbgen/csrc/model.c), both made on first use since finding the rows evaluates Φq at q0, and
+the independent coordinates z, as many as the degrees of freedom those rows leave."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from mbgen.redundancy import independent_rows
+from mbgen.runtime.calls import Core
+from mbgen.runtime.coordinates import Coordinates
+from mbgen.runtime.options import SolverOptions
+
+Array = np.ndarray
+
+
+class Structure:
+    """The active rows (the independent rows of Φq at q0, file order), the degrees of
+    freedom they leave, the plan (factorization structure) every solve shares, and the
+    check of a z given for those degrees of freedom."""
+
+    def __init__(self, core: Core, options: SolverOptions, phi_q: Callable[[Any], Array],
+                 q0: Array, coordinates: Coordinates) -> None:
+        self._core = core
+        self._coordinates = coordinates
+        self._options = options
+        self._phi_q = phi_q
+        self._q0 = q0
+        self._active_rows: Array | None = None
+        self._plan: Any = None
+
+    def independent_constraints(self, q: Any = None, tol: float = 1e-9,
+                                ) -> tuple[list[int], list[int]]:
+        """Split constraint rows into (independent, redundant) at q (default q0).
+
+        Rows are taken in file order and a row is redundant when it is a linear combination
+        of the rows kept before it, so the report names the later of two dependent rows.
+        """
+        return independent_rows(self._phi_q(self._q0 if q is None else q), tol)
+
+    @property
+    def active_rows(self) -> Array:
+        """Constraint rows used by the dynamics, int32 (r,): the independent rows at q0."""
+        if self._active_rows is None:
+            kept, _ = self.independent_constraints()
+            self._active_rows = np.array(kept, dtype=np.int32)
+        return self._active_rows
+
+    @property
+    def rank(self) -> int:
+        """Rank of Φq at q0 (numerical, SVD): the number of active rows."""
+        return len(self.active_rows)
+
+    @property
+    def dof(self) -> int:
+        """Degrees of freedom: n minus the rank."""
+        return len(self._q0) - len(self.active_rows)
+
+    @property
+    def plan(self) -> Any:
+        """The core's ``mb_plan`` for the active rows, freed with this object."""
+        if self._plan is None:
+            core, rows = self._core, self.active_rows
+            plan = core.lib.mb_plan_new(core.model, core.ints(rows), len(rows))
+            if plan == core.null:
+                raise MemoryError("mbgen C core: out of memory while analysing the model")
+            self._plan = core.ffi.gc(plan, core.lib.mb_plan_free)
+        return self._plan
+
+    @property
+    def uses_sparse(self) -> bool:
+        """Whether the dynamics run on the sparse KKT path (see options.method)."""
+        return bool(self._core.lib.mb_plan_uses_sparse(self.plan, self._options.struct))
+
+    @property
+    def linear_algebra(self) -> str:
+        """The dynamics' path under the current options: "dense", "sparse" or "unrolled"."""
+        if self._core.lib.mb_plan_uses_unrolled(self.plan, self._options.struct):
+            return "unrolled"
+        return "sparse" if self.uses_sparse else "dense"
+
+    def z_indices(self, z: Any) -> Array:
+        """int32 indices of z (names or indices, ``dof`` distinct ones), the file's choice
+        when ``z`` is None, or none (0,): the core then chooses by full pivoting."""
+        coordinates = self._coordinates
+        if z is None:
+            z = coordinates.default_independent
+        if z is None:
+            return np.zeros(0, dtype=np.int32)
+        indices = [coordinates.index(c) if isinstance(c, str) else int(c) for c in z]
+        if len(indices) != self.dof:
+            raise ValueError(f"z must name {self.dof} coordinates, got {len(indices)}")
+        if any(not 0 <= i < len(self._q0) for i in indices) or \
+                len(set(indices)) != len(indices):
+            raise ValueError(f"z must name distinct coordinates, got {z!r}")
+        return np.array(indices, dtype=np.int32)
