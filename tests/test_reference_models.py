@@ -234,3 +234,22 @@ def test_mass_matrix_symmetric_positive_semidefinite(path: Path, compiled: Compi
         eigenvalues = np.linalg.eigvalsh(mass)
         assert eigenvalues.min() >= -1e-10 * eigenvalues.max()
         assert eigenvalues.max() > 0
+
+
+def test_coordinates_are_found_by_name_position_or_a_comma_list(compiled: Compiled) -> None:
+    """The one coordinate lookup: names, positions and "a,b" lists agree, and a wrong name
+    or position is refused naming the choices."""
+    mech = compiled(reference("fourbars1"))
+    names = mech.coordinate_names
+    last = len(names) - 1
+    by_name = mech.coordinate_indices([names[1], names[last]])
+    assert by_name == [1, last]
+    assert mech.coordinate_indices(f"{names[1]}, {names[last]}") == by_name
+    assert mech.coordinate_indices([1, last]) == by_name
+    assert mech.coordinate_indices(f"1,{last}") == by_name
+    with pytest.raises(KeyError, match="coordinates: " + names[0]):
+        mech.coordinate_indices("nowhere")
+    with pytest.raises(IndexError, match=f"0..{last}"):
+        mech.coordinate_indices([last + 1])
+    with pytest.raises(ValueError, match="out of range"):
+        mech.independent_indices([last + 1] * mech.dof)

@@ -45,10 +45,7 @@ class MechanismFactors:
         self.n, self.m = mechanism.n, mechanism.m
         if z is None:
             z = mechanism.default_independent or mechanism.independent_coordinates()
-        self.z = np.array([mechanism.coordinate_index(c) if isinstance(c, str) else int(c)
-                           for c in z], dtype=int)
-        if len(self.z) != mechanism.dof:
-            raise ValueError(f"z must name {mechanism.dof} coordinates, got {len(self.z)}")
+        self.z = mechanism.independent_indices(z).astype(int)
         self.d = len(self.z)
         self._select = np.eye(self.n)[self.z]  # (d, n): q ↦ q[z]
 

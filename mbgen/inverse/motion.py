@@ -62,23 +62,12 @@ class InverseResult:
 
 def coordinate_indices(mech: CompiledMechanism, names: list[str] | list[int] | str,
                        what: str) -> list[int]:
-    """Coordinates by name or index (``"theta0"``, ``[20, 21]``, ``"x5,y5"``)."""
-    if isinstance(names, str):
-        names = [part.strip() for part in names.split(",") if part.strip()]
-    indices = []
-    for item in names:
-        if isinstance(item, int) or (isinstance(item, str) and item.isascii()
-                                     and item.lstrip("-").isdigit() and len(item) < 10):
-            index = int(item)
-            if not 0 <= index < mech.n:
-                raise TrajectoryError(f"{what}: coordinate index {index} is out of range "
-                                      f"(0..{mech.n - 1})")
-            indices.append(index)
-        else:
-            try:
-                indices.append(mech.coordinate_index(item))
-            except KeyError as exc:
-                raise TrajectoryError(f"{what}: {exc.args[0]}") from None
+    """As many distinct coordinates as the degrees of freedom, by name or index
+    (``"theta0"``, ``[20, 21]``, ``"x5,y5"``)."""
+    try:
+        indices = mech.coordinate_indices(names)
+    except (KeyError, IndexError) as exc:
+        raise TrajectoryError(f"{what}: {exc.args[0]}") from None
     if len(indices) != mech.dof:
         raise TrajectoryError(f"{what}: name {mech.dof} coordinate{'s' * (mech.dof > 1)} (the "
                               f"degrees of freedom), got {len(indices)}")

@@ -100,6 +100,8 @@ class CompiledMechanism:
         return self.parameter_buffer.values.copy()
 
     coordinate_index = Forward("coordinates", Coordinates.index)
+    coordinate_indices = Forward("coordinates", Coordinates.indices)
+    independent_indices = Forward("structure", Structure.z_indices)
 
     @property
     @documented_by(Coordinates.units)

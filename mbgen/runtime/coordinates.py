@@ -3,6 +3,8 @@ units, and how a failed state is worded."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 Array = np.ndarray
@@ -25,6 +27,25 @@ class Coordinates:
         except ValueError:
             raise KeyError(f"unknown coordinate {name!r} (coordinates: "
                            f"{', '.join(self.names)})") from None
+
+    def indices(self, items: str | Sequence[str | int]) -> list[int]:
+        """Coordinates by name or position: ``"theta0"``, ``["x5", "y5"]``, ``[20, 21]``,
+        ``"x5,y5"`` or ``"20,21"`` (the one lookup every caller uses). KeyError for an
+        unknown name, IndexError for a position out of range, both naming the choices."""
+        if isinstance(items, str):
+            items = [part.strip() for part in items.split(",") if part.strip()]
+        found = []
+        for item in items:
+            if isinstance(item, str) and not (item.isascii() and item.lstrip("-").isdigit()
+                                              and len(item) < 10):
+                found.append(self.index(item))
+                continue
+            position = int(item)
+            if not 0 <= position < len(self.names):
+                raise IndexError(f"coordinate index {position} is out of range "
+                                 f"(0..{len(self.names) - 1})")
+            found.append(position)
+        return found
 
     @property
     def default_independent(self) -> list[int] | None:

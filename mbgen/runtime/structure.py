@@ -90,10 +90,12 @@ class Structure:
             z = coordinates.default_independent
         if z is None:
             return np.zeros(0, dtype=np.int32)
-        indices = [coordinates.index(c) if isinstance(c, str) else int(c) for c in z]
+        try:
+            indices = coordinates.indices(z)
+        except IndexError as exc:
+            raise ValueError(f"z: {exc.args[0]}") from None
         if len(indices) != self.dof:
             raise ValueError(f"z must name {self.dof} coordinates, got {len(indices)}")
-        if any(not 0 <= i < len(self._q0) for i in indices) or \
-                len(set(indices)) != len(indices):
+        if len(set(indices)) != len(indices):
             raise ValueError(f"z must name distinct coordinates, got {z!r}")
         return np.array(indices, dtype=np.int32)
