@@ -15,8 +15,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import REFERENCE_DATA, SHIPPED_DIR, reference
 
-from mbgen.cli.conventions import EXIT_BAD_INPUT, EXIT_UNTRUSTED, EXIT_USAGE
+from mbgen.cli.conventions import EXIT_BAD_INPUT, EXIT_UNTRUSTED, EXIT_USAGE, untrusted_path
 from mbgen.cli.main import cli
+from mbgen.estimation.particle_filter import RECOVERY_READINGS
 from mbgen.model.parser import load_mechanism
 
 
@@ -556,8 +557,9 @@ def test_estimate_from_simulated_readings(run, tmp_path: Path, out_dir: Path) ->
     euler = read_csv(tmp_path / "e.csv")[1]
     assert euler.shape == read_csv(estimate)[1].shape
     header, est = read_csv(estimate)
-    assert header[:4] == ["t", "x1", "x1_lo", "x1_hi"] and header[-3:] == [
-        "ess", "p_branch0", "p_branch1"]
+    assert header[:4] == ["t", "x1", "x1_lo", "x1_hi"] and header[-4:] == [
+        "ess", "restart", "p_branch0", "p_branch1"]
+    assert not est[:, header.index("restart")].any()
     true_q = read_csv(truth)[1]
     crank = np.arctan2(est[:, header.index("y1")], est[:, header.index("x1")])
     true_crank = np.arctan2(true_q[:, 2], true_q[:, 1])
@@ -685,3 +687,36 @@ def test_estimate_refuses_to_make_up_a_sensor_noise(run, tmp_path: Path,
     text = " ".join(output.split())
     assert code == EXIT_USAGE and "coupler_gyro of fourbar declare(s) no `noise`" in text
     assert "Invalid value for --noise-sensor" in text and not target.exists()
+
+
+@pytest.mark.parametrize("hopeless_at", [-1, -(RECOVERY_READINGS + 2)])
+def test_estimate_that_started_over_is_not_trusted_until_it_recovers(
+        run, tmp_path: Path, out_dir: Path, hopeless_at: int) -> None:
+    """A reading no particle can explain makes the filter start over: the CSV marks the
+    step (restart = 1); without RECOVERY_READINGS readings after it the run exits 4 and
+    writes only <out>.untrusted.csv; after them it exits 0 with a warning, never ✓."""
+    path = tmp_path / "gyro.yaml"
+    path.write_text(reference("fourbars1").read_text()
+                    + "sensors:\n  - {type: gyroscope, body: 2, name: rocker_gyro}\n")
+    readings, estimate = tmp_path / "readings.csv", tmp_path / "est.csv"
+    code, output = run("simulate", str(path), "--t-end", "0.1", "--dt", "2e-3", "--out",
+                       str(tmp_path / "truth.csv"), "--sensors-out", str(readings),
+                       "--build-dir", str(out_dir))
+    assert code == 0, output
+    header, data = read_csv(readings)
+    data[hopeless_at, 1] = 1e6
+    readings.write_text(",".join(header) + "\n"
+                        + "\n".join(",".join(f"{v:.12g}" for v in row) for row in data) + "\n")
+    code, output = run("estimate", str(path), "--data", str(readings), "--noise-sensor",
+                       "0.02", "--particles", "40", "--pool", "2", "--covariance", "--out",
+                       str(estimate), "--build-dir", str(out_dir))
+    recovered = hopeless_at < -RECOVERY_READINGS
+    assert code == (0 if recovered else EXIT_UNTRUSTED), output
+    assert "started over 1 time(s)" in output and "✓" not in output
+    written = estimate if recovered else untrusted_path(estimate)
+    assert written.exists() and estimate.exists() == recovered
+    names, rows = read_csv(written)
+    assert rows[hopeless_at, names.index("restart")] == 1.0
+    assert rows[:, names.index("restart")].sum() == 1.0
+    assert names[1:5] == ["x1", "x1_lo", "x1_hi", "x1_sigma"]
+    assert np.all(rows[:, names.index("x1_sigma")] >= 0)

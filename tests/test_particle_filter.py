@@ -13,7 +13,11 @@ from scipy.integrate import trapezoid
 
 from mbgen.errors import MbgenError
 from mbgen.estimation.branches import find_branches
-from mbgen.estimation.particle_filter import ParticleFilter, linear_gaussian_update
+from mbgen.estimation.particle_filter import (
+    RECOVERY_READINGS,
+    ParticleFilter,
+    linear_gaussian_update,
+)
 from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.simulation import simulate
 
@@ -179,10 +183,45 @@ def test_a_readings_file_in_one_call(compiled: Compiled, gyro_fourbar: Path) -> 
     assert np.array_equal(track.branch_probability,
                           np.array([e.branch_probability for e in expected]))
     header, rows = track.table(mech.coordinate_names)
-    assert header[:4] == ["t", "x1", "x1_lo", "x1_hi"] and header[-2:] == ["p_branch0",
-                                                                             "p_branch1"]
+    assert header[:4] == ["t", "x1", "x1_lo", "x1_hi"] and header[-4:] == [
+        "ess", "restart", "p_branch0", "p_branch1"]
     assert rows.shape == (len(truth.t), len(header))
     assert np.array_equal(rows[:, 1], track.mean[:, 0])
+    assert np.array_equal(track.weighed, kept & np.isfinite(readings[:, 0]))
+    header, rows = track.table(mech.coordinate_names, sigma=True)
+    assert header[:5] == ["t", "x1", "x1_lo", "x1_hi", "x1_sigma"]
+    assert np.array_equal(rows[:, 4], track.sigma[:, 0])
+
+
+def test_the_spread_is_the_particles_weighted_standard_deviation(
+        compiled: Compiled, gyro_fourbar: Path) -> None:
+    """σ of each coordinate is the weighted standard deviation of the particles (NumPy's
+    weighted covariance as the independent reference)."""
+    mech = compiled(gyro_fourbar)
+    observer = ParticleFilter(mech, particles=400, sigma_s=0.02, seed=3, pool=1)
+    for reading in (0.0, 0.1, 0.2):
+        estimate = observer.step(1e-3, [reading])
+    w = observer.weights() / observer.weights().sum()
+    reference_sigma = [np.sqrt(np.cov(observer.q[:, k], aweights=w, bias=True))
+                       for k in range(mech.n)]
+    assert np.allclose(estimate.sigma, reference_sigma, rtol=1e-9, atol=1e-15)
+    assert np.all(estimate.sigma > 0)
+
+
+@pytest.mark.parametrize("hopeless_at", [-1, -(RECOVERY_READINGS + 2)])
+def test_a_filter_that_started_over_is_trusted_after_enough_readings(
+        compiled: Compiled, gyro_fourbar: Path, hopeless_at: int) -> None:
+    """One reading no particle can explain makes the filter start over; its track is
+    trusted again only after RECOVERY_READINGS more readings."""
+    mech = compiled(gyro_fourbar)
+    truth = simulate(mech, 0.05, 1e-3)
+    readings = mech.sensors(truth.q, truth.qd).reshape(len(truth.t), -1)
+    readings[hopeless_at] = 1e6
+    track = ParticleFilter(mech, particles=40, pool=2, sigma_s=0.02, seed=1).run(
+        truth.t, readings)
+    assert track.restarts >= 1 and track.reinitialized[hopeless_at]
+    assert track.recovered == (hopeless_at < -RECOVERY_READINGS)
+    assert track.table(mech.coordinate_names)[1][hopeless_at, -3] == 1.0  # restart column
 
 
 def test_a_prior_around_the_start(compiled: Compiled, gyro_fourbar: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import numpy as np
@@ -16,11 +17,15 @@ from mbgen.cli.conventions import (
     check_paths,
     check_work,
     max_steps_option,
+    untrusted_path,
 )
 from mbgen.errors import MbgenError, UntrustedResultError
 from mbgen.escaping import mathtext
 from mbgen.io.figures import plot_paths
 from mbgen.runtime.integration import PREDICTORS
+
+if TYPE_CHECKING:
+    from mbgen.estimation.particle_filter import Track
 
 
 @click.command(cls=Command, renamed={"--sensors": "--data", "--sigma-a": "--noise-accel",
@@ -56,15 +61,19 @@ from mbgen.runtime.integration import PREDICTORS
               help="Initial velocities uniform within ±SPEED per coordinate [m/s or rad/s].")
 @click.option("--out", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
               required=True, help="Estimate CSV to write.")
+@click.option("--covariance", is_flag=True, help="Also write <name>_sigma per coordinate: "
+              "the standard deviation of the particles [m or rad].")
 @click.option("--plot", is_flag=True, help="Also write the estimate and branch PNGs.")
 @max_steps_option("filter steps")
 @BUILD_DIR
 def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a: float,
              sigma_s: float | None, dt: float | None, integrator: str, seed: int,
-             spread: float | None, speed: float, csv_path: Path, plot: bool, max_steps: int,
-             build_dir: Path | None) -> None:
+             spread: float | None, speed: float, csv_path: Path, covariance: bool, plot: bool,
+             max_steps: int, build_dir: Path | None) -> None:
     """Estimate FILE's state and assembly branch from sensor readings: writes t, each
-    coordinate's expected value with <name>_lo/<name>_hi (95 %), ess and p_branch<k>."""
+    coordinate's expected value with <name>_lo/<name>_hi (95 %), ess, restart (1 where
+    the filter started over) and p_branch<k>. A filter that started over and has not
+    weighed enough readings since ends with exit code 4."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from mbgen.cli import load_with_status
@@ -107,52 +116,78 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
         with np.errstate(invalid="ignore", divide="ignore"):  # NaN is checked below
             track = observer.run(t, readings, dt, progress=lambda: bar.advance(task))
     names = mech.coordinate_names
-    header, data = track.table(names)
+    header, data = track.table(names, sigma=covariance)
     broken = np.flatnonzero(~np.isfinite(data).all(axis=1))
     if broken.size:
         raise UntrustedResultError(
             f"the estimate is not finite from t = {data[broken[0], 0]:g} s on (the "
             f"particles' prediction over steps of {step:g} s diverged): nothing written; a "
             "smaller --dt may help")
+    if not track.recovered:  # kept for a look, never under the name asked for
+        csv_path = untrusted_path(csv_path)
+        check_paths({"FILE": file, "--data": readings_path}, {"--out": csv_path})
     write_table(csv_path, header, data)
-    restarts = track.restarts
     labels = [f"{name} [{unit}]" for name, unit in zip(names, mech.coordinate_units,
                                                         strict=True)]
-    pictures = _plot(data, labels, observer.branches.count, csv_path,
-                     mathtext(mech.name)) if plot \
+    pictures = _plot(header, data, names, labels, csv_path, mathtext(mech.name)) if plot \
         else []
-    final = data[-1, -observer.branches.count:]
-    console.print(f"[green]✓[/] {escape(mech.name)}: {len(track.t)} steps of {step:g} s, "
-                  f"{particles} particles; branch probabilities at the end "
-                  f"{np.round(final, 3).tolist()}"
-                  + (f"; re-initialized {restarts} time(s)" if restarts else ""))
-    console.print(escape(f"  wrote {csv_path}" + "".join(f"\n  wrote {p}" for p in pictures)))
+    report(track, mech.name, step, particles, csv_path, pictures)
 
 
-def _plot(data: np.ndarray, labels: list[str], branches: int, csv_path: Path,
-          title: str) -> list[Path]:
+def report(track: Track, name: str, step: float, particles: int, csv_path: Path,
+           pictures: list[Path]) -> None:
+    """✓ for a filter that never started over; ! when it did and has weighed enough
+    readings since; ✗ and exit code 4 when it has not."""
+    from mbgen.estimation.particle_filter import RECOVERY_READINGS
+
+    final = np.round(track.branch_probability[-1], 3).tolist()
+    restarts = track.restarts
+    at = ", ".join(f"{t:g}" for t in track.t[track.reinitialized][:5])
+    at += ", ..." if restarts > 5 else ""
+    mark = "[green]✓[/]" if not restarts else "[yellow]![/]" if track.recovered \
+        else "[red]✗[/]"
+    status_console.print(f"{mark} {escape(name)}: {len(track.t)} steps of {step:g} s, "
+                         f"{particles} particles; branch probabilities at the end {final}"
+                         + (f"; started over {restarts} time(s) (no particle near the "
+                            f"readings at t = {at} s)" if restarts else ""))
+    status_console.print(escape(f"  wrote {csv_path}"
+                                + "".join(f"\n  wrote {p}" for p in pictures)))
+    if not track.recovered:
+        raise UntrustedResultError(
+            f"the filter started over at t = {track.t[track.reinitialized][-1]:g} s and "
+            f"weighed fewer than {RECOVERY_READINGS} readings after that: the estimate is "
+            f"in {csv_path} (check --noise-sensor and --noise-accel against the data)")
+
+
+def _plot(header: list[str], data: np.ndarray, names: list[str], labels: list[str],
+          csv_path: Path, title: str) -> list[Path]:
+    """The estimate of every coordinate with its 95 % band, and the branch probabilities,
+    from the table's columns by name."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from mbgen.estimation.particle_filter import branch_columns
     from mbgen.io.figures import plot_path, save_figure
 
+    column = {name: data[:, k] for k, name in enumerate(header)}
+    t = column["t"]
     written = []
     fig, axes = plt.subplots(len(labels), 1, figsize=(9, 2.2 * len(labels)), sharex=True,
                              squeeze=False)
-    for k, (ax, label) in enumerate(zip(axes[:, 0], labels, strict=True)):
-        mean, low, high = data[:, 1 + 3 * k], data[:, 2 + 3 * k], data[:, 3 + 3 * k]
-        ax.fill_between(data[:, 0], low, high, alpha=0.3, label="95 %")
-        ax.plot(data[:, 0], mean, label="estimate")
+    for ax, name, label in zip(axes[:, 0], names, labels, strict=True):
+        ax.fill_between(t, column[f"{name}_lo"], column[f"{name}_hi"], alpha=0.3,
+                        label="95 %")
+        ax.plot(t, column[name], label="estimate")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("t [s]")
     axes[0, 0].set_title(f"{title}: particle-filter estimate")
     written.append(save_figure(fig, plot_path(csv_path, "estimate"), dpi=100))
     fig, ax = plt.subplots(figsize=(9, 3.5))
-    for b in range(branches):
-        ax.plot(data[:, 0], data[:, -branches + b], label=f"branch {b}")
+    for b, branch in enumerate(branch_columns(header)):
+        ax.plot(t, column[branch], label=f"branch {b}")
     ax.set(xlabel="t [s]", ylabel="probability", title=f"{title}: assembly branch")
     ax.legend()
     ax.grid(alpha=0.3)

@@ -56,6 +56,7 @@ class Estimate:
     mean: Array  # (n,) expected q
     low: Array  # (n,) 2.5 % quantile of q
     high: Array  # (n,) 97.5 % quantile of q
+    sigma: Array  # (n,) weighted standard deviation of q (the particles' spread)
     ess: float  # effective sample size
     branch_probability: Array  # (branches,)
     reinitialized: bool  # all weights had vanished: the filter started over
@@ -70,6 +71,12 @@ def branch_columns(names: list[str]) -> list[str]:
     return [name for name in names if name.startswith(BRANCH_COLUMN)]
 
 
+#: Readings the filter must weigh after its last re-initialization before its estimate is
+#: trusted again: a fresh belief meets each new reading, and a few are needed before it
+#: has forgotten the uniform start.
+RECOVERY_READINGS = 10
+
+
 @dataclass(frozen=True)
 class Track:
     """The filter's estimates over a readings file, one row per filter step."""
@@ -78,17 +85,39 @@ class Track:
     mean: Array  # (N, n)
     low: Array  # (N, n) 2.5 % quantiles
     high: Array  # (N, n) 97.5 % quantiles
+    sigma: Array  # (N, n) weighted standard deviations
     ess: Array  # (N,)
     branch_probability: Array  # (N, branches)
-    restarts: int  # steps where every weight had vanished and the filter started over
+    reinitialized: Array  # (N,) bool: every weight had vanished and the filter started over
+    weighed: Array  # (N,) bool: the step weighed a reading
 
-    def table(self, names: list[str]) -> tuple[list[str], Array]:
-        """The CSV's header and rows: t, each coordinate with _lo/_hi, ess, p_branch<k>."""
-        header = ["t"] + [f"{n}{s}" for n in names for s in ("", "_lo", "_hi")] + ["ess"] + [
-            f"{BRANCH_COLUMN}{b}" for b in range(self.branch_probability.shape[1])]
-        interleaved = np.stack([self.mean, self.low, self.high], axis=2).reshape(
+    @property
+    def restarts(self) -> int:
+        """Steps where every weight had vanished and the filter started over."""
+        return int(self.reinitialized.sum())
+
+    @property
+    def recovered(self) -> bool:
+        """No re-initialization, or at least RECOVERY_READINGS readings weighed after the
+        last one (before that, the rows come from a belief the readings ruled out)."""
+        if not self.reinitialized.any():
+            return True
+        last = int(np.flatnonzero(self.reinitialized)[-1])
+        return int(self.weighed[last + 1:].sum()) >= RECOVERY_READINGS
+
+    def table(self, names: list[str], sigma: bool = False) -> tuple[list[str], Array]:
+        """The CSV's header and rows: t, each coordinate with _lo/_hi (95 %) and, with
+        ``sigma``, _sigma (the particles' standard deviation), then ess, restart (1 where
+        the filter started over) and p_branch<k>."""
+        parts = [("", self.mean), ("_lo", self.low), ("_hi", self.high)]
+        if sigma:
+            parts.append(("_sigma", self.sigma))
+        header = ["t"] + [f"{n}{suffix}" for n in names for suffix, _ in parts] + [
+            "ess", "restart"] + [f"{BRANCH_COLUMN}{b}"
+                                 for b in range(self.branch_probability.shape[1])]
+        interleaved = np.stack([values for _, values in parts], axis=2).reshape(
             len(self.t), -1)
-        return header, np.column_stack([self.t, interleaved, self.ess,
+        return header, np.column_stack([self.t, interleaved, self.ess, self.reinitialized,
                                         self.branch_probability])
 
 
@@ -434,9 +463,11 @@ class ParticleFilter:
         times, step = filter_times(t, dt)
         row = np.searchsorted(t, times - step / 2)
         estimates = []
+        weighed = np.zeros(len(times), dtype=bool)
         for k, now in enumerate(times):
             r = row[k]
             reading = readings[r] if r < len(t) and abs(t[r] - now) < step / 2 else None
+            weighed[k] = reading is not None and bool(np.isfinite(reading).any())
             if k:
                 estimates.append(self.step(step, reading))
             else:
@@ -447,8 +478,9 @@ class ParticleFilter:
         def stacked(name: str) -> Array:
             return np.array([getattr(e, name) for e in estimates])
 
-        return Track(times, stacked("mean"), stacked("low"), stacked("high"), stacked("ess"),
-                     stacked("branch_probability"), sum(e.reinitialized for e in estimates))
+        return Track(times, stacked("mean"), stacked("low"), stacked("high"), stacked("sigma"),
+                     stacked("ess"), stacked("branch_probability"), stacked("reinitialized"),
+                     weighed)
 
     def estimate(self, reinitialized: bool = False) -> Estimate:
         """Weighted mean and 95 % interval of every coordinate; angles by circular
@@ -471,7 +503,9 @@ class ParticleFilter:
             values = self.q.copy()
             values[:, angle] = mean[angle] + _wrap(turns - mean[angle])
         low, high = self.mech.weighted_quantiles(values, w, (0.025, 0.975))
-        return Estimate(mean, low, high, ess, np.exp(self.log_p), reinitialized)
+        spread = values - mean
+        sigma = np.sqrt(np.einsum("i,ij->j", w, spread * spread))
+        return Estimate(mean, low, high, sigma, ess, np.exp(self.log_p), reinitialized)
 
 
 def linear_gaussian_update(A: Array, r: Array, noise: Array, prior: float,
