@@ -4,6 +4,7 @@ derivatives, checked entry by entry against finite differences."""
 from __future__ import annotations
 
 import functools
+import re
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from conftest import SHIPPED_DIR, entrywise_error, numerical_jacobian
 from scipy.linalg import null_space
 
 from mbgen.cli.conventions import EXIT_BAD_INPUT, EXIT_UNTRUSTED
+from mbgen.errors import MbgenError
 from mbgen.estimation.identify import Settings
 from mbgen.estimation.impulses import (
     ImpulseModel,
@@ -205,6 +207,19 @@ def motor_pendulum(compiled, tmp_path_factory) -> CompiledMechanism:
     return compiled(path)
 
 
+def dense_jacobian(jacobian, rows: int, columns: int, state_size: int) -> np.ndarray:
+    """The problem's block Jacobian as one dense (rows, columns) matrix."""
+    dense = np.zeros((rows, columns))
+    row = 0
+    for group in jacobian.groups:
+        for k, start in enumerate(group.start):
+            block = slice(row, row + group.band.shape[1])
+            dense[block, start:start + group.band.shape[2]] = group.band[k]
+            dense[block, state_size:] = group.border[k]
+            row += group.band.shape[1]
+    return dense
+
+
 def spook_recording(mech: CompiledMechanism, seconds: float = 4.0, noise: float = 1e-4):
     """Encoder readings of a SPOOK run at the identification step (the model's own
     discretization: the truth is the exact minimum, up to the noise)."""
@@ -273,6 +288,68 @@ def test_identify_reports_a_parameter_the_data_cannot_see(motor_pendulum) -> Non
     assert np.isinf(result.std[:2]).all() and np.isfinite(result.std[2])
     m, a, _ = result.values
     assert m * a == pytest.approx(1.0 * 0.2, rel=1e-2)
+    # the one combination named: m and a, not b; their correlations unknown
+    assert len(result.undetermined) == 1
+    assert set(result.undetermined[0].split()) >= {"m", "a"} and "b" not in \
+        result.undetermined[0].split()
+    assert np.isnan(result.correlation[:2]).all()
+    assert result.correlation[2, 2] == pytest.approx(1.0, abs=1e-12)
+    assert not result.trusted
+
+
+def test_correlations_are_those_of_the_dense_covariance(motor_pendulum) -> None:
+    """The reported std and correlations equal the parameters' block of the dense
+    (JᵀJ)⁻¹ of the whole problem at the solution (the states eliminated by a plain
+    inverse, not the banded Schur complement), scaled by the residual variance."""
+    from mbgen.estimation.identify import (
+        IdentificationProblem,
+        Recording,
+        Settings,
+        identify,
+    )
+
+    recording = spook_recording(motor_pendulum, seconds=0.6)
+    names = ["b", "c", "K"]
+    result = identify(motor_pendulum, recording, names, settings=Settings(impulse_noise=1e-4))
+    assert result.converged and result.identifiable.all()
+    problem = IdentificationProblem(motor_pendulum, Recording(recording.t, recording.readings,
+                                                              recording.commands),
+                                    names, Settings(impulse_noise=1e-4), {})
+    x = problem.pack(result.q, result.v, result.values)
+    residuals, jac = problem(x, True)
+    dense = dense_jacobian(jac, len(residuals), len(x), problem.state_size)
+    covariance = np.linalg.inv(dense.T @ dense)[-3:, -3:]
+    redundancy = len(residuals) - len(x)
+    variance = max(1.0, float(residuals @ residuals) / redundancy)
+    std = np.sqrt(variance * np.diag(covariance))
+    assert np.allclose(result.std, std, rtol=1e-6)
+    assert np.allclose(result.correlation, covariance / np.outer(std, std) * variance,
+                       rtol=1e-6, atol=1e-9)
+
+
+def test_impossible_values_are_named(motor_pendulum) -> None:
+    """Values no real mechanism has: an inertia about the first point below m·a² (a
+    negative inertia about the centre of mass: the loader's own check), a negative mass, a
+    negative viscous or dry friction."""
+    from mbgen.estimation.identify import physical_problems
+    from mbgen.model.parser import parse_mechanism
+
+    model = parse_mechanism(MOTOR_PENDULUM)
+    p = motor_pendulum.parameter_vector
+    index = {name: k for k, name in enumerate(motor_pendulum.parameters)}
+    assert physical_problems(motor_pendulum, p, model) == []
+    for name, value, fragment in (("I", 0.03, "I0 = 0.03 is smaller than mass*|cog|^2"),
+                                  ("m", -1.0, "mass must not be negative"),
+                                  ("b", -0.01, "damping"),
+                                  ("c", -0.02, "negative dry friction on theta")):
+        changed = p.copy()
+        changed[index[name]] = value
+        problems = physical_problems(motor_pendulum, changed, model)
+        assert len(problems) == 1 and fragment in problems[0], (name, problems)
+        text = MOTOR_PENDULUM.replace(f"{name}: {p[index[name]]:g}", f"{name}: {value:g}")
+        if name in "Im":  # the loader refuses the same values, with the same words
+            with pytest.raises(MbgenError, match=re.escape(fragment)):
+                parse_mechanism(text)
 
 
 @pytest.mark.parametrize(("kwargs", "fragment"), [
@@ -367,6 +444,12 @@ def test_cli_identify_writes_parameters_and_fit_plot(motor_pendulum, tmp_path) -
     for name in ("b", "c", "K"):
         assert values[name] == pytest.approx(TRUTH[name], rel=1e-2)
     assert (tmp_path / "identified_fit.png").stat().st_size > 10_000
+    # the correlations: printed as a table, written as comments (the file stays mergeable)
+    assert "correlation" in result.output and "✓ converged" in result.output
+    rows = [line for line in out.read_text().splitlines() if line.startswith("#   ")]
+    matrix = np.array([[float(c) for c in row[1:].split()] for row in rows])
+    assert matrix.shape == (3, 3) and np.allclose(np.diag(matrix), 1.0, atol=1e-3)
+    assert np.allclose(matrix, matrix.T, atol=1e-3) and np.all(np.abs(matrix) <= 1.0005)
 
     bad = CliRunner().invoke(cli, [*args[:8], "--params", "b,zeta", *args[10:]])
     assert bad.exit_code == EXIT_BAD_INPUT and "unknown parameter(s) zeta" in bad.output, \
@@ -412,13 +495,6 @@ def test_identification_problem_jacobian_matches_finite_differences(motor_pendul
     x = problem.pack(q + 1e-4 * rng.normal(size=q.shape), qd + 1e-3 * rng.normal(
         size=qd.shape), theta)
     residual, jacobian = problem(x, True)
-    dense = np.zeros((len(residual), len(x)))
-    row = 0
-    for group in jacobian.groups:
-        for k, start in enumerate(group.start):
-            rows = slice(row, row + group.band.shape[1])
-            dense[rows, start:start + group.band.shape[2]] = group.band[k]
-            dense[rows, problem.state_size:] = group.border[k]
-            row += group.band.shape[1]
+    dense = dense_jacobian(jacobian, len(residual), len(x), problem.state_size)
     numeric = numerical_jacobian(lambda y: problem(y, False)[0], x, 1e-7)
     assert entrywise_error(dense, numeric) < 1e-5

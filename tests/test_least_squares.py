@@ -216,3 +216,21 @@ def test_no_lower_cost_away_from_a_stationary_point_is_a_failure() -> None:
                                  np.zeros(jac.shape[1]), jac.shape[1])
     assert not result.converged
     assert "not a stationary point" in result.message
+
+
+def test_a_heavily_damped_start_is_not_taken_for_convergence() -> None:
+    """A huge initial damping makes the first steps tiny: the cost and x barely change,
+    yet the Gauss–Newton model still promises a large decrease, so the solver goes on
+    (and reaches the minimum) instead of reporting the start as converged."""
+    jac, rhs, exact = linear_problem()
+    result = levenberg_marquardt(lambda x, want: (jac @ x - rhs, jac if want else None),
+                                 np.zeros(jac.shape[1]), jac.shape[1], scaling="absolute",
+                                 damping=1e9, xtol=1e-3, ftol=1e-3, max_iterations=200)
+    assert result.converged, result.message
+    assert result.iterations > 2
+    best = 0.5 * float(np.sum((jac @ exact - rhs) ** 2))
+    assert best <= result.cost <= best * (1 + 2e-3)  # within ftol of the minimum
+    stuck = levenberg_marquardt(lambda x, want: (jac @ x - rhs, jac if want else None),
+                                np.zeros(jac.shape[1]), jac.shape[1], scaling="absolute",
+                                damping=1e9, xtol=1e-3, ftol=1e-3, max_iterations=3)
+    assert not stuck.converged and "no convergence" in stuck.message

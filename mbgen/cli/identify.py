@@ -97,6 +97,7 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
     from mbgen.estimation.identify import Recording, Settings
     from mbgen.estimation.identify import identify as run
     from mbgen.io.readings import read_readings
+    from mbgen.model.parser import load_mechanism
 
     check_paths({"FILE": file, "--data": data_path, "--inputs": inputs_path},
                 {"--out": out_path, "--plot": plot_paths(out_path, "identify") if plot else None})
@@ -122,10 +123,9 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
                                                                  2).items()},
                      settings=settings,
                      progress=lambda i, cost: bar.update(
-                         task, description=f"iteration {i}, cost {cost:.6g}"))
-    undetermined = [name for name, std in zip(result.names, result.std, strict=True)
-                    if not np.isfinite(std)]
-    trusted = result.converged and not undetermined
+                         task, description=f"iteration {i}, cost {cost:.6g}"),
+                     model=load_mechanism(file))
+    trusted = result.trusted
     written = out_path if trusted else untrusted_path(out_path)
     if not trusted:  # the name asked for was checked before the work
         check_paths({"FILE": file, "--data": data_path, "--inputs": inputs_path},
@@ -136,15 +136,24 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
         labels = [f"{label} [{unit}]" for label, unit in zip(mech.sensor_labels,
                                                              mech.sensor_units, strict=True)]
         status_console.print(f"  wrote {_plot(result, t, readings, labels, written)}")
+    if not trusted:
+        raise UntrustedResultError(distrust(result, written, out_path))
+
+
+def distrust(result: Identification, written: Path, out_path: Path) -> str:
+    """Why a result is not trusted: not converged, undetermined combinations of the
+    parameters, or values no real mechanism has."""
+    reasons = []
     if not result.converged:
-        raise UntrustedResultError(f"identification did not converge ({result.message}); "
-                                   f"{written} holds where it stopped, {out_path} is not "
-                                   "written")
-    if undetermined:
-        raise UntrustedResultError(f"the data do not determine {', '.join(undetermined)} "
-                                   "(fix them in the file, add a --prior, or record motion "
-                                   f"that excites them); the result is in {written}, "
-                                   f"{out_path} is not written")
+        reasons.append(f"identification did not converge ({result.message})")
+    if result.undetermined:
+        reasons.append("the data do not determine " + "; ".join(result.undetermined)
+                       + " (fix one of them in the file, add a --prior, or record motion "
+                       "that excites them)")
+    reasons += [f"the identified values are impossible: {problem}"
+                for problem in result.problems]
+    return (f"{'; '.join(reasons)}. The result is in {written}, {out_path} is not "
+            "written")
 
 
 def read_commands(mech: CompiledMechanism, file: Path, inputs_path: Path,
@@ -176,22 +185,50 @@ def print_result(result: Identification, trusted: bool, written: Path) -> None:
         table.add_row(name, f"{first:.6g}", f"{value:.6g}",
                       f"{std:.3g}" if np.isfinite(std) else "not identifiable")
     status_console.print(table)
+    strong = strong_correlations(result)
+    if len(result.names) <= CORRELATION_TABLE and len(result.names) > 1:
+        matrix = Table("", *result.names, title="correlation")
+        for name, row in zip(result.names, result.correlation, strict=True):
+            matrix.add_row(name, *(f"{c:+.2f}" if np.isfinite(c) else "-" for c in row))
+        status_console.print(matrix)
+    elif strong:
+        status_console.print("strongly correlated (|ρ| ≥ 0.9): " + ", ".join(strong))
     state = "[green]✓[/] converged" if trusted else "[red]✗[/] not trusted:"
     status_console.print(f"{state} {result.iterations} iterations, {result.seconds:.2f} s "
                          f"({escape(result.message)}); final cost {result.cost:.6g}")
     status_console.print(escape(f"  wrote {written}"))
 
 
+#: Up to this many parameters the correlation matrix is printed whole; above, only the
+#: strongly correlated pairs.
+CORRELATION_TABLE = 8
+
+
+def strong_correlations(result: Identification, limit: float = 0.9) -> list[str]:
+    """Pairs of parameters whose linearized correlation reaches ``limit``: "a1~I1 +0.97"."""
+    names, rho = result.names, result.correlation
+    return [f"{names[i]}~{names[j]} {rho[i, j]:+.2f}" for i in range(len(names))
+            for j in range(i + 1, len(names)) if abs(rho[i, j]) >= limit]
+
+
 def _write_yaml(path: Path, result: Identification, source: Path, data: Path) -> None:
+    import json
+
     from mbgen.files import atomic_write
 
-    lines = [f"# mbgen identify {source} --data {data}",
+    # the paths as JSON strings: a name holding a newline cannot start a YAML key
+    lines = [f"# mbgen identify {json.dumps(str(source))} --data {json.dumps(str(data))}",
              f"# {result.iterations} iterations, cost {result.cost:.6g}"
              + ("" if result.converged else " (NOT converged)"),
              "parameters:"]
     for name, value, std in zip(result.names, result.values, result.std, strict=True):
         note = f"± {std:.3g} (1 sigma)" if np.isfinite(std) else "not identifiable"
         lines.append(f"  {name}: {value:.10g}  # {note}")
+    lines.append("# correlation (rows and columns in the order above; nan: not identifiable):")
+    lines += ["#   " + " ".join(f"{c:+.3f}" for c in row) for row in result.correlation]
+    lines += [f"# not determined by the data: {combination}"
+              for combination in result.undetermined]
+    lines += [f"# impossible: {problem}" for problem in result.problems]
     text = "\n".join(lines) + "\n"
     atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 

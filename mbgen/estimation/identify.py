@@ -28,6 +28,7 @@ import numpy as np
 
 from mbgen.errors import MbgenError
 from mbgen.estimation.impulses import MidpointImpulses, SpookImpulses
+from mbgen.model.mechanism import Mechanism
 from mbgen.numerics.least_squares import (
     BlockJacobian,
     BorderedMatrix,
@@ -82,6 +83,9 @@ class Identification:
     values: Array  # identified θ
     std: Array  # linearized standard deviations (inf: not identifiable)
     identifiable: Array  # bool per parameter
+    correlation: Array  # (P, P) linearized correlations (NaN where not identifiable)
+    undetermined: list[str]  # combinations the data cannot see, e.g. "0.71 I1 - 0.70 a1"
+    problems: list[str]  # what makes the values impossible for a real mechanism
     initial: Array
     t: Array  # (K + 1,) the state grid
     q: Array  # (K + 1, n)
@@ -96,6 +100,11 @@ class Identification:
 
     def as_dict(self) -> dict[str, float]:
         return dict(zip(self.names, self.values.tolist(), strict=True))
+
+    @property
+    def trusted(self) -> bool:
+        """Converged, every parameter determined by the data, and physically possible."""
+        return self.converged and bool(self.identifiable.all()) and not self.problems
 
 
 def check_recording(t: Array, where: str = "data") -> float:
@@ -331,13 +340,16 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
              bounds: Mapping[str, tuple[float, float]] | None = None,
              priors: Mapping[str, tuple[float, float]] | None = None,
              settings: Settings | None = None,
-             progress: Callable[[int, float], None] | None = None) -> Identification:
+             progress: Callable[[int, float], None] | None = None,
+             model: Mechanism | None = None) -> Identification:
     """Identify ``params`` (names of the mechanism's parameters) from ``recording``.
 
     ``initial``: starting values (default: the mechanism's current ones); ``bounds``:
     (low, high) per name (default unbounded); ``priors``: (mean, standard deviation) per
     name, for what is known independently (weighed masses: encoder data alone cannot fix
     the overall scale of inertia, friction and motor gain). ``progress(iteration, cost)``.
+    ``model``: the mechanism's file as read (:func:`mbgen.model.load_mechanism`), to check
+    each body's mass and inertia at the identified values as the loader will.
     """
     settings = settings or Settings()
     names = list(params)
@@ -355,11 +367,13 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
 
     result = _fit(problem, recording, guess, lower, upper, record)
     assert result.normal is not None  # asked for: final_normal defaults to True
-    std, identifiable = _parameter_uncertainty(result.normal, result.cost,
-                                               len(result.residuals) - len(result.x))
+    uncertainty = parameter_uncertainty(result.normal, result.cost,
+                                        len(result.residuals) - len(result.x), names)
     seconds = time.perf_counter() - start
-    q, v, _ = problem.split(result.x)
-    return Identification(names, result.x[problem.state_size:], std, identifiable, guess,
+    q, v, p = problem.split(result.x)
+    return Identification(names, result.x[problem.state_size:], uncertainty.std,
+                          uncertainty.identifiable, uncertainty.correlation,
+                          uncertainty.undetermined, physical_problems(mech, p, model), guess,
                           problem.t, q, v, problem.fitted(result.x, readings.shape),
                           result.cost, result.iterations, result.converged, seconds,
                           result.message, history)
@@ -430,15 +444,32 @@ def _fit(problem: IdentificationProblem, recording: Recording, guess: Array, low
                                border_rtol=1e-4)
 
 
-def _parameter_uncertainty(normal: BorderedMatrix, cost: float, redundancy: int
-                           ) -> tuple[Array, Array]:
+@dataclass(frozen=True)
+class Uncertainty:
+    """The parameters' linearized standard deviations (P,) (inf where not identifiable),
+    their correlations (P, P) (NaN there), and the combinations the data cannot see."""
+
+    std: Array
+    identifiable: Array
+    correlation: Array
+    undetermined: list[str]
+
+
+#: Relative shifts tried on the states' information when rounding leaves it not
+#: positive definite (a very stiff compliance): far below what changes a σ's 3 digits.
+INFORMATION_SHIFTS = (0.0, 1e-12, 1e-10, 1e-8)
+
+
+def parameter_uncertainty(normal: BorderedMatrix, cost: float, redundancy: int,
+                          names: Sequence[str]) -> Uncertainty:
     """Linearized standard deviations of the parameters: the inverse of their information
     after eliminating the states (Schur complement of JᵀJ), scaled up by s² = 2 cost /
     (rows − unknowns) when the residuals are larger than their stated noise (never down:
     priors and sensor noise are absolute, and a fit better than the stated noise does not
     make a prior tighter); parameters that share a null direction of the information are
-    not identifiable (std = inf)."""
-    schur = normal.factor(factor_border=False).schur
+    not identifiable (std = inf), and each null direction is named as a combination of
+    the parameters (in units of their information's diagonal)."""
+    schur = _parameter_information(normal)
     scale = np.sqrt(np.maximum(np.diag(schur), 1e-300))
     values, vectors = np.linalg.eigh(schur / np.outer(scale, scale))
     null = values < 1e-10 * max(values.max(), 1e-300)
@@ -446,4 +477,72 @@ def _parameter_uncertainty(normal: BorderedMatrix, cost: float, redundancy: int
     inverse = (vectors[:, ~null] / values[~null]) @ vectors[:, ~null].T
     variance = max(1.0, 2.0 * cost / max(redundancy, 1))
     std = np.sqrt(variance * np.maximum(np.diag(inverse), 0.0)) / scale
-    return np.where(identifiable, std, np.inf), identifiable
+    root = np.sqrt(np.maximum(np.diag(inverse), 1e-300))
+    correlation = inverse / np.outer(root, root)
+    correlation[~identifiable, :] = np.nan
+    correlation[:, ~identifiable] = np.nan
+    undetermined = [_combination(vector, names) for vector in vectors[:, null].T]
+    return Uncertainty(np.where(identifiable, std, np.inf), identifiable, correlation,
+                       undetermined)
+
+
+def _parameter_information(normal: BorderedMatrix) -> Array:
+    """The Schur complement of the states in JᵀJ; when rounding leaves the states' block
+    not positive definite (a very stiff compliance), with the smallest shift of
+    INFORMATION_SHIFTS that factors."""
+    diagonal = normal.diagonal()[:normal.banded]
+    for shift in INFORMATION_SHIFTS:
+        try:
+            return normal.factor(shift * np.concatenate([diagonal, np.zeros(
+                len(normal.corner))]) if shift else None, factor_border=False).schur
+        except np.linalg.LinAlgError:
+            continue
+    raise IdentificationError("the states' information is not positive definite even "
+                              "with a shift of 1e-8 of its diagonal: the compliance is "
+                              "too stiff for double precision (raise --compliance)")
+
+
+def _combination(vector: Array, names: Sequence[str]) -> str:
+    """A null direction as "0.71 I1 - 0.70 a1" (components above 0.05, largest first,
+    the first positive)."""
+    order = [k for k in np.argsort(-np.abs(vector)) if abs(vector[k]) > 0.05]
+    sign = 1.0 if vector[order[0]] > 0 else -1.0
+    text = f"{sign * vector[order[0]]:.2f} {names[order[0]]}"
+    for k in order[1:]:
+        c = sign * vector[k]
+        text += f" {'-' if c < 0 else '+'} {abs(c):.2f} {names[k]}"
+    return text
+
+
+def physical_problems(mech: CompiledMechanism, p: Array, model: Mechanism | None = None,
+                      ) -> list[str]:
+    """What makes the parameter vector p (all of the mechanism's) impossible for a real
+    mechanism: a body with a negative mass or a negative inertia about its centre of mass
+    (I0 < m|cog|², from ``model``'s bodies; without it, a mass matrix that is not positive
+    definite on the coordinates that carry inertia, which misses a body on a fixed pivot),
+    damping that feeds energy in (a negative damper or viscous friction: −∂Q/∂q̇ at rest
+    not positive semi-definite), a negative dry friction."""
+    problems = []
+    q0 = mech.q0
+    mass = mech.mass_matrix(q0, p)
+    carried = np.flatnonzero(np.abs(np.diag(mass)) > 0)
+    if model is not None:
+        problems += model.body_problems(dict(zip(mech.parameters, p.tolist(), strict=True)))
+    elif carried.size and np.linalg.eigvalsh(mass[np.ix_(carried, carried)]).min() <= 0:
+        problems.append("the mass matrix is not positive definite: a negative mass, or a "
+                        "body whose inertia about its centre of mass is negative "
+                        "(I0 < m|cog|^2)")
+    # fast enough that every smoothed dry friction is flat (its slope c/s at rest would
+    # hide a negative viscous coefficient; a negative c itself is caught below)
+    friction = mech.meta.get("friction", [])
+    fast = np.full(mech.n, 100.0 * max([float(f["stiction"]) for f in friction] + [1.0]))
+    damping = -mech.generalized_forces_qd(q0, fast, p)
+    symmetric = 0.5 * (damping + damping.T)
+    if symmetric.size and np.linalg.eigvalsh(symmetric).min() < -1e-12 * max(
+            float(np.abs(symmetric).max()), 1e-300):
+        problems.append("the damping feeds energy in: a negative damper or viscous "
+                        "friction coefficient")
+    bounds = mech.coefficients(p)[:len(friction)]
+    problems += [f"negative dry friction on {f['coordinate']} ({bound:.3g})"
+                 for f, bound in zip(friction, bounds, strict=True) if bound < 0]
+    return problems

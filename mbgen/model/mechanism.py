@@ -6,10 +6,23 @@ this description into equations.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import sympy as sp
+
+
+def rigid_body_problem(mass: float, inertia: float, offset_squared: float) -> str | None:
+    """Why a planar body's mass m and moment of inertia I0 about its first point are
+    impossible, or None: m ≥ 0, and I0 ≥ m|cog|² (its inertia about the centre of mass
+    is not negative). The one statement of the rule, for the loader and identification."""
+    if mass < 0:
+        return f"mass must not be negative, got {mass}"
+    if inertia < mass * offset_squared * (1 - 1e-9):
+        return (f"I0 = {inertia:g} is smaller than mass*|cog|^2 = {mass * offset_squared:g}, "
+                "impossible for a rigid body (I0 is about the first point)")
+    return None
 
 
 @dataclass(frozen=True)
@@ -46,6 +59,14 @@ class Body:
     aligned: tuple[tuple[int, sp.Expr], ...]  # points on the line of points 1-2: (point, α)
     visual: Any
     line: int
+
+    def problem(self, values: Mapping[sp.Symbol, float]) -> str | None:
+        """:func:`rigid_body_problem` with the parameters at ``values``."""
+        def number(expr: sp.Expr) -> float:
+            return float(sp.sympify(expr).subs(values))
+
+        return rigid_body_problem(number(self.mass), number(self.inertia),
+                                  sum(number(c) ** 2 for c in self.cog))
 
 
 @dataclass(frozen=True)
@@ -150,6 +171,13 @@ class Mechanism:
     @property
     def mobile_points(self) -> list[Point]:
         return [p for p in self.points if not p.fixed]
+
+    def body_problems(self, values: Mapping[str, float]) -> list[str]:
+        """"<body>: why" for each body that the parameters at ``values`` (by name; the
+        file's value for the others) make impossible."""
+        given = {p.symbol: float(values.get(p.name, p.value)) for p in self.parameters}
+        return [f"{body.name}: {problem}" for body in self.bodies
+                if (problem := body.problem(given)) is not None]
 
     @property
     def coordinate_names(self) -> list[str]:

@@ -33,6 +33,7 @@ from mbgen.model.mechanism import (
     SensorKind,
     Slider,
     Spring,
+    rigid_body_problem,
 )
 from mbgen.model.yaml_nodes import Node, key_name, read_document
 
@@ -281,14 +282,12 @@ class _Builder:
     def check_inertia(self, keys: dict[str, Node], mass: sp.Expr, inertia: sp.Expr,
                       cog: tuple[sp.Expr, sp.Expr], length: sp.Expr) -> None:
         m = self.numeric(mass, keys["mass"])
-        if m < 0:
-            raise keys["mass"].error(f"mass must not be negative, got {m}")
         where = keys.get("I0", keys["mass"])
         i0 = self.numeric(inertia, where)
         offset = sum(self.numeric(c, keys.get("cog", where)) ** 2 for c in cog)
-        if i0 < m * offset * (1 - 1e-9):
-            raise where.error(f"I0 = {i0:g} is smaller than mass*|cog|^2 = {m * offset:g}, "
-                              "impossible for a rigid body (I0 is about the first point)")
+        problem = rigid_body_problem(m, i0, offset)
+        if problem is not None:
+            raise (keys["mass"] if m < 0 else where).error(problem)
         if "length" in keys and keys["length"].scalar() != "auto" and len(
                 keys["points"].raw.value) == 2:  # the length read_bodies took from the key
             value = self.numeric(length, keys["length"])

@@ -428,23 +428,21 @@ def _levenberg_marquardt(fun: Residuals, x0: Array, banded: int, lower: Array | 
         x, r, cost, damping = trial.x, trial.r, trial.cost, trial.damping
         if callback is not None:
             callback(iteration, cost)
-        if (decrease <= max(ftol * cost, atol)
-                or moved <= xtol * (float(np.linalg.norm(x)) + xtol)):
-            converged, message = True, "converged: the cost or the step stopped changing"
-        elif settled >= 3:
-            converged, message = True, "converged: the border unknowns stopped changing"
-        if converged and not final_normal:
-            return LeastSquaresResult(x, cost, r, None, iteration, converged, message)
+        tolerance = max(ftol * cost, atol)
+        stopped = decrease <= tolerance or moved <= xtol * (float(np.linalg.norm(x)) + xtol)
         r, jac = fun(x, True)
         assert jac is not None
-        if (chord_stop and not converged and trial.system is not None
+        if (chord_stop and not (stopped or settled >= 3) and trial.system is not None
                 and abs(decrease - predicted) < 0.1 * predicted
-                and _chord_gains_nothing(trial.system, _gradient(jac, r),
-                                         max(ftol * cost, atol))):
+                and _chord_gains_nothing(trial.system, _gradient(jac, r), tolerance)):
             converged, message = True, "converged: the next step would not change the cost"
             if not final_normal:
                 return LeastSquaresResult(x, cost, r, None, iteration, converged, message)
         gradient, normal = _normal_equations(jac, r, banded)
+        if stopped or settled >= 3:
+            converged, why = _settled(normal, gradient, x, lower, upper, banded, cost,
+                                      tolerance, border_rtol, stopped)
+            message, settled = (why, settled) if converged else (message, 0)
         if converged:
             break
     return LeastSquaresResult(x, cost, r, normal, iteration, converged, message)
@@ -522,13 +520,10 @@ def _gradient_cosine(gradient: Array, diagonal: Array, cost: float, x: Array,
     return float(np.max(np.nan_to_num(ratio, nan=np.inf), initial=0.0))
 
 
-def _model_predicts_no_decrease(normal: BorderedMatrix, gradient: Array, cost: float,
-                                x: Array, lower: Array, upper: Array,
-                                tolerance: float) -> bool:
-    """Whether the Gauss–Newton step (the free unknowns', barely damped) would lower the
-    cost by at most ``tolerance`` plus rounding in the cost, −½ gᵀs: x is stationary to
-    what the stopping tests can tell. One extra factorization, only when no step lowered
-    the cost."""
+def _gauss_newton_step(normal: BorderedMatrix, gradient: Array, x: Array, lower: Array,
+                       upper: Array) -> Array | None:
+    """The barely damped Gauss–Newton step of the free unknowns (those on a bound the
+    step would leave held), or None when even that does not factor."""
     free = _free(gradient, x, lower, upper)
     diagonal = normal.diagonal()
     tiny = 1e-12 * np.maximum(diagonal, 1e-300)
@@ -536,10 +531,39 @@ def _model_predicts_no_decrease(normal: BorderedMatrix, gradient: Array, cost: f
     try:
         step = normal.factor(tiny + big * ~free).solve(np.where(free, -gradient, 0.0))
     except linalg.LinAlgError:
+        return None
+    return step if np.all(np.isfinite(step)) else None
+
+
+def _model_predicts_no_decrease(normal: BorderedMatrix, gradient: Array, cost: float,
+                                x: Array, lower: Array, upper: Array,
+                                tolerance: float) -> bool:
+    """Whether the Gauss–Newton step would lower the cost by at most ``tolerance`` plus
+    rounding in the cost, −½ gᵀs: x is stationary to what the stopping tests can tell."""
+    step = _gauss_newton_step(normal, gradient, x, lower, upper)
+    if step is None:
         return False
-    predicted = -0.5 * float(gradient @ step)
     rounding = 64 * np.finfo(float).eps * cost
-    return bool(np.isfinite(predicted) and predicted <= max(tolerance, rounding))
+    return -0.5 * float(gradient @ step) <= max(tolerance, rounding)
+
+
+def _settled(normal: BorderedMatrix, gradient: Array, x: Array, lower: Array, upper: Array,
+             banded: int, cost: float, tolerance: float, border_rtol: float,
+             stopped: bool) -> tuple[bool, str]:
+    """(converged, why) once the steps stopped changing the cost or x (``stopped``) or
+    the border unknowns: a small change may come from a heavily damped step far from a
+    minimum, so the barely damped Gauss–Newton step decides. Stopped: converged when it
+    predicts no decrease worth ``tolerance``; border: when it moves no border unknown by
+    more than ``border_rtol`` of its size (the states may still creep)."""
+    if stopped and _model_predicts_no_decrease(normal, gradient, cost, x, lower, upper,
+                                               tolerance):
+        return True, "converged: the cost or the step stopped changing"
+    if not stopped:
+        step = _gauss_newton_step(normal, gradient, x, lower, upper)
+        if step is not None and np.all(np.abs(step[banded:])
+                                       <= border_rtol * np.abs(x[banded:])):
+            return True, "converged: the border unknowns stopped changing"
+    return False, ""
 
 
 def _bounded_step(normal: BorderedMatrix, shift: Array, gradient: Array, x: Array,
