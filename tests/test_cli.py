@@ -677,16 +677,23 @@ def test_quiet_verbose_and_debug(tmp_path: Path, out_dir: Path,
 
 def test_estimate_refuses_to_make_up_a_sensor_noise(run, tmp_path: Path,
                                                     out_dir: Path) -> None:
-    """The four-bar's gyroscope declares no noise: without --noise-sensor the run used an
+    """A gyroscope that declares no noise: without --noise-sensor the run used an
     invented 1e-3 rad/s (the readings have 0.0175) and printed ✓; now it is a usage error
-    that says where to give it, and nothing is written."""
+    that says where to give it, and nothing is written. The shipped four-bar declares
+    its gyroscope's noise and runs as it is."""
+    silent = tmp_path / "fourbar.yaml"
+    shipped = (SHIPPED_DIR / "fourbar.yaml").read_text()
+    silent.write_text(shipped.replace(", noise: 0.0175}", "}"))
+    readings = SHIPPED_DIR.parent / "examples" / "fourbar-readings.csv"
     target = tmp_path / "estimate.csv"
-    code, output = run("estimate", str(SHIPPED_DIR / "fourbar.yaml"), "--data",
-                       str(SHIPPED_DIR.parent / "examples" / "fourbar-readings.csv"), "--out",
+    code, output = run("estimate", str(silent), "--data", str(readings), "--out",
                        str(target), "--build-dir", str(out_dir))
     text = " ".join(output.split())
     assert code == EXIT_USAGE and "coupler_gyro of fourbar declare(s) no `noise`" in text
     assert "Invalid value for --noise-sensor" in text and not target.exists()
+    code, output = run("estimate", str(SHIPPED_DIR / "fourbar.yaml"), "--data",
+                       str(readings), "--out", str(target), "--build-dir", str(out_dir))
+    assert code == 0 and "✓" in output and target.exists(), output
 
 
 @pytest.mark.parametrize("hopeless_at", [-1, -(RECOVERY_READINGS + 2)])
