@@ -270,10 +270,12 @@ def test_an_outlier_time_cannot_make_the_filter_run_for_ever(tmp_path: Path,
 
 def test_a_diverged_estimate_is_not_written(tmp_path: Path, out_dir: Path) -> None:
     """--dt 1 s over readings every millisecond: the readings left out are said, the
-    particles' prediction diverges, exit code 4 and no CSV (it was NaN under ✓)."""
+    particles' prediction diverges (every one of 100: RK4 over 1 s), exit code 4 and no
+    CSV (it was NaN under ✓)."""
     target = tmp_path / "e.csv"
     code, output = invoke("estimate", FOURBAR, "--data", EXAMPLE_READINGS, "--dt", "1",
-                          "--noise-sensor", "0.0175", "--out", target, "--build-dir", out_dir)
+                          "--particles", "100", "--noise-sensor", "0.0175", "--out", target,
+                          "--build-dir", out_dir)
     assert code == EXIT_UNTRUSTED and "✓" not in output, output
     assert "readings fall between filter steps of 1 s and are not used" in output
     assert "the estimate is not finite" in output and not target.exists()

@@ -42,13 +42,13 @@ def test_tracks_the_simulated_four_bar_from_a_uniform_belief(compiled: Compiled,
                                                               gyro_fourbar: Path,
                                                               branch: int) -> None:
     """The paper's simulated experiment: readings with σr = 0.3 deg/s, filter σs = 1 deg/s,
-    σa = 1, 100 particles, a belief uniform over every configuration of both branches.
-    The truth starts at rest in either branch: the filter converges within 0.5 s, the
-    crank-angle RMSE after that is ≤ 0.3°, and the true branch ends at p ≥ 0.99."""
+    σa = 1, the default particles (1000), a belief uniform over every configuration of
+    both branches. The truth starts at rest in either branch: the filter converges within
+    0.5 s, the crank-angle RMSE after that is ≤ 0.3°, and the true branch ends at
+    p ≥ 0.99."""
     mech = compiled(gyro_fourbar)
     dt = 1e-3
-    observer = ParticleFilter(mech, particles=100, sigma_a=1.0, sigma_s=np.radians(1.0),
-                              seed=branch)
+    observer = ParticleFilter(mech, sigma_a=1.0, sigma_s=np.radians(1.0), seed=branch)
     assert observer.branches.count == 2
     start = observer.branches.representatives(mech.q0)[branch]
     truth = simulate(mech, 1.0, dt, q0=start)
@@ -67,7 +67,7 @@ def test_tracks_the_simulated_four_bar_from_a_uniform_belief(compiled: Compiled,
     assert errors[settled].max() < 2.0
     assert np.sqrt(np.mean(errors[settled] ** 2)) <= 0.3
     assert estimates[-1].branch_probability[branch] >= 0.99
-    assert len(observer.q) == 100  # the initial pool has come down to the particles asked
+    assert len(observer.q) == 1000  # the initial pool has come down to the particles asked
 
 
 def test_branches_are_the_separate_assemblies(compiled: Compiled,

@@ -37,8 +37,9 @@ if TYPE_CHECKING:
                                                          path_type=Path), required=True,
               help="Readings CSV: t [s], then one column per sensor label (empty: no "
               "reading); `mbgen simulate --sensors-out` writes one.")
-@click.option("--particles", type=click.IntRange(min=1), default=100, show_default=True,
-              help="Particles that carry the belief after the first readings.")
+@click.option("--particles", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Particles that carry the belief after the first readings (fewer make "
+              "the branch probability less reliable: docs/estimation.md).")
 @click.option("--pool", type=click.IntRange(min=1), default=20, show_default=True,
               help="The initial belief holds this many times --particles, until the "
               "readings have narrowed it to what --particles can carry.")

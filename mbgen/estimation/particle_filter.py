@@ -17,8 +17,11 @@ angle in most seeds):
   tell the branches apart; a branch is dropped only when its probability is negligible;
 - the uniform belief starts with `pool` times more particles and comes down to the
   requested number once the readings leave less than that many effective ones;
-- resampled particles are moved apart by a kernel of the cloud's spread (regularized
-  particle filter), so that copies of one particle do not stay together.
+- resampled particles may be moved apart by a kernel of the cloud's spread (regularized
+  particle filter, ``roughening``), so that copies of one particle do not stay together.
+  Off by default: sized by each branch's own spread, the kernel is extra process noise
+  for the less determined branch, and it made the branch probability overconfident
+  (benchmarks/pf_calibration.py); 1000 particles track as well without it.
 
 And one that is not about failing: a uniform belief draws its velocities again at the
 first reading, from their posterior given it (the sensors are affine in q̇, so this is
@@ -139,14 +142,15 @@ class ParticleFilter:
     belief from instead (a cloud around a known start, the particles of an earlier run),
     moved onto the constraints; each branch starts with the share of them it holds. A
     branch whose probability falls under ``prune`` is ruled out and its particles go to
-    the others. ``branches``: the mechanism's, when already found (many filters on one
-    mechanism).
+    the others. ``roughening``: the regularized filter's kernel, as a factor of Silverman's
+    bandwidth (0: off, the default; see the module's notes). ``branches``: the
+    mechanism's, when already found (many filters on one mechanism).
     """
 
-    def __init__(self, mech: CompiledMechanism, particles: int = 100, sigma_a: float = 1.0,
+    def __init__(self, mech: CompiledMechanism, particles: int = 1000, sigma_a: float = 1.0,
                  sigma_s: float | Array | None = None, seed: int = 0,
                  spread: float | None = None, speed: float = 1.0,
-                 prune: float = 1e-6, pool: int = 20, roughening: float = 1.0,
+                 prune: float = 1e-6, pool: int = 20, roughening: float = 0.0,
                  branches: Branches | None = None, integrator: str = "rk4",
                  prior: tuple[Array, Array] | None = None) -> None:
         if not mech.sensor_labels:
