@@ -17,23 +17,19 @@ import numpy as np
 from mbgen.runtime.calls import Core, output_array, per_state, returned
 from mbgen.runtime.coordinates import Coordinates
 from mbgen.runtime.options import SolverOptions
-from mbgen.runtime.structure import Structure
+from mbgen.runtime.structure import PlanPart, Structure
 
 Array = np.ndarray
 
 
-class Dynamics:
+class Dynamics(PlanPart):
     """The calls of dynamics.c on the mechanism's plan, with its solver options."""
 
     def __init__(self, core: Core, options: SolverOptions, structure: Structure,
                  coordinates: Coordinates, m: int, q0: Array) -> None:
         """``q0``: the file's configuration, where ``independent_coordinates`` looks by
         default."""
-        self._core = core
-        self._options = options
-        self._structure = structure
-        self._coordinates = coordinates
-        self._n = len(coordinates.names)
+        super().__init__(core, options, structure, coordinates)
         self._m = m
         self._q0 = q0
         self._describe = coordinates.describe  # words a failed state

@@ -26,7 +26,7 @@ from mbgen.errors import SingularConfigurationError
 from mbgen.runtime.calls import Core
 from mbgen.runtime.coordinates import Coordinates
 from mbgen.runtime.options import SolverOptions
-from mbgen.runtime.structure import Structure
+from mbgen.runtime.structure import PlanPart, Structure
 
 Array = np.ndarray
 
@@ -72,7 +72,7 @@ class VariationalRun:
     iterations: Array
 
 
-class Integrators:
+class Integrators(PlanPart):
     """Time stepping from one consistent state, on the mechanism's plan and options."""
 
     def __init__(self, core: Core, options: SolverOptions, structure: Structure,
@@ -80,11 +80,7 @@ class Integrators:
                  friction: list[dict[str, Any]]) -> None:
         """``coefficients``: the friction bounds (then the actuator gains) at the current
         parameters; ``friction``: the file's dry-friction entries, in the same order."""
-        self._core = core
-        self._options = options
-        self._structure = structure
-        self._coordinates = coordinates
-        self._n = len(coordinates.names)
+        super().__init__(core, options, structure, coordinates)
         self._coefficients = coefficients
         self._friction = friction
 

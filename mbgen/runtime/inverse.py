@@ -10,21 +10,17 @@ import numpy as np
 from mbgen.runtime.calls import Core, per_state
 from mbgen.runtime.coordinates import Coordinates
 from mbgen.runtime.options import SolverOptions
-from mbgen.runtime.structure import Structure
+from mbgen.runtime.structure import PlanPart, Structure
 
 Array = np.ndarray
 
 
-class Inverse:
+class Inverse(PlanPart):
     """The calls of inverse.c on the mechanism's plan, with its solver options."""
 
     def __init__(self, core: Core, options: SolverOptions, structure: Structure,
                  coordinates: Coordinates, m: int) -> None:
-        self._core = core
-        self._options = options
-        self._structure = structure
-        self._coordinates = coordinates
-        self._n = len(coordinates.names)
+        super().__init__(core, options, structure, coordinates)
         self._m = m
 
     def solve_position_path(self, q_start: Any, z_values: Any, z: Any, tol: float = 1e-12,

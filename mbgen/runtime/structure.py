@@ -99,3 +99,17 @@ class Structure:
         if len(set(indices)) != len(indices):
             raise ValueError(f"z must name distinct coordinates, got {z!r}")
         return np.array(indices, dtype=np.int32)
+
+
+class PlanPart:
+    """What every part that calls the core on the mechanism's plan holds: the core, the
+    solver options every solve passes, the plan's structure and the coordinates (n of
+    them). A part adds what only it uses."""
+
+    def __init__(self, core: Core, options: SolverOptions, structure: Structure,
+                 coordinates: Coordinates) -> None:
+        self._core = core
+        self._options = options
+        self._structure = structure
+        self._coordinates = coordinates
+        self._n = len(coordinates.names)
