@@ -76,6 +76,30 @@ def test_every_block_of_the_document_runs(document: Path, tmp_path: Path, out_di
                               env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, (f"{where} exited {done.returncode}\n{block.text}\n"
                                       f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    for identified in sorted(root.glob("*.yaml")):
+        check_identified(identified, root)
+
+
+def check_identified(path: Path, root: Path) -> None:
+    """An identification a document ran (its output starts "# mbgen identify FILE") found
+    the values of FILE's parameters, from which its synthetic data came: each within 3 of
+    its reported standard deviations and 2 %."""
+    import json
+
+    import yaml
+
+    first = path.read_text(encoding="utf-8").splitlines()[0]
+    if not first.startswith("# mbgen identify "):
+        return
+    source = json.JSONDecoder().raw_decode(first[len("# mbgen identify "):])[0]
+    truth = yaml.safe_load((root / source).read_text())["parameters"]
+    for line in path.read_text(encoding="utf-8").splitlines():
+        found = re.match(r"  (\w+): (\S+)  # ± (\S+) \(1 sigma\)", line)
+        if found:
+            name, value, sigma = found.group(1), float(found.group(2)), float(found.group(3))
+            error = abs(value - truth[name])
+            assert error <= 3 * sigma and error <= 0.02 * abs(truth[name]), (
+                f"{path.name}: {name} = {value} ± {sigma}, the file's value {truth[name]}")
 
 
 def test_every_skipped_block_says_why() -> None:
