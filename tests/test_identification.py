@@ -498,3 +498,29 @@ def test_identification_problem_jacobian_matches_finite_differences(motor_pendul
     dense = dense_jacobian(jacobian, len(residual), len(x), problem.state_size)
     numeric = numerical_jacobian(lambda y: problem(y, False)[0], x, 1e-7)
     assert entrywise_error(dense, numeric) < 1e-5
+
+
+def test_a_friction_coefficient_stays_possible_by_construction(compiled, tmp_path) -> None:
+    """Data from a pendulum without viscous friction, noisy enough that the unbounded
+    fit lands at a negative b (refused as impossible); given the file's model, b is a
+    friction coefficient on its own, bounded at 0: the fit ends there, trusted. A
+    negative start is refused, and explicit bounds still win."""
+    from mbgen.estimation.identify import IdentificationError, identify
+    from mbgen.model.parser import parse_mechanism
+
+    text = MOTOR_PENDULUM.replace("b: 0.05", "b: 0.0")
+    path = tmp_path / "frictionless.yaml"
+    path.write_text(text)
+    mech, model = compiled(path), parse_mechanism(text)
+    assert model.nonnegative_parameters() == ["m", "b", "c", "I"]
+    recording = spook_recording(mech, seconds=1.0, noise=1e-3)
+    free = identify(mech, recording, ["b"], initial={"b": 0.02})
+    assert free.values[0] < 0 and not free.trusted
+    assert any("damping feeds energy in" in problem for problem in free.problems)
+    bounded = identify(mech, recording, ["b"], initial={"b": 0.02}, model=model)
+    assert bounded.values[0] == 0.0 and bounded.trusted, bounded.problems
+    with pytest.raises(IdentificationError, match="initial value -0.01 of b is negative"):
+        identify(mech, recording, ["b"], initial={"b": -0.01}, model=model)
+    allowed = identify(mech, recording, ["b"], initial={"b": 0.02},
+                       bounds={"b": (-1.0, 1.0)}, model=model)
+    assert allowed.values[0] == pytest.approx(free.values[0], rel=1e-6)

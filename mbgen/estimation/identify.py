@@ -349,11 +349,15 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
     name, for what is known independently (weighed masses: encoder data alone cannot fix
     the overall scale of inertia, friction and motor gain). ``progress(iteration, cost)``.
     ``model``: the mechanism's file as read (:func:`mbgen.model.load_mechanism`), to check
-    each body's mass and inertia at the identified values as the loader will.
+    each body's mass and inertia at the identified values as the loader will, and to keep
+    a parameter that is a mass, an inertia, a spring's stiffness or damping or a friction
+    coefficient on its own at or above 0 (unless ``bounds`` says otherwise).
     """
     settings = settings or Settings()
     names = list(params)
-    guess, lower, upper = _starting_values(mech, names, initial, bounds, priors)
+    guess, lower, upper = _starting_values(
+        mech, names, initial, bounds, priors,
+        model.nonnegative_parameters() if model is not None else [])
     readings = _checked_readings(mech, recording)
     problem = IdentificationProblem(mech, recording, names, settings, priors or {})
     problem.base[problem.selected] = guess
@@ -383,8 +387,10 @@ def _starting_values(mech: CompiledMechanism, names: list[str],
                      initial: Mapping[str, float] | None,
                      bounds: Mapping[str, tuple[float, float]] | None,
                      priors: Mapping[str, tuple[float, float]] | None,
+                     nonnegative: Sequence[str] = (),
                      ) -> tuple[Array, Array, Array]:
-    """The checked request: (initial values, lower bounds, upper bounds) of ``names``."""
+    """The checked request: (initial values, lower bounds, upper bounds) of ``names``;
+    the ``nonnegative`` ones bounded below by 0 where no bounds are given."""
     known = list(mech.parameters)
     unknown = [name for name in names if name not in known]
     if unknown:
@@ -401,6 +407,13 @@ def _starting_values(mech: CompiledMechanism, names: list[str],
                       for name in names])
     lower = np.full(len(names), -np.inf)
     upper = np.full(len(names), np.inf)
+    for i, name in enumerate(names):
+        if name in nonnegative and name not in (bounds or {}):
+            lower[i] = 0.0
+            if guess[i] < 0:
+                raise IdentificationError(f"the initial value {guess[i]:g} of {name} is "
+                                          "negative: it is a mass, inertia, spring or "
+                                          "friction coefficient (give --bounds to allow it)")
     for name, (low, high) in (bounds or {}).items():
         i = names.index(name)
         lower[i], upper[i] = low, high

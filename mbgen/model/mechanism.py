@@ -172,6 +172,15 @@ class Mechanism:
     def mobile_points(self) -> list[Point]:
         return [p for p in self.points if not p.fixed]
 
+    def nonnegative_parameters(self) -> list[str]:
+        """Parameters that stand alone for a quantity no real mechanism has negative: a
+        body's mass or I0, a spring's stiffness or damping, a viscous or dry friction."""
+        quantities = ([q for b in self.bodies for q in (b.mass, b.inertia)]
+                      + [q for s in self.springs for q in (s.stiffness, s.damping)]
+                      + [q for f in self.frictions for q in (f.viscous, f.coulomb)])
+        symbols = {q for q in quantities if isinstance(q, sp.Symbol)}
+        return [p.name for p in self.parameters if p.symbol in symbols]
+
     def body_problems(self, values: Mapping[str, float]) -> list[str]:
         """"<body>: why" for each body that the parameters at ``values`` (by name; the
         file's value for the others) make impossible."""
