@@ -524,3 +524,25 @@ def test_a_friction_coefficient_stays_possible_by_construction(compiled, tmp_pat
     allowed = identify(mech, recording, ["b"], initial={"b": 0.02},
                        bounds={"b": (-1.0, 1.0)}, model=model)
     assert allowed.values[0] == pytest.approx(free.values[0], rel=1e-6)
+
+
+def test_without_the_file_an_impossible_inertia_shows_in_the_mass_matrix(compiled) -> None:
+    """Without the file's model, only what reaches M is seen: a negative I0 on the bar
+    whose tip no other body holds makes M indefinite (named); I2 < m2·a2² alone does
+    not (the first bar's inertia at the elbow hides it), which the file's model sees."""
+    from conftest import SHIPPED_DIR
+
+    from mbgen.estimation.identify import physical_problems
+    from mbgen.model.parser import load_mechanism
+
+    mech = compiled(SHIPPED_DIR / "actuated-double-pendulum.yaml")
+    p = mech.parameter_vector
+    assert physical_problems(mech, p) == []
+    p[list(mech.parameters).index("I2")] = 0.01  # m2·a2² = 0.3·0.22² = 0.0145
+    assert physical_problems(mech, p) == []
+    assert physical_problems(mech, p, load_mechanism(SHIPPED_DIR / "actuated-double-"
+                                                     "pendulum.yaml"))[0].startswith("bar2: I0")
+    p[list(mech.parameters).index("I2")] = -0.001
+    assert physical_problems(mech, p) == [
+        "the mass matrix is not positive definite: a negative mass, or a body whose "
+        "inertia about its centre of mass is negative (I0 < m|cog|^2)"]

@@ -531,17 +531,16 @@ def physical_problems(mech: CompiledMechanism, p: Array, model: Mechanism | None
                       ) -> list[str]:
     """What makes the parameter vector p (all of the mechanism's) impossible for a real
     mechanism: a body with a negative mass or a negative inertia about its centre of mass
-    (I0 < m|cog|², from ``model``'s bodies; without it, a mass matrix that is not positive
-    definite on the coordinates that carry inertia, which misses a body on a fixed pivot),
+    (I0 < m|cog|², from ``model``'s bodies; without it, only a mass matrix that is not
+    positive definite on the coordinates that carry inertia, which misses a body on a
+    fixed pivot and one whose neighbours' inertia hides it),
     damping that feeds energy in (a negative damper or viscous friction: −∂Q/∂q̇ at rest
     not positive semi-definite), a negative dry friction."""
     problems = []
     q0 = mech.q0
-    mass = mech.mass_matrix(q0, p)
-    carried = np.flatnonzero(np.abs(np.diag(mass)) > 0)
     if model is not None:
         problems += model.body_problems(dict(zip(mech.parameters, p.tolist(), strict=True)))
-    elif carried.size and np.linalg.eigvalsh(mass[np.ix_(carried, carried)]).min() <= 0:
+    elif not _positive_definite_where_carried(mech.mass_matrix(q0, p)):
         problems.append("the mass matrix is not positive definite: a negative mass, or a "
                         "body whose inertia about its centre of mass is negative "
                         "(I0 < m|cog|^2)")
@@ -559,3 +558,11 @@ def physical_problems(mech: CompiledMechanism, p: Array, model: Mechanism | None
     problems += [f"negative dry friction on {f['coordinate']} ({bound:.3g})"
                  for f, bound in zip(friction, bounds, strict=True) if bound < 0]
     return problems
+
+
+def _positive_definite_where_carried(mass: Array) -> bool:
+    """M (n, n) positive definite on the coordinates that carry inertia (a nonzero
+    diagonal); coordinates without inertia (relative angles) are left out."""
+    carried = np.flatnonzero(np.abs(np.diag(mass)) > 0)
+    return not carried.size or bool(
+        np.linalg.eigvalsh(mass[np.ix_(carried, carried)]).min() > 0)

@@ -63,7 +63,7 @@ class Body:
     def problem(self, values: Mapping[sp.Symbol, float]) -> str | None:
         """:func:`rigid_body_problem` with the parameters at ``values``."""
         def number(expr: sp.Expr) -> float:
-            return float(sp.sympify(expr).subs(values))
+            return float(expr.subs(values))  # the parser's expressions, no text
 
         return rigid_body_problem(number(self.mass), number(self.inertia),
                                   sum(number(c) ** 2 for c in self.cog))
