@@ -546,3 +546,39 @@ def test_without_the_file_an_impossible_inertia_shows_in_the_mass_matrix(compile
     assert physical_problems(mech, p) == [
         "the mass matrix is not positive definite: a negative mass, or a body whose "
         "inertia about its centre of mass is negative (I0 < m|cog|^2)"]
+
+
+def test_an_identified_inertia_stays_possible_by_construction(compiled, tmp_path) -> None:
+    """A point-mass pendulum (I0 = m a² exactly) with noisy readings: fitted freely, the
+    offset a and I0 land at a body with a negative inertia about its centre of mass, which
+    the loader refuses. Given the file's model, the solver's unknown is that inertia,
+    bounded at 0: the fit ends on the boundary, trusted, and the values load."""
+    from mbgen.estimation.identify import IdentificationError, Recording, identify
+    from mbgen.model.parser import load_mechanism, parse_mechanism
+
+    text = MOTOR_PENDULUM.replace("I: 0.1", "I: 0.04")  # m a² = 1.0 · 0.2²
+    path = tmp_path / "point-mass.yaml"
+    path.write_text(text)
+    mech, model = compiled(path), parse_mechanism(text)
+    clean = spook_recording(mech, seconds=1.0, noise=1e-3)
+    noisy = clean.readings + 1e-3 * np.random.default_rng(3).normal(size=clean.readings.shape)
+    recording = Recording(clean.t, noisy, clean.commands)
+    start = {"a": 0.15, "I": 0.05}
+
+    free = identify(mech, recording, ["a", "I"], initial=start)
+    a, inertia = free.values
+    assert inertia < 1.0 * a**2 * (1 - 1e-6)
+    assert model.body_problems(free.as_dict())
+
+    kept = identify(mech, recording, ["a", "I"], initial=start, model=model)
+    a, inertia = kept.values
+    assert inertia >= 1.0 * a**2 * (1 - 1e-12)
+    assert kept.converged and kept.trusted, kept.message
+    assert np.isfinite(kept.std).all()
+    values = path.with_name("identified.yaml")
+    values.write_text(text.replace("a: 0.2", f"a: {float(a)!r}").replace("I: 0.04",
+                                                                  f"I: {float(inertia)!r}"))
+    load_mechanism(values)  # the loader's own check passes
+
+    with pytest.raises(IdentificationError, match="initial value 0.02 of I is smaller than"):
+        identify(mech, recording, ["a", "I"], initial={"a": 0.2, "I": 0.02}, model=model)

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from mbgen.errors import MbgenError
+from mbgen.estimation.centroidal import CentroidalInertias
 from mbgen.estimation.impulses import MidpointImpulses, SpookImpulses
 from mbgen.model.mechanism import Mechanism
 from mbgen.numerics.least_squares import (
@@ -349,9 +350,11 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
     name, for what is known independently (weighed masses: encoder data alone cannot fix
     the overall scale of inertia, friction and motor gain). ``progress(iteration, cost)``.
     ``model``: the mechanism's file as read (:func:`mbgen.model.load_mechanism`), to check
-    each body's mass and inertia at the identified values as the loader will, and to keep
+    each body's mass and inertia at the identified values as the loader will, to keep
     a parameter that is a mass, an inertia, a spring's stiffness or damping or a friction
-    coefficient on its own at or above 0 (unless ``bounds`` says otherwise).
+    coefficient on its own at or above 0, and an identified I0 at or above m|cog|² (the
+    solver's unknown is then the inertia about the centre of mass,
+    :mod:`mbgen.estimation.centroidal`), unless ``bounds`` says otherwise.
     """
     settings = settings or Settings()
     names = list(params)
@@ -369,7 +372,11 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
         if progress is not None:
             progress(iteration, cost)
 
-    result = _fit(problem, recording, guess, lower, upper, record)
+    centroidal = None
+    if model is not None:
+        centroidal = CentroidalInertias(model, names, list(mech.parameters), bounds or {})
+        _check_centroidal_start(centroidal, guess, problem.base)
+    result = _fit(problem, recording, guess, lower, upper, record, centroidal or None)
     assert result.normal is not None  # asked for: final_normal defaults to True
     uncertainty = parameter_uncertainty(result.normal, result.cost,
                                         len(result.residuals) - len(result.x), names)
@@ -440,21 +447,90 @@ def _checked_readings(mech: CompiledMechanism, recording: Recording) -> Array:
 
 
 def _fit(problem: IdentificationProblem, recording: Recording, guess: Array, lower: Array,
-         upper: Array, record: Callable[[int, float], None]) -> LeastSquaresResult:
+         upper: Array, record: Callable[[int, float], None],
+         centroidal: CentroidalInertias | None) -> LeastSquaresResult:
     """The states first, with the parameters held (the data lie on the rigid constraint
     manifold, SPOOK's states a little off it: a stiff direction best settled alone), then
-    states and parameters together."""
+    states and parameters together (in ``centroidal``'s unknowns when given; the result
+    in θ)."""
     settings = problem.settings
     free = np.full(problem.state_size, np.inf)
     q, v = _initial_states(problem, recording)
     warm = levenberg_marquardt(problem, problem.pack(q, v, guess), problem.state_size,
                                np.concatenate([-free, guess]), np.concatenate([free, guess]),
                                settings.warm_iterations, final_normal=False)
-    return levenberg_marquardt(problem, warm.x, problem.state_size,
-                               np.concatenate([-free, lower]), np.concatenate([free, upper]),
-                               settings.max_iterations, callback=record,
-                               correct=problem.correct, scaling="levenberg", atol=1e-5,
-                               border_rtol=1e-4)
+    bounds = np.concatenate([-free, lower]), np.concatenate([free, upper])
+
+    def solve(solver: IdentificationProblem | _InCentroidalInertias, start: Array,
+              low: Array, high: Array) -> LeastSquaresResult:
+        return levenberg_marquardt(solver, start, problem.state_size, low, high,
+                                   settings.max_iterations, callback=record,
+                                   correct=solver.correct, scaling="levenberg", atol=1e-5,
+                                   border_rtol=1e-4)
+
+    if centroidal is None:
+        return solve(problem, warm.x, *bounds)
+    in_phi = _InCentroidalInertias(problem, centroidal)
+    low = bounds[0].copy()
+    low[problem.state_size + centroidal.rows] = 0.0
+    return in_phi.in_theta(solve(in_phi, in_phi.phi_x(warm.x), low, bounds[1]))
+
+
+class _InCentroidalInertias:
+    """The identification problem in x = (states, φ): φ holds the inertia about the centre
+    of mass in place of each I0 of :class:`CentroidalInertias`; residuals, Jacobian and
+    the second-order correction are those of θ (the Jacobian's border times dθ/dφ)."""
+
+    def __init__(self, problem: IdentificationProblem, centroidal: CentroidalInertias
+                 ) -> None:
+        self.problem, self.centroidal = problem, centroidal
+        self.border = problem.state_size
+
+    def theta_x(self, x: Array) -> Array:
+        out = x.copy()
+        out[self.border:] = self.centroidal.to_theta(x[self.border:], self.problem.split(x)[2])
+        return out
+
+    def phi_x(self, x: Array) -> Array:
+        out = x.copy()
+        out[self.border:] = self.centroidal.to_phi(x[self.border:], self.problem.split(x)[2])
+        return out
+
+    def __call__(self, x: Array, jacobian: bool) -> tuple[Array, BlockJacobian | None]:
+        theta_x = self.theta_x(x)
+        r, jac = self.problem(theta_x, jacobian)
+        if jac is None:
+            return r, None
+        slope = self.centroidal.jacobian(self.problem.split(theta_x)[2])
+        return r, BlockJacobian([RowBlocks(g.start, g.band, g.border @ slope)
+                                 for g in jac.groups], jac.banded)
+
+    def correct(self, x: Array, trial: Array) -> Array:
+        return self.phi_x(self.problem.correct(self.theta_x(x), self.theta_x(trial)))
+
+    def in_theta(self, result: LeastSquaresResult) -> LeastSquaresResult:
+        """``result`` of the solve in φ, in θ: x mapped back, and JᵀJ with the border
+        columns through (dθ/dφ)⁻¹ (J_φ = J_θ dθ/dφ)."""
+        x = self.theta_x(result.x)
+        normal = result.normal
+        if normal is not None:
+            inverse = np.linalg.inv(self.centroidal.jacobian(self.problem.split(x)[2]))
+            normal = BorderedMatrix(normal.bands, normal.border @ inverse,
+                                    inverse.T @ normal.corner @ inverse)
+        return replace(result, x=x, normal=normal)
+
+
+def _check_centroidal_start(centroidal: CentroidalInertias, guess: Array, p: Array) -> None:
+    """Refuses initial values that make a body impossible (I0 < m|cog|²): the solve keeps
+    the inertia about the centre of mass where it starts, at or above 0."""
+    offsets = centroidal.offsets(p)
+    for row, offset in zip(centroidal.rows, offsets, strict=True):
+        if guess[row] < offset * (1 - 1e-9):
+            name = centroidal.names[row]
+            raise IdentificationError(
+                f"the initial value {guess[row]:g} of {name} is smaller than m|cog|^2 = "
+                f"{offset:g} at the initial values: impossible for a rigid body ({name} is "
+                "about the body's first point; give --bounds to allow it)")
 
 
 @dataclass(frozen=True)

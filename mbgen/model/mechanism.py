@@ -68,6 +68,11 @@ class Body:
         return rigid_body_problem(number(self.mass), number(self.inertia),
                                   sum(number(c) ** 2 for c in self.cog))
 
+    def parallel_axis_term(self) -> sp.Expr:
+        """m|cog|²: I0 minus the inertia about the centre of mass (Steiner), which
+        :func:`rigid_body_problem` requires to be at most I0."""
+        return self.mass * sum((c**2 for c in self.cog), sp.Integer(0))
+
 
 @dataclass(frozen=True)
 class RelativeAngle:
@@ -180,6 +185,19 @@ class Mechanism:
                       + [q for f in self.frictions for q in (f.viscous, f.coulomb)])
         symbols = {q for q in quantities if isinstance(q, sp.Symbol)}
         return [p.name for p in self.parameters if p.symbol in symbols]
+
+    def centroidal_inertias(self) -> list[tuple[str, sp.Expr]]:
+        """(I0's parameter, m|cog|² in the other parameters) for each body whose I0 is a
+        parameter on its own that its mass and centre of mass do not involve: I0 minus
+        that term is the inertia about the centre of mass, which a solver can keep at or
+        above 0 with a plain bound."""
+        names = {p.symbol: p.name for p in self.parameters}
+        found = []
+        for body in self.bodies:
+            term = body.parallel_axis_term()
+            if body.inertia in names and body.inertia not in term.free_symbols:
+                found.append((names[body.inertia], term))
+        return found
 
     def body_problems(self, values: Mapping[str, float]) -> list[str]:
         """"<body>: why" for each body that the parameters at ``values`` (by name; the
