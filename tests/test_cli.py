@@ -176,9 +176,31 @@ def test_simulate_by_factor_graph_matches_the_integrator(run, tmp_path: Path,
     assert np.abs(graph[:, header.index("phi_norm")]).max() < 1e-9
 
 
+def test_simulate_by_factor_graph_writes_sigma(run, tmp_path: Path, out_dir: Path) -> None:
+    """--covariance adds <name>_sigma per coordinate (the marginals' σ, finite, growing
+    from the start's) and leaves every other column as it was."""
+    paths = {flag: tmp_path / f"{flag or 'plain'}.csv" for flag in ("", "--covariance")}
+    for flag, path in paths.items():
+        code, output = run("simulate", str(SHIPPED_DIR / "fourbar.yaml"), "--t-end", "0.05",
+                           "--dt", "1e-3", "--solver", "factor-graph", "--coords",
+                           "independent", "--out", str(path), "--build-dir", str(out_dir),
+                           *([flag] if flag else []))
+        assert code == 0, output
+    plain_header, plain = read_csv(paths[""])
+    header, data = read_csv(paths["--covariance"])
+    names = load_mechanism(SHIPPED_DIR / "fourbar.yaml").coordinate_names
+    assert header == plain_header + [f"{name}_sigma" for name in names]
+    np.testing.assert_array_equal(data[:, :len(plain_header)], plain)
+    sigma = data[:, len(plain_header):]
+    assert np.isfinite(sigma).all() and (sigma > 0).all()
+    assert (sigma[-1] > sigma[0]).any()
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--solver", "factor-graph", "--window", "0"], "'--window': 0 is not in the range x>=1"),
     (["--solver", "factor-graph", "--integrator", "rk4"], "trapezoidal or euler"),
+    (["--covariance"], "add --solver factor-graph --coords independent"),
+    (["--solver", "factor-graph", "--covariance"], "need --coords independent"),
     (["--force", "theta0=__import__('os')"], "unexpected character"),
     (["--force", "nope=1"], "unknown coordinate"),
     (["--q0", "1,2"], "expected 5 values"),

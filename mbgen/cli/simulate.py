@@ -67,7 +67,7 @@ def parse_forces(specs: tuple[str, ...], mech: CompiledMechanism,
 def run_factor_graph(mech: CompiledMechanism, t_end: float, dt: float, integrator: str,
                      coords: str, window: int, smoother: str, q0: np.ndarray,
                      qd0: np.ndarray, forces: dict[str, Callable[[np.ndarray], np.ndarray]],
-                     progress: Callable[[int, int], None]) -> Any:
+                     progress: Callable[[int, int], None], covariance: bool = False) -> Any:
     """The factor-graph simulator, with the CLI's forces as one vector function of t."""
     from mbgen.simulation.factor_graph import FactorGraphSimulator
 
@@ -83,7 +83,7 @@ def run_factor_graph(mech: CompiledMechanism, t_end: float, dt: float, integrato
 
     simulator = FactorGraphSimulator(mech, dt, window=window, coords=coords,
                                      smoother=smoother, integrator=integrator)
-    result = simulator.run(t_end, q0, qd0, force, progress)
+    result = simulator.run(t_end, q0, qd0, force, progress, covariance=covariance)
     result.forces = dict(forces)
     return result
 
@@ -165,6 +165,10 @@ def write_readings(result: Any, path: Path, noise: float, every: int, seed: int)
               multiple=True, help="Add columns: the sensor outputs (by label), the "
               "multipliers λ, the applied generalized forces (force_<coordinate> for each "
               "coordinate with a --force or an actuator, gain·u included, 0 where none).")
+@click.option("--covariance", is_flag=True, help="Factor graph, independent coordinates: "
+              "also write <name>_sigma per coordinate, the standard deviation of q under "
+              "the graph's noise models (GTSAM's marginals; the paper's noise models are "
+              "relative weights, so read it as how loosely the graph holds the motion).")
 @click.option("--every", type=click.IntRange(min=1), default=1, show_default=True,
               help="Write every K-th step (the last one always).")
 @click.option("--sensors-out", type=click.Path(dir_okay=False, path_type=Path),
@@ -185,7 +189,7 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
              q0: str | None, qd0: str | None, guess: str | None, strict: bool,
              forces: tuple[str, ...], csv_path: Path,
              plot: bool,
-             extras: tuple[str, ...], every: int, sensors_out: Path | None,
+             extras: tuple[str, ...], covariance: bool, every: int, sensors_out: Path | None,
              sensor_noise: float, sensor_period: float | None, seed: int, max_steps: int,
              build_dir: Path | None) -> None:
     """Simulate FILE's forward dynamics and write t, q, q̇, q̈, energy and ‖Φ‖ to a CSV."""
@@ -195,6 +199,8 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
     from mbgen.simulation.plots import plot as write_plots
 
     integrator, spook = integrator_settings(solver, integrator, compliance, damping)
+    if covariance:
+        covariance_settings(solver, coords)
     try:
         check_paths({"FILE": file}, {"--out": csv_path, "--sensors-out": sensors_out,
                                      "--plot": plot_paths(csv_path, "simulate") if plot
@@ -220,7 +226,7 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
             if solver == "factor-graph":
                 return run_factor_graph(mech, t_end, dt, integrator, coords, window,
                                         smoother, initial_q, initial_qd, force_functions,
-                                        progress)
+                                        progress, covariance)
             from mbgen.simulation import simulate as run
 
             return run(mech, t_end, dt, integrator=integrator, coords=coords, q0=initial_q,
@@ -274,6 +280,19 @@ def integrator_settings(solver: str, integrator: str | None, compliance: float |
         raise click.BadParameter("--compliance and --damping set the spook integrator "
                                  "(add --integrator spook)", param_hint="--compliance")
     return integrator, spook
+
+
+def covariance_settings(solver: str, coords: str) -> None:
+    """Refuses --covariance where no honest σ comes out, before anything is loaded."""
+    from mbgen.simulation.factor_graph import covariance_refusal
+
+    if solver != "factor-graph":
+        raise click.BadParameter("standard deviations come from the factor graph's "
+                                 "marginals (add --solver factor-graph --coords independent)",
+                                 param_hint="--covariance")
+    refusal = covariance_refusal(coords)
+    if refusal is not None:
+        raise click.BadParameter(refusal, param_hint="--covariance")
 
 
 def with_progress_bar(start: Callable[[Callable[[int, int], None]], Any],

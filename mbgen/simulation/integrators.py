@@ -35,6 +35,7 @@ class SimulationResult:
     qdd: Array
     settings: dict[str, Any] = field(default_factory=dict)
     forces: Mapping[str, ForceFunction] = field(default_factory=dict)  # the inputs applied
+    sigma: Array | None = None  # (N, n) standard deviations of q (factor graph, asked for)
 
     @property
     def coordinate_names(self) -> list[str]:
@@ -59,7 +60,8 @@ class SimulationResult:
 
     def columns(self, extras: tuple[str, ...] = (), every: int = 1,
                 ) -> tuple[list[str], Array]:
-        """CSV columns: t, q, q̇, q̈, energy, ‖Φ‖, then per ``extras`` the sensor outputs
+        """CSV columns: t, q, q̇, q̈, energy, ‖Φ‖, <name>_sigma per coordinate when the run
+        has standard deviations, then per ``extras`` the sensor outputs
         ("sensors": one column per label), the multipliers ("lambda": lambda_<row>) and
         the applied generalized forces ("forces": force_<coordinate> for every coordinate
         with an applied force or an actuator, 0 where none is applied); every
@@ -68,6 +70,9 @@ class SimulationResult:
         header = (["t"] + names + [f"{c}_dot" for c in names] + [f"{c}_ddot" for c in names]
                   + ["energy", "phi_norm"])
         blocks = [self.t, self.q, self.qd, self.qdd, self.energy, self.constraint_error]
+        if self.sigma is not None:
+            header += [f"{c}_sigma" for c in names]
+            blocks.append(self.sigma)
         for extra in extras:
             if extra == "sensors":
                 header += self.mechanism.sensor_labels
