@@ -432,8 +432,8 @@ def test_simulate_says_when_the_constraints_are_not_kept(run, tmp_path: Path,
     code, output = run(*args)
     text = " ".join(output.split())
     assert code == EXIT_UNTRUSTED and "✓" not in text and "✗ fourbar" in text, text
-    assert "the constraint error ‖Φ‖ reaches 0.553 (tolerance 0.004 = --phi-tol 0.001 × " \
-        "size²), first exceeded at t = 0.17 s" in text
+    assert "the constraint error ‖Φ‖ reaches 0.553 (tolerance 0.016 = --phi-tol 0.001 × " \
+        "size²), first exceeded at t = 0.26 s" in text
     assert read_csv(tmp_path / "x.untrusted.csv")[1].shape[0] == 101
     assert not (tmp_path / "x.csv").exists() and "wrote " in text and "x.untrusted.csv" in text
     code, output = run(*args, "--phi-tol", "1")

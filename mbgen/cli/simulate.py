@@ -143,8 +143,9 @@ def write_readings(result: Any, path: Path, noise: float, every: int, seed: int)
               help="After each step (dependent coordinates): back onto Φ=0, Φq q̇=0.")
 @click.option("--phi-tol", type=POSITIVE, default=PHI_TOL,
               show_default=True, help="Largest accepted constraint error max ‖Φ‖, times "
-              "the mechanism's size squared (the largest |q0|, at least 1) [dimensionless]; "
-              "a run above it ends with exit code 4, its CSV written as <out>.untrusted.csv.")
+              "the mechanism's size squared (the largest |x| or |y| of its points in the "
+              "file) [dimensionless]; a run above it ends with exit code 4, its CSV "
+              "written as <out>.untrusted.csv.")
 @click.option("--q0", help='Initial q [m, rad]: "v1,v2,..." or "name=value,...". As many '
               "names as the DOF are met exactly, on the assembly branch of the file's "
               "positions (or --guess); any other change is printed.")
@@ -328,10 +329,11 @@ def energy_change(result: Any) -> str:
 
 def constraint_violation(result: Any, phi_tol: float) -> str | None:
     """None when max ‖Φ‖ stays within ``phi_tol`` × size² (Φ holds squared lengths; size:
-    the largest |q0|, at least 1); else what is wrong, so no ✓ is printed over rows that
-    are not a motion of the mechanism (a stretched rocker, drift without projection)."""
+    ``mech.size``, no floor: a 7 mm crank is measured in its own size); else what is
+    wrong, so no ✓ is printed over rows that are not a motion of the mechanism (a
+    stretched rocker, drift without projection)."""
     error = result.constraint_error
-    limit = phi_tol * max(1.0, float(np.abs(result.mechanism.q0).max(initial=0.0))) ** 2
+    limit = phi_tol * result.mechanism.size**2
     bad = np.flatnonzero(~(error <= limit))  # NaN counts as bad
     if not bad.size:
         return None

@@ -31,7 +31,7 @@ import numpy as np
 
 from mbgen.errors import MbgenError
 from mbgen.runtime.calls import Core, ParameterBuffer
-from mbgen.runtime.coordinates import Coordinates
+from mbgen.runtime.coordinates import NEWTON_TOL, Coordinates, length_scale
 from mbgen.runtime.dynamics import Dynamics
 from mbgen.runtime.forwarding import Forward, documented_by
 from mbgen.runtime.integration import Integrators
@@ -63,7 +63,9 @@ class CompiledMechanism:
         self.q0: Array = np.array(meta["q0"], dtype=float)
         self.kernels: dict[str, KernelInfo] = kernel_infos(self.lib, meta["kernels"])
         self.parameter_buffer = ParameterBuffer(self.ffi, meta["parameters"])
+        self.size: float = length_scale(meta["points"])
         self.options = SolverOptions(self.ffi, self.lib)
+        self.options.newton_tol = NEWTON_TOL * self.size**2
         self._make_parts()
 
     def _make_parts(self) -> None:

@@ -166,13 +166,14 @@ class Dynamics(PlanPart):
 
     # -- kinematic problems --------------------------------------------------------------------
     def solve_position(self, q_guess: Any, z: Any = None, minimum_norm: bool = False,
-                       tol: float = 1e-12, max_iter: int = 50, params: Any = None, *,
+                       tol: float | None = None, max_iter: int = 50, params: Any = None, *,
                        errors: str = "raise") -> Any:
         """Newton to Φ(q) = 0 from a guess per state (which keeps its assembly branch).
 
         By default the independent coordinates z (given, named in the file, or chosen by
         full pivoting at the guess) keep their values; ``minimum_norm=True`` instead moves
-        q the least (projection onto the constraint manifold).
+        q the least (projection onto the constraint manifold). ``tol``: on max |Φ|
+        (default ``options.newton_tol``, 1e-12 times the mechanism's size squared).
         """
         core = self._core
         arrays, _, count, batched = core.batch(q_guess=(q_guess, self._n))
@@ -185,7 +186,8 @@ class Dynamics(PlanPart):
         status = np.empty(count, dtype=np.int32)
         core.checked(core.lib.mb_solve_position(
             self._structure.plan, self._options.struct, count, core.doubles(qs), p, p_stride,
-            core.ints(zfix), len(zfix), int(minimum_norm), tol, max_iter, core.ints(status)))
+            core.ints(zfix), len(zfix), int(minimum_norm),
+            self._options.newton_tol if tol is None else tol, max_iter, core.ints(status)))
         core.check_states(status, qs, "position problem", errors, self._describe)
         return per_state(batched, (qs,), status, errors)
 

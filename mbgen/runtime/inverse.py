@@ -23,7 +23,7 @@ class Inverse(PlanPart):
         super().__init__(core, options, structure, coordinates)
         self._m = m
 
-    def solve_position_path(self, q_start: Any, z_values: Any, z: Any, tol: float = 1e-12,
+    def solve_position_path(self, q_start: Any, z_values: Any, z: Any, tol: float | None = None,
                             max_iter: int = 50, params: Any = None, *,
                             errors: str = "raise") -> Any:
         """Positions (N, n) along a path of the independent coordinates ``z`` (N, d).
@@ -47,7 +47,8 @@ class Inverse(PlanPart):
         status = np.empty(count, dtype=np.int32)
         core.checked(core.lib.mb_solve_position_path(
             self._structure.plan, self._options.struct, count, core.doubles(qs),
-            core.doubles(values), p, core.ints(zfix), len(zfix), tol, max_iter,
+            core.doubles(values), p, core.ints(zfix), len(zfix),
+            self._options.newton_tol if tol is None else tol, max_iter,
             core.ints(status)))
         core.check_states(status, qs, "position problem along the path", errors,
                           self._coordinates.describe)

@@ -165,15 +165,14 @@ def refuse_singular_start(mech: CompiledMechanism, q: np.ndarray, step: float = 
     redundant = np.setdiff1d(np.arange(mech.m), mech.active_rows)
     if not redundant.size:
         return
-    size = max(1.0, float(np.abs(q).max(initial=0.0)))
-    tolerance = 1e-4 * (step * size) ** 2  # a spurious row is off by about (step·size)²
+    tolerance = 1e-4 * (step * mech.size) ** 2  # a spurious row is off by about (step·size)²
     _, _, vt = np.linalg.svd(mech.phi_q(q)[mech.active_rows])
     null = vt[len(mech.active_rows):]
     rng = np.random.default_rng(0)
     offsets = [np.abs(mech.phi(q)[redundant])]
     for _ in range(3 if len(null) else 0):
         direction = rng.standard_normal(len(null)) @ null
-        guess = q + step * size * direction / np.linalg.norm(direction)
+        guess = q + step * mech.size * direction / np.linalg.norm(direction)
         solved, statuses = mech.solve_position(guess, minimum_norm=True, errors="status")
         status = int(statuses[0])
         if mech.is_status(status, "INCONSISTENT"):  # the C core's check of those rows

@@ -47,8 +47,7 @@ def constraint_figure(result: SimulationResult, title: str) -> Figure:
     import matplotlib.pyplot as plt
 
     error = np.asarray(result.constraint_error, dtype=float)
-    size = max(1.0, float(np.abs(result.q).max(initial=0.0)))
-    roundoff = 10 * np.finfo(float).eps * size**2  # Φ rows are products of two lengths
+    roundoff = 10 * np.finfo(float).eps * result.mechanism.size**2  # Φ: products of lengths
     fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
     ax.semilogy(result.t, np.maximum(error, roundoff * 1e-3), lw=0.8, label="‖Φ(q)‖")
     ax.axhline(roundoff, color="grey", ls="--", lw=1, label=f"round-off ≈ {roundoff:.0e}")
