@@ -253,6 +253,8 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
     if solver == "factor-graph":
         how += (f", factor graph: window {window}, {smoother} smoother, "
                 f"{result.settings['mean_iterations']:.2f} iterations per step")
+        if result.settings["z_switches"]:
+            how += f", z chosen again {len(result.settings['z_switches'])} times"
     status_console.print(
         f"{'[red]✗[/]' if violated else '[green]✓[/]'} {escape(mech.name)}: "
         f"{len(result.t) - 1} steps of {dt:g} s ({how}) in {elapsed:.3f} s; "

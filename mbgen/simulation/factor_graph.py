@@ -36,6 +36,7 @@ COORDS = ("dependent", "independent")
 SMOOTHERS = ("batch", "incremental")
 INTEGRATORS = ("trapezoidal", "euler")
 Z_CONDITIONING = 1e-3  # smallest σ_min/σ_max of Φq without the z columns
+Z_RESELECT = 0.2  # below it, z the simulator chose itself is chosen again at the new q
 ExtraFactors = Callable[[int, "StepKeys"], Iterable[gtsam.NonlinearFactor]]
 
 
@@ -114,6 +115,10 @@ class FactorGraphSimulator:
         self.coords, self.smoother_kind, self.integrator = coords, smoother, integrator
         self.noise = noise
         self.factors = MechanismFactors(mechanism, noise, z)
+        self.first_z = [int(i) for i in self.factors.z]
+        # z named by the caller or the file stays; z chosen by pivoting is chosen again
+        self.choose_z = z is None and mechanism.default_independent is None
+        self.switches: list[tuple[float, list[str]]] = []  # (t, new z) of each re-choice
         self.max_iterations, self.max_error = max_iterations, max_error
         self.convergence = 1e-10  # error of a new step's own factors that ends iSAM2's steps
         self.extra_factors = extra_factors
@@ -203,6 +208,9 @@ class FactorGraphSimulator:
             raise ValueError(refusal)
         mech = self.mechanism
         steps = step_count(t_end, self.dt)
+        if self.switches:  # z as it was before an earlier run chose it again
+            self.factors = MechanismFactors(mech, self.noise, self.first_z)
+            self.switches = []
         q = mech.solve_position(mech.q0 if q0 is None else q0, minimum_norm=True)
         qd = mech.project_velocity(q, np.zeros(mech.n) if qd0 is None else qd0)
         force = (lambda t: None) if forces is None else forces
@@ -235,6 +243,9 @@ class FactorGraphSimulator:
             estimate = self._update(smoother, graph, values, keys,
                                     self._step_factors(keys, force(t)), step)
             q, qd, qdd = self._state(estimate, keys)
+            if (self.independent and self.choose_z and sigma is None
+                    and self._z_conditioning(q) < Z_RESELECT):
+                smoother = self._choose_z_again(keys, q, qd, qdd, force(t), step) or smoother
             if self.independent:
                 self._check_independent(q, t)
             out[0][step], out[1][step], out[2][step] = q, qd, qdd
@@ -246,7 +257,8 @@ class FactorGraphSimulator:
                     "t_end": t_end, "window": self.window, "smoother": self.smoother_kind,
                     "integrator": self.integrator,
                     "mean_iterations": float(np.mean(self.iterations)) if self.iterations
-                    else 0.0}
+                    else 0.0,
+                    "z_switches": [(t, ",".join(names)) for t, names in self.switches]}
         return SimulationResult(mech, np.arange(steps + 1) * self.dt, out[0], out[1], out[2],
                                 settings, sigma=sigma)
 
@@ -316,22 +328,49 @@ class FactorGraphSimulator:
                 f"{result.getIterations()} iterations")
         return estimate
 
+    def _choose_z_again(self, keys: StepKeys, q: Array, qd: Array, qdd: Array,
+                        forces: Array | None, step: int) -> Any:
+        """A new smoother with z chosen by full pivoting at q, started at this step from its
+        estimate (carried across with the tight priors of a start: the old z, ż, z̈
+        variables cannot be tied to the new ones by the integrator factors), or None when
+        the pivoting keeps z. Not with ``covariance``: the σ would restart at the
+        priors'."""
+        chosen = [int(i) for i in np.atleast_1d(self.mechanism.partition(q)[0])]
+        if chosen == [int(i) for i in self.factors.z]:
+            return None
+        self.factors = MechanismFactors(self.mechanism, self.noise, chosen)
+        smoother = self._new_smoother()
+        graph, values = gtsam.NonlinearFactorGraph(), gtsam.Values()
+        self._initial_values(keys, q, qd, qdd, values)
+        for factor in self._initial_priors(keys, q, qd):
+            graph.add(factor)
+        self._update(smoother, graph, values, keys, self._step_factors(keys, forces), step)
+        self.switches.append((step * self.dt,
+                              [self.mechanism.coordinate_names[i] for i in chosen]))
+        return smoother
+
+    def _z_conditioning(self, q: Array) -> float:
+        """σ_min/σ_max of Φq without the z columns: how well z determines the rest."""
+        jacobian = self.mechanism.phi_q(q)[self.mechanism.active_rows]
+        singular = np.linalg.svd(np.delete(jacobian, self.factors.z, axis=1),
+                                 compute_uv=False)
+        return float(singular[-1] / singular[0])
+
     def _check_independent(self, q: Array, t: float) -> None:
         """Stops where z stops determining q: near such a point (a coordinate at its
         extreme) the position factor loses rank and the graph follows the soft equality
         alone, away from the true motion (tens of cm on the four-bar), without any
         residual showing it."""
-        jacobian = self.mechanism.phi_q(q)[self.mechanism.active_rows]
-        dependent = np.delete(jacobian, self.factors.z, axis=1)
-        singular = np.linalg.svd(dependent, compute_uv=False)
-        if singular[-1] < Z_CONDITIONING * singular[0]:
+        conditioning = self._z_conditioning(q)
+        if conditioning < Z_CONDITIONING:
             names = [self.mechanism.coordinate_names[i] for i in self.factors.z]
             raise FactorGraphError(
                 f"at t = {t:.6g} s the independent coordinates {names} stop determining "
-                f"the others (σ_min/σ_max of Φq without them = "
-                f"{singular[-1] / singular[0]:.1e}): a coordinate that reaches an extreme "
-                f"of its motion cannot stay independent; use dependent coordinates, or z "
-                f"that stay valid along the motion")
+                f"the others (σ_min/σ_max of Φq without them = {conditioning:.1e}): a "
+                f"coordinate that reaches an extreme of its motion cannot stay "
+                f"independent; use dependent coordinates, or z that stay valid along the "
+                f"motion (z the simulator chooses itself is chosen again in time, except "
+                f"with covariance)")
 
     def _state(self, estimate: gtsam.Values, keys: StepKeys) -> tuple[Array, Array, Array]:
         q, qd = estimate.atVector(keys.q), estimate.atVector(keys.qd)
