@@ -224,6 +224,38 @@ def test_smoother_sigma_is_the_monte_carlo_spread(compiled: Compiled, smoother: 
         FactorGraphSimulator(mech, dt, noise=noise).run(dt, q0, covariance=True)
 
 
+def test_factor_residuals_on_the_exact_motion(compiled: Compiled) -> None:
+    """On the exact motion (RK4 at 10 µs), the trapezoidal factors between steps of dt are
+    wrong by O(dt³) (halving dt divides them by 8), every other factor is exact to the
+    reference's accuracy. A factor wrong by O(dt) (the paper's tie q_k+1 = q_k) drags
+    the simulated motion by a bias that does not shrink with dt."""
+    mech = compiled(SHIPPED_DIR / "fourbar.yaml")
+    exact = simulate(mech, 0.2, 1e-5, "rk4")
+    f, n = MechanismFactors(mech, z=["x1"]), mech.n
+    k = 10_000  # t = 0.1 s
+    sizes = []
+    for every in (400, 200):  # dt = 4 ms, 2 ms
+        values = gtsam.Values()
+        for key, step in ((0, k), (1, k + every)):
+            for name, array in (("q", exact.q), ("v", exact.qd), ("a", exact.qdd)):
+                values.insert(X(name, key), array[step])
+            values.insert(X("z", key), exact.q[step, f.z])
+            values.insert(X("w", key), exact.qd[step, f.z])
+        dt = every * 1e-5
+        trapezoids = [trapezoidal_factor(X(x, 0), X(x, 1), X(r, 0), X(r, 1), dt, n,
+                                         isotropic(n, 1.0)) for x, r in (("q", "v"), ("v", "a"))]
+        # σ = 1: the error ½‖r‖² gives the residual's norm
+        sizes.append([float(np.sqrt(2.0 * t.error(values))) for t in trapezoids])
+        for factor in (f.position_constraints(X("q", 1)),
+                       f.velocity_constraints(X("q", 1), X("v", 1)),
+                       f.forward_dynamics(X("q", 1), X("v", 1), X("a", 1)),
+                       f.independent_position(X("q", 1), X("z", 1)),
+                       f.independent_velocity(X("q", 1), X("v", 1), X("w", 1))):
+            assert np.abs(factor.unwhitenedError(values)).max() < 1e-9
+    ratios = np.array(sizes[0]) / np.array(sizes[1])
+    assert ((ratios > 7.0) & (ratios < 9.0)).all(), ratios
+
+
 def test_independent_coordinates_are_chosen_again_in_time(compiled: Compiled) -> None:
     """fourbars1.yaml with z chosen by pivoting: y2 would stop determining the others at
     0.553 s. The simulator chooses z again where their conditioning falls under
