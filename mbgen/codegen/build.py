@@ -46,7 +46,7 @@ from mbgen.codegen.cache import (
     user_cache_dir,
 )
 from mbgen.codegen.emit import generate
-from mbgen.cpu import march_flags, vector_level
+from mbgen.cpu import march_flags, usable_cpus, vector_level
 from mbgen.errors import MbgenError
 from mbgen.model import load_mechanism
 from mbgen.symbolic import build_symbolic_model, derive_kernels
@@ -182,10 +182,11 @@ def compile_mechanism(path: str | Path, out_dir: str | Path,
         say("compiling C")
         kernels_c = staging / "mechanism.c"
         kernels_c.write_text(source.c_source)
-        _compile_c([kernels_c], staging / f"{name}{EXT_SUFFIX}", name)
+        _compile_c(kernels_c, source.parts, staging / f"{name}{EXT_SUFFIX}", name)
         timings["compile"] = time.perf_counter() - start
         meta = dict(source.meta, module=name, hash=digest, timings=timings,
-                    source_path=str(path.resolve()), vector_level=vector_level())
+                    source_path=str(path.resolve()), vector_level=vector_level(),
+                    parts=source.parts)
         (staging / "meta.json").write_text(json.dumps(meta, indent=1))
         staging.chmod(0o755)  # mkdtemp makes it private; builds may be shared
         _install(staging, target, replace)
@@ -195,14 +196,15 @@ def compile_mechanism(path: str | Path, out_dir: str | Path,
     return target
 
 
-def _compile_c(sources: list[Path], output: Path, module: str) -> None:
-    """The kernels' translation units in parallel (with the core, if not cached yet), then
-    one link with the installation's core object."""
+def _compile_c(kernels_c: Path, parts: int, output: Path, module: str) -> None:
+    """The generated file's translation units (``-DMBGEN_PART=k``, see mechanism.c.j2) in
+    parallel, with the core if it is not cached yet; then one link with the core."""
     compiler = os.environ.get("CC", "cc")
     march = march_flags(vector_level())
-    objects = [source.with_suffix(".o") for source in sources]
-    jobs = [[compiler, *KERNEL_FLAGS, *march, f"-I{csrc_dir()}", "-c", str(source),
-             "-o", str(obj)] for source, obj in zip(sources, objects, strict=True)]
+    objects = [kernels_c.with_name(f"{kernels_c.stem}_{k}.o") for k in range(parts)]
+    jobs = [[compiler, *KERNEL_FLAGS, *march, f"-I{csrc_dir()}",
+             *([f"-DMBGEN_PART={k}"] if parts > 1 else []), "-c", str(kernels_c), "-o", str(obj)]
+            for k, obj in enumerate(objects)]
     core = core_object(compiler)
     if is_core_object(core):
         _run_parallel(jobs)
@@ -299,13 +301,28 @@ def _build_core(compiler: str, core: Path, jobs: list[list[str]]) -> None:
 
 
 def _run_parallel(jobs: list[list[str]], cwd: Path | None = None) -> None:
-    running = [subprocess.Popen(job, stderr=subprocess.PIPE, text=True, cwd=cwd, **_CHILD)
-               for job in jobs]
+    """Run the compiler jobs, as many at once as this process has CPUs (more would only
+    add their memory), starting the next as soon as any ends."""
+    waiting = list(reversed(jobs))
+    running: list[tuple[list[str], subprocess.Popen[bytes], Any]] = []
     failures = []
-    for job, process in zip(jobs, running, strict=True):
-        _, errors = process.communicate()
-        if process.returncode != 0:
-            failures.append(f"C compilation failed ({' '.join(job)}):\n{errors[-4000:]}")
+    with contextlib.ExitStack() as files:
+        while waiting or running:
+            while waiting and len(running) < usable_cpus():
+                job = waiting.pop()
+                # stderr to a file: a pipe could fill up and stop the compiler
+                errors = files.enter_context(tempfile.TemporaryFile())
+                running.append((job, subprocess.Popen(job, stderr=errors, cwd=cwd, **_CHILD),
+                                errors))
+            finished = [entry for entry in running if entry[1].poll() is not None]
+            if not finished:
+                time.sleep(0.002)
+            for job, process, errors in finished:
+                running.remove((job, process, errors))
+                if process.returncode != 0:
+                    errors.seek(0)
+                    text = errors.read().decode(errors="replace")
+                    failures.append(f"C compilation failed ({' '.join(job)}):\n{text[-4000:]}")
     if failures:
         raise CompileError("\n".join(failures))
 
