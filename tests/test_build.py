@@ -52,3 +52,22 @@ def test_a_module_in_parts_computes_what_one_unit_computes(tmp_path: Path, out_d
                     whole.forward_dynamics_jacobians(q, qd), strict=True):
         np.testing.assert_array_equal(a, b)
     shutil.rmtree(tmp_path / "out")
+
+
+def test_templates_are_compiled_once_into_the_cache(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The templates' compiled form is kept in $MBGEN_CACHE/templates; a damaged one is
+    compiled anew, and the text rendered is the same either way."""
+    from mbgen.codegen.templates import render
+
+    monkeypatch.setenv("MBGEN_CACHE", str(tmp_path))
+    context = {"name": "x", "upper": "X", "version": "v", "mechanism": "m", "digest": "d",
+               "n": 1, "m": 0, "coordinate_names": ["a"], "q0": [0.0], "parameters": [],
+               "active_rows": []}
+    first = render("export_example.c.j2", **context)
+    cached = sorted((tmp_path / "templates").iterdir())
+    assert cached
+    for path in cached:
+        path.write_bytes(b"damaged")
+    assert render("export_example.c.j2", **context) == first
+    assert all(path.read_bytes() != b"damaged" for path in cached)  # compiled anew
