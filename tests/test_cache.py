@@ -264,6 +264,19 @@ def test_a_damaged_core_is_not_used_but_rebuilt(pendulum: Path, tmp_path: Path,
     assert [p.name for p in core.parent.glob(".tmp-*")] == []
 
 
+def test_a_cache_that_cannot_be_written_still_builds(pendulum: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """$MBGEN_CACHE naming a file (as a read-only home would): the core is compiled for
+    the module alone, the templates uncached, and the build works."""
+    cache = tmp_path / "not-a-directory"
+    cache.write_text("a user's file\n")
+    monkeypatch.setenv("MBGEN_CACHE", str(cache))
+    mech = mbgen.load(str(pendulum), out_dir=str(tmp_path / "out"))
+    assert abs(mech.phi(mech.q0)).max() < 1e-9
+    assert cache.read_text() == "a user's file\n"
+    assert _leftovers(tmp_path / "out") == []
+
+
 def _command_lines_naming(path: Path) -> list[str]:
     """Command lines of the running processes that mention ``path`` (Linux /proc)."""
     found = []

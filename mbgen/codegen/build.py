@@ -209,6 +209,8 @@ def _compile_c(kernels_c: Path, parts: int, output: Path, module: str) -> None:
     if is_core_object(core):
         _run_parallel(jobs)
     else:
+        if not _writable(core.parent):  # compiled for this module alone, into its build
+            core = kernels_c.with_name(core.name)
         _build_core(compiler, core, jobs)
     link = [compiler, "-shared", *map(str, objects), str(core), "-o", str(output), "-lm",
             *_init_alias(module)]
@@ -250,6 +252,16 @@ def core_object(compiler: str) -> Path:
     return user_cache_dir() / "core" / f"mbcore-{digest}.o"
 
 
+def _writable(directory: Path) -> bool:
+    """``directory`` exists or can be made, and can be written (a read-only home, or a
+    $MBGEN_CACHE that is not a directory, must not stop a build)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(directory, os.W_OK)
+
+
 def _checksum_file(core: Path) -> Path:
     return core.with_name(f"{core.name}.sha256")
 
@@ -268,7 +280,6 @@ def _build_core(compiler: str, core: Path, jobs: list[list[str]]) -> None:
     """Compile the core and the glue (alongside ``jobs``) in a staging directory beside
     ``core``, link them into one relocatable object and install it and its checksum by
     renames (a concurrent twin's copy is equivalent)."""
-    core.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_staging(core.parent)
     key = core.stem.removeprefix("mbcore-")
     staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(key), dir=core.parent))
