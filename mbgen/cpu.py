@@ -1,4 +1,5 @@
-"""Which vector instructions the compiled C may use on this machine.
+"""Which vector instructions the compiled C may use on this machine, and how many CPUs
+this process may run on.
 
 Built with ``-march=x86-64-v3`` (AVX2; FMA only where the source asks, see build.py), the
 core's vector loops and the unrolled kernels run ~1.5x faster than with the x86-64
@@ -13,6 +14,7 @@ packages have the runtime alone.
 from __future__ import annotations
 
 import functools
+import os
 import platform
 from pathlib import Path
 
@@ -39,3 +41,11 @@ def vector_level() -> str | None:
 
 def march_flags(level: str | None) -> list[str]:
     return [f"-march={level}"] if level else []
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1

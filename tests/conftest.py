@@ -1,7 +1,9 @@
 """Shared fixtures: mechanism paths, a session-wide compile cache, numerical helpers.
 
 Every compile of the suite goes to a session temporary directory (or to ``$MBGEN_OUT`` when
-the caller set it), never into the repository's ``generated/``.
+the caller set it), never into the repository's ``generated/``; the C core compiled once
+per installation likewise goes to a session directory (or ``$MBGEN_CACHE``), never into
+the user's ``~/.cache``.
 """
 
 from __future__ import annotations
@@ -106,11 +108,21 @@ def out_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return Path(configured) if configured else tmp_path_factory.mktemp("generated")
 
 
+@pytest.fixture(scope="session")
+def core_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the session's C core is compiled once: ``$MBGEN_CACHE`` if set, else a temp
+    dir (child processes inherit it)."""
+    configured = os.environ.get("MBGEN_CACHE")
+    return Path(configured) if configured else tmp_path_factory.mktemp("cache")
+
+
 @pytest.fixture(scope="session", autouse=True)
-def _default_out_dir(out_dir: Path) -> Iterator[None]:
-    """Code that calls ``mbgen.load`` without ``out_dir`` must not write into the repo."""
+def _default_out_dir(out_dir: Path, core_cache: Path) -> Iterator[None]:
+    """Code that calls ``mbgen.load`` without ``out_dir`` must not write into the repo, nor
+    the compiled core into the user's home."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MBGEN_OUT", str(out_dir))
+        patch.setenv("MBGEN_CACHE", str(core_cache))
         yield
 
 

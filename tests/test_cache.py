@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -149,9 +150,12 @@ CHILD = textwrap.dedent("""\
     """)
 
 
-def test_concurrent_compiles_into_same_out_dir(tmp_path: Path) -> None:
-    """Three processes at once, two of them `mbgen compile`: one build, no left-overs."""
-    out = tmp_path / "out"
+def test_concurrent_compiles_into_same_out_dir(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three processes at once, two of them `mbgen compile`, with no core compiled yet:
+    one build, one core, no left-overs."""
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    monkeypatch.setenv("MBGEN_CACHE", str(cache))  # the children's too
     source = tmp_path / "fourbars1.yaml"
     shutil.copy(reference("fourbars1"), source)
     children = []
@@ -175,12 +179,102 @@ def test_concurrent_compiles_into_same_out_dir(tmp_path: Path) -> None:
     builds = _builds(out, "fourbars1")
     assert [str(b) for b in builds] == [directories[0]]
     assert _leftovers(out) == []
-    # next to the build: the C core, compiled once and shared by every module of out/
-    assert sorted(p.name for p in out.iterdir()) == ["_core", "fourbars1"]
-    assert [p.suffix for p in (out / "_core").iterdir()] == [".a"]
+    assert sorted(p.name for p in out.iterdir()) == ["fourbars1"]
+    # the C core, compiled once for every module of every out dir, and its checksum
+    core = mbgen.codegen.build.core_object(os.environ.get("CC", "cc"))
+    assert core.parent == cache / "core"
+    assert sorted(p.name for p in core.parent.iterdir()) == [core.name, f"{core.name}.sha256"]
+    assert mbgen.codegen.build.is_core_object(core)
     mech = mbgen.load(str(source), out_dir=str(out))
     assert str(mech.directory) == directories[0]
     assert (mech.n, mech.m) == (4, 3)
+
+
+def _core(cache: Path) -> Path:
+    core = mbgen.codegen.build.core_object(os.environ.get("CC", "cc"))
+    assert core.parent == cache / "core"
+    return core
+
+
+def test_a_fresh_out_dir_links_the_installed_core(pendulum: Path, tmp_path: Path,
+                                                  core_cache: Path, compiled: Compiled,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C core is compiled once per installation, not per out dir: a build into a new
+    out dir compiles the kernels only and links the same core file; and two mechanisms
+    linked with it live side by side in one process."""
+    fourbar = compiled(reference("fourbars1"))  # the core exists from here on
+    core = _core(core_cache)
+    before = core.stat()
+
+    def no_core_build(*args: object) -> None:
+        raise AssertionError("the installed core must not be compiled again")
+
+    monkeypatch.setattr(mbgen.codegen.build, "_build_core", no_core_build)
+    mech = mbgen.load(str(pendulum), out_dir=str(tmp_path / "fresh"))
+    after = core.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert not (tmp_path / "fresh" / "_core").exists()
+    assert (mech.n, fourbar.n) == (2, 4)
+    assert abs(mech.phi(mech.q0)).max() < 1e-9 and abs(fourbar.phi(fourbar.q0)).max() < 1e-9
+    assert mech.lib is not fourbar.lib
+
+
+def test_the_core_key_follows_flags_compiler_and_sources(monkeypatch: pytest.MonkeyPatch,
+                                                         tmp_path: Path) -> None:
+    build = mbgen.codegen.build
+    monkeypatch.setenv("MBGEN_CACHE", str(tmp_path))
+    keys = {build.core_object("cc")}
+    monkeypatch.setattr(build, "CORE_FLAGS", [*build.CORE_FLAGS, "-DMB_OTHER"])
+    keys.add(build.core_object("cc"))
+    monkeypatch.setattr(build, "GLUE_FLAGS", [*build.GLUE_FLAGS, "-DMB_OTHER"])
+    keys.add(build.core_object("cc"))
+    compiler = tmp_path / "cc"  # another compiler of the same name
+    compiler.write_text("#!/bin/sh\n")
+    compiler.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    keys.add(build.core_object("cc"))
+    monkeypatch.setattr(build, "core_digest", lambda: "0" * 16)  # other core sources
+    keys.add(build.core_object("cc"))
+    assert len(keys) == 5 and all(k.parent == tmp_path / "core" for k in keys)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "no checksum"])
+def test_a_damaged_core_is_not_used_but_rebuilt(pendulum: Path, tmp_path: Path,
+                                                core_cache: Path, damage: str,
+                                                compiled: Compiled,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A core file that is not whole (a disk error, a user's edit, a copy cut short) is
+    compiled anew, never linked."""
+    compiled(reference("pendulum1"))  # the session's core exists
+    cache = tmp_path / "cache"
+    shutil.copytree(core_cache / "core", cache / "core")  # a copy of the session's core
+    monkeypatch.setenv("MBGEN_CACHE", str(cache))
+    core = _core(cache)
+    assert mbgen.codegen.build.is_core_object(core)
+    if damage == "garbage":
+        core.write_bytes(b"\x7fELF" + b"\0" * 100)
+    elif damage == "truncated":
+        core.write_bytes(core.read_bytes()[:-1000])
+    else:
+        core.with_name(f"{core.name}.sha256").unlink()
+    assert not mbgen.codegen.build.is_core_object(core)
+    mech = mbgen.load(str(pendulum), out_dir=str(tmp_path / "out"))
+    assert mbgen.codegen.build.is_core_object(core)
+    assert abs(mech.phi(mech.q0)).max() < 1e-9
+    assert [p.name for p in core.parent.glob(".tmp-*")] == []
+
+
+def test_a_cache_that_cannot_be_written_still_builds(pendulum: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """$MBGEN_CACHE naming a file (as a read-only home would): the core is compiled for
+    the module alone, the templates uncached, and the build works."""
+    cache = tmp_path / "not-a-directory"
+    cache.write_text("a user's file\n")
+    monkeypatch.setenv("MBGEN_CACHE", str(cache))
+    mech = mbgen.load(str(pendulum), out_dir=str(tmp_path / "out"))
+    assert abs(mech.phi(mech.q0)).max() < 1e-9
+    assert cache.read_text() == "a user's file\n"
+    assert _leftovers(tmp_path / "out") == []
 
 
 def _command_lines_naming(path: Path) -> list[str]:

@@ -312,7 +312,8 @@ def cache_clean(build_dir: Path | None, everything: bool) -> None:
     """Remove builds of other mbgen versions and interrupted compiles (or, with --all,
     every build). Only what the cache made is touched: builds it recognises, staging
     directories of compiles that are gone (a running compile's is its lock) and the C
-    core's archives; a directory that holds none of them is refused."""
+    core's archives that earlier versions kept there; a directory that holds none of them
+    is refused. The installation's core (docs/generated-code.md) is not touched."""
     import shutil
 
     from mbgen.codegen.build import CORE_ARCHIVE, stale_staging

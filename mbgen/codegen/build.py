@@ -1,11 +1,15 @@
 """Compile a mechanism file into an importable cffi extension, atomically.
 
-The compiler is called directly (no setuptools run), in parallel jobs: the generated
-kernels (optimized, symbols hidden), cffi's Python glue (which only forwards calls, so it
-is built without optimization: most of its compile time is Python.h) and, once per
-machine and core version, the C core of mbgen/csrc (cached as an archive next to the
-modules). Then one link step. The cffi declarations are cut from the core's public header
-and the glue includes that header, so declarations and definitions cannot disagree.
+The compiler is called directly (no setuptools run): the generated kernels (optimized,
+symbols hidden), then one link step with the installation's prebuilt core. The core (the C
+of mbgen/csrc) and cffi's Python glue (which only forwards calls, so it is built without
+optimization: most of its compile time is Python.h) are the same for every mechanism, so
+they are compiled once per installation, core hash, flags and compiler into one object in
+the user's cache (cache.user_cache_dir), not once per out dir: a user who edits a mechanism
+waits for its kernels only. The glue is compiled under its own module name; each module's
+``PyInit_<name>`` is a linker alias of the glue's. The cffi declarations are cut from the
+core's public header and the glue includes that header, so declarations and definitions
+cannot disagree.
 """
 
 from __future__ import annotations
@@ -39,9 +43,10 @@ from mbgen.codegen.cache import (
     csrc_dir,
     is_build,
     module_name,
+    user_cache_dir,
 )
 from mbgen.codegen.emit import generate
-from mbgen.cpu import march_flags, vector_level
+from mbgen.cpu import march_flags, usable_cpus, vector_level
 from mbgen.errors import MbgenError
 from mbgen.model import load_mechanism
 from mbgen.symbolic import build_symbolic_model, derive_kernels
@@ -62,6 +67,9 @@ CORE_FLAGS = ["-O3", "-fPIC", "-std=c99", "-fvisibility=hidden", "-ffp-contract=
 GLUE_FLAGS = ["-O0", "-fPIC", "-w", "-Werror=incompatible-pointer-types",
               "-Werror=int-conversion"]
 CDEF_BEGIN, CDEF_END = "/* cdef:begin */", "/* cdef:end */"
+# the cffi glue's own module name; each mechanism's module is this glue under an alias
+GLUE_MODULE = "_mbgen_glue"
+EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
 
 
 def public_cdef() -> str:
@@ -172,19 +180,13 @@ def compile_mechanism(path: str | Path, out_dir: str | Path,
     try:
         start = time.perf_counter()
         say("compiling C")
-        ffi = cffi.FFI()
-        ffi.cdef(public_cdef())
-        ffi.set_source(name, '#include "mbgen.h"')
-        glue = staging / f"{name}.c"
-        with contextlib.redirect_stdout(io.StringIO()):
-            ffi.emit_c_code(str(glue))
         kernels_c = staging / "mechanism.c"
         kernels_c.write_text(source.c_source)
-        _compile_c(kernels_c, glue, staging / f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}",
-                   out_dir)
+        _compile_c(kernels_c, source.parts, staging / f"{name}{EXT_SUFFIX}", name)
         timings["compile"] = time.perf_counter() - start
         meta = dict(source.meta, module=name, hash=digest, timings=timings,
-                    source_path=str(path.resolve()), vector_level=vector_level())
+                    source_path=str(path.resolve()), vector_level=vector_level(),
+                    parts=source.parts)
         (staging / "meta.json").write_text(json.dumps(meta, indent=1))
         staging.chmod(0o755)  # mkdtemp makes it private; builds may be shared
         _install(staging, target, replace)
@@ -194,67 +196,146 @@ def compile_mechanism(path: str | Path, out_dir: str | Path,
     return target
 
 
-def _compile_c(kernels_c: Path, glue_c: Path, output: Path, out_dir: Path) -> None:
+def _compile_c(kernels_c: Path, parts: int, output: Path, module: str) -> None:
+    """The generated file's translation units (``-DMBGEN_PART=k``, see mechanism.c.j2) in
+    parallel, with the core if it is not cached yet; then one link with the core."""
     compiler = os.environ.get("CC", "cc")
-    include = sysconfig.get_paths()["include"]
-    core = f"-I{csrc_dir()}"
-    kernels_o, glue_o = kernels_c.with_suffix(".o"), glue_c.with_suffix(".o")
     march = march_flags(vector_level())
-    jobs = [[compiler, *KERNEL_FLAGS, *march, core, "-c", str(kernels_c), "-o", str(kernels_o)],
-            [compiler, *GLUE_FLAGS, core, f"-I{include}", "-c", str(glue_c), "-o", str(glue_o)]]
-    archive = core_archive(out_dir)
-    core_jobs = [] if archive.exists() else _core_jobs(compiler, kernels_c.parent)
-    _run_parallel(jobs + core_jobs)
-    if core_jobs:
-        _archive_core([Path(job[-1]) for job in core_jobs], archive)
-    link = [compiler, "-shared", str(kernels_o), str(glue_o), str(archive), "-o", str(output),
-            "-lm"]
+    objects = [kernels_c.with_name(f"{kernels_c.stem}_{k}.o") for k in range(parts)]
+    jobs = [[compiler, *KERNEL_FLAGS, *march, f"-I{csrc_dir()}",
+             *([f"-DMBGEN_PART={k}"] if parts > 1 else []), "-c", str(kernels_c), "-o", str(obj)]
+            for k, obj in enumerate(objects)]
+    core = core_object(compiler)
+    if is_core_object(core):
+        _run_parallel(jobs)
+    else:
+        if not _writable(core.parent):  # compiled for this module alone, into its build
+            core = kernels_c.with_name(core.name)
+        _build_core(compiler, core, jobs)
+    link = [compiler, "-shared", *map(str, objects), str(core), "-o", str(output), "-lm",
+            *_init_alias(module)]
     result = subprocess.run(link, capture_output=True, text=True, **_CHILD)
     if result.returncode != 0:
         raise CompileError(f"linking failed ({' '.join(link)}):\n{result.stderr[-4000:]}")
 
 
+def _init_alias(module: str) -> list[str]:
+    """Linker flags that export the glue's module init also as ``PyInit_<module>``, the
+    name Python's import looks for."""
+    if sys.platform == "darwin":
+        return [f"-Wl,-alias,_PyInit_{GLUE_MODULE},_PyInit_{module}"]
+    return [f"-Wl,--defsym=PyInit_{module}=PyInit_{GLUE_MODULE}"]
+
+
+# archives of the C core that earlier versions kept in <out_dir>/_core (cache clean)
 CORE_ARCHIVE = re.compile(r"libmbcore-[0-9a-f]{16}-[0-9a-f]{8}\.a")
 
 
-def core_archive(out_dir: Path) -> Path:
-    """The compiled C core shared by every module of ``out_dir`` (keyed by its hash and
-    its compiler flags)."""
-    flags = " ".join(CORE_FLAGS + march_flags(vector_level()))
-    flags = hashlib.sha256(flags.encode()).hexdigest()[:8]
-    return out_dir / "_core" / f"libmbcore-{core_digest()}-{flags}.a"
+def _compiler_identity(compiler: str) -> str:
+    """The compiler as the file it runs (path, size, time): an upgrade gives a new key."""
+    found = shutil.which(compiler)
+    if found is None:
+        return compiler
+    path = Path(found).resolve()
+    stat = path.stat()
+    return f"{path}|{stat.st_size}|{stat.st_mtime_ns}"
 
 
-def _core_jobs(compiler: str, workdir: Path) -> list[list[str]]:
-    march = march_flags(vector_level())
-    return [[compiler, *CORE_FLAGS, *march, "-c", str(source),
-             "-o", str(workdir / f"core_{source.stem}.o")]
-            for source in core_sources() if source.suffix == ".c"]
+def core_object(compiler: str) -> Path:
+    """The C core and cffi's glue, compiled once into one object that every module links,
+    in the user's cache: keyed by the core's sources, both sets of flags, the compiler,
+    cffi and Python (the glue includes Python.h)."""
+    key = "|".join([core_digest(), *CORE_FLAGS, *GLUE_FLAGS, *march_flags(vector_level()),
+                    _compiler_identity(compiler), cffi.__version__, GLUE_MODULE,
+                    sysconfig.get_paths()["include"]])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return user_cache_dir() / "core" / f"mbcore-{digest}.o"
 
 
-def _run_parallel(jobs: list[list[str]]) -> None:
-    running = [subprocess.Popen(job, stderr=subprocess.PIPE, text=True, **_CHILD)
-               for job in jobs]
+def _writable(directory: Path) -> bool:
+    """``directory`` exists or can be made, and can be written (a read-only home, or a
+    $MBGEN_CACHE that is not a directory, must not stop a build)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(directory, os.W_OK)
+
+
+def _checksum_file(core: Path) -> Path:
+    return core.with_name(f"{core.name}.sha256")
+
+
+def is_core_object(core: Path) -> bool:
+    """``core`` is whole: its bytes hash to what its checksum file (written after it, by
+    the same build) says. A damaged, truncated or foreign file is not used, but rebuilt."""
+    try:
+        expected = _checksum_file(core).read_text().strip()
+        return hashlib.sha256(core.read_bytes()).hexdigest() == expected
+    except OSError:
+        return False
+
+
+def _build_core(compiler: str, core: Path, jobs: list[list[str]]) -> None:
+    """Compile the core and the glue (alongside ``jobs``) in a staging directory beside
+    ``core``, link them into one relocatable object and install it and its checksum by
+    renames (a concurrent twin's copy is equivalent)."""
+    _remove_stale_staging(core.parent)
+    key = core.stem.removeprefix("mbcore-")
+    staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(key), dir=core.parent))
+    try:
+        ffi = cffi.FFI()
+        ffi.cdef(public_cdef())
+        ffi.set_source(GLUE_MODULE, '#include "mbgen.h"')
+        with contextlib.redirect_stdout(io.StringIO()):
+            ffi.emit_c_code(str(staging / f"{GLUE_MODULE}.c"))
+        march = march_flags(vector_level())
+        core_jobs = [[compiler, *CORE_FLAGS, *march, "-c", str(source), "-o", f"{source.stem}.o"]
+                     for source in core_sources() if source.suffix == ".c"]
+        core_jobs.append([compiler, *GLUE_FLAGS, f"-I{csrc_dir()}",
+                          f"-I{sysconfig.get_paths()['include']}", "-c", f"{GLUE_MODULE}.c",
+                          "-o", f"{GLUE_MODULE}.o"])
+        _run_parallel(jobs + core_jobs, cwd=staging)  # relative names: the same bytes
+        linked = staging / "core.o"
+        partial = [compiler, "-r", "-nostdlib", *(job[-1] for job in core_jobs), "-o",
+                   linked.name]
+        result = subprocess.run(partial, capture_output=True, text=True, cwd=staging,
+                                **_CHILD)
+        if result.returncode != 0:
+            raise CompileError(f"linking the C core failed:\n{result.stderr[-4000:]}")
+        checksum = staging / "core.sha256"
+        checksum.write_text(hashlib.sha256(linked.read_bytes()).hexdigest())
+        os.replace(linked, core)
+        os.replace(checksum, _checksum_file(core))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _run_parallel(jobs: list[list[str]], cwd: Path | None = None) -> None:
+    """Run the compiler jobs, as many at once as this process has CPUs (more would only
+    add their memory), starting the next as soon as any ends."""
+    waiting = list(reversed(jobs))
+    running: list[tuple[list[str], subprocess.Popen[bytes], Any]] = []
     failures = []
-    for job, process in zip(jobs, running, strict=True):
-        _, errors = process.communicate()
-        if process.returncode != 0:
-            failures.append(f"C compilation failed ({' '.join(job)}):\n{errors[-4000:]}")
+    with contextlib.ExitStack() as files:
+        while waiting or running:
+            while waiting and len(running) < usable_cpus():
+                job = waiting.pop()
+                # stderr to a file: a pipe could fill up and stop the compiler
+                errors = files.enter_context(tempfile.TemporaryFile())
+                running.append((job, subprocess.Popen(job, stderr=errors, cwd=cwd, **_CHILD),
+                                errors))
+            finished = [entry for entry in running if entry[1].poll() is not None]
+            if not finished:
+                time.sleep(0.002)
+            for job, process, errors in finished:
+                running.remove((job, process, errors))
+                if process.returncode != 0:
+                    errors.seek(0)
+                    text = errors.read().decode(errors="replace")
+                    failures.append(f"C compilation failed ({' '.join(job)}):\n{text[-4000:]}")
     if failures:
         raise CompileError("\n".join(failures))
-
-
-def _archive_core(objects: list[Path], archive: Path) -> None:
-    """ar the core's objects into place by rename (a concurrent twin's copy is identical)."""
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".a", dir=archive.parent)
-    os.close(handle)
-    os.unlink(tmp)
-    result = subprocess.run([os.environ.get("AR", "ar"), "rcs", tmp, *map(str, objects)],
-                            capture_output=True, text=True, **_CHILD)
-    if result.returncode != 0:
-        raise CompileError(f"archiving the C core failed:\n{result.stderr[-4000:]}")
-    os.replace(tmp, archive)
 
 
 def _install(staging: Path, target: Path, replace: bool) -> None:

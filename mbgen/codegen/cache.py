@@ -37,6 +37,17 @@ def templates_dir() -> Traversable:
         return resources.files("mbgen").joinpath("..", "templates")
 
 
+def user_cache_dir() -> Path:
+    """What mbgen compiles once per installation and user (the C core, see build.py):
+    ``$MBGEN_CACHE``, else ``$XDG_CACHE_HOME/mbgen``, else ``~/.cache/mbgen``. Apart from
+    the modules' out dir, so a fresh out dir does not recompile the core."""
+    configured = os.environ.get("MBGEN_CACHE")
+    if configured:
+        return Path(configured)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache") / "mbgen"
+
+
 def csrc_dir() -> Path:
     """The C core's sources and its public header (shipped inside the package)."""
     return PACKAGE_ROOT / "csrc"

@@ -9,7 +9,7 @@ import numpy as np
 import sympy as sp
 
 from mbgen.codegen.c_printer import element_names, eliminate
-from mbgen.codegen.kkt import kkt_program
+from mbgen.codegen.kkt import KktProgram, kkt_program
 from mbgen.codegen.lanes import LANE_ARRAYS, LANE_KERNELS, kkt_has_lanes
 from mbgen.codegen.ordering import coupling_graph, minimum_degree_order
 from mbgen.codegen.templates import render
@@ -20,11 +20,23 @@ from mbgen.version import __version__
 # Every kernel is f(q, x, p) with x one of q̇, v, λ (the core's mb_kernel_fn).
 ARRAY_NAMES = {"q": "q", "qd": "x", "v": "x", "lam": "x", "p": "p"}
 
+# The generated file is compiled as several translation units side by side (parts, one
+# gcc each: build.py). What a piece of it costs gcc -O2, in µs, measured on the four-bar and
+# a 100-bar chain (within a factor 2): per statement and per character of a kernel, the
+# kernels' lane variants (vectorized) LANES times over, per statement of the unrolled KKT
+# code (its lane functions counted three times over); a part is about PART_COST (a part of
+# its own costs ~20 ms: starting gcc, reading the headers)
+STATEMENT_COST, CHARACTER_COST, LANES = 250, 10, 4
+KKT_STATEMENT_COST = 270
+PART_COST = 150_000
+MAX_PARTS = 16
+
 
 @dataclass
 class GeneratedSource:
     c_source: str
     meta: dict[str, Any]
+    parts: int = 1  # translation units (MBGEN_PART = 0 … parts - 1) it is compiled as
 
 
 def kernel_elements(kernels: KernelSet) -> dict[sp.Symbol, tuple[str, int]]:
@@ -82,11 +94,55 @@ def generate(kernels: KernelSet, progress: Any = None) -> GeneratedSource:
     order = coordinate_order(kernels)
     patterns = {k.name: [index for index, _ in k.entries] for k in kernels.kernels}
     kkt = kkt_program(model.n, rows_independent_at_q0(kernels), order, patterns)
+    kkt_lanes = kkt is not None and kkt_has_lanes(kkt)
+    groups = kkt_costs(kkt, kkt_lanes) if kkt is not None else {}
+    parts, where = assign_parts([*map(kernel_cost, rendered), *groups.values()])
+    for kernel, part in zip(rendered, where, strict=False):
+        kernel["part"] = part
+    kkt_parts = dict(zip(groups, where[len(rendered):], strict=True))
     c_source = render(
         "mechanism.c.j2", version=__version__, source=mechanism.source, name=mechanism.name,
         n=model.n, m=model.m, np=len(model.params), kernels=rendered, order=order, kkt=kkt,
-        kkt_lanes=kkt is not None and kkt_has_lanes(kkt))
-    return GeneratedSource(c_source, build_meta(kernels))
+        kkt_lanes=kkt_lanes, kkt_parts=kkt_parts, parts=parts)
+    return GeneratedSource(c_source, build_meta(kernels), parts)
+
+
+def kernel_cost(data: dict[str, Any]) -> int:
+    """What compiling a kernel costs (µs, roughly), from its statements and their length."""
+    body = data["body"]
+    statements = len(body.temporaries) + len(body.outputs)
+    characters = sum(len(t.value) for t in body.temporaries) + sum(map(len, body.outputs))
+    cost = STATEMENT_COST * statements + CHARACTER_COST * characters
+    return cost * (LANES if data["lane_body"] is not None else 1)
+
+
+def kkt_costs(kkt: KktProgram, lanes: bool) -> dict[str, int]:
+    """The same for each group of the unrolled KKT functions (kkt_functions.c.j2)."""
+    factor = kkt.prologue.statements + sum(c.statements for body in kkt.factor for c in body)
+    solve = sum(map(len, kkt.solve))
+    statements = {"factor": factor, "solve": solve}
+    if kkt.inverse is not None:
+        statements["inverse"] = sum(map(len, kkt.inverse))
+    if lanes:
+        statements.update(factor_lanes=3 * factor, solve_lanes=3 * solve)
+    if kkt.jacobians:
+        statements["jacobians"] = sum(len(column.sums) + len(column.outputs)
+                                      for block in kkt.jacobians for column in block.columns)
+    return {group: KKT_STATEMENT_COST * count for group, count in statements.items()}
+
+
+def assign_parts(costs: list[int]) -> tuple[int, list[int]]:
+    """Pieces of the given costs spread over parts of about PART_COST each, the largest
+    first onto the lightest part: the number of parts and each piece's part (part 0 also
+    holds the tables)."""
+    count = min(MAX_PARTS, max(1, round(sum(costs) / PART_COST)))
+    load = [0] * count
+    parts = [0] * len(costs)
+    for index in sorted(range(len(costs)), key=lambda i: -costs[i]):
+        part = min(range(count), key=load.__getitem__)
+        parts[index] = part
+        load[part] += costs[index]
+    return count, parts
 
 
 def build_meta(kernels: KernelSet) -> dict[str, Any]:

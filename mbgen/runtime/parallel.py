@@ -13,6 +13,8 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from mbgen.cpu import usable_cpus
+
 MIN_CHUNK = 512  # states per thread below which splitting does not pay
 PIECES_PER_CORE = 4  # a batch is cut finer than one piece per core: see run_split
 ALIGN = 8  # pieces start at multiples of 8 states, the lanes of the generated kernels
@@ -27,10 +29,7 @@ def usable_cores() -> int:
         if not (wanted.isascii() and wanted.isdigit() and len(wanted) < 10) or int(wanted) < 1:
             raise ValueError(f"MBGEN_THREADS must be a positive whole number, got {wanted!r}")
         return int(wanted)
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    return usable_cpus()
 
 
 _pool: ThreadPoolExecutor | None = None

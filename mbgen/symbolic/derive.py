@@ -105,8 +105,9 @@ def derive_kernels(model: SymbolicModel) -> KernelSet:
     mass: list[Entry] = [((i, j), e) for (i, j), e in sorted(model.mass.items())]
     forces = [-g for g in _gradient(model.potential_terms, q)]
     forces = [f + d for f, d in zip(forces, model.dissipative_forces, strict=True)]
-    kinetic = sum((e * qd[i] * qd[j] for (i, j), e in mass), sp.Integer(0)) / 2
-    potential = sum(model.potential_terms, sp.Integer(0))
+    # one Add of all terms: adding them one at a time re-flattens the sum each time (O(n²))
+    kinetic = sp.Add(*(e * qd[i] * qd[j] for (i, j), e in mass)) / 2
+    potential = sp.Add(*model.potential_terms)
 
     kernels = [
         Kernel("phi", ("q", "p"), (m,), _dense(phi), "constraints Φ(q)"),
