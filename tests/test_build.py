@@ -71,3 +71,15 @@ def test_templates_are_compiled_once_into_the_cache(tmp_path: Path,
         path.write_bytes(b"damaged")
     assert render("export_example.c.j2", **context) == first
     assert all(path.read_bytes() != b"damaged" for path in cached)  # compiled anew
+
+
+def test_a_first_build_into_a_relative_out_dir(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's own case: `mbgen simulate` on a fresh machine builds into ./generated
+    while the core is not cached yet, so the mechanism's compilers run beside the core's
+    (whose jobs run in their own staging directory): every path they get is absolute."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MBGEN_CACHE", "cache")  # relative too, and empty
+    mech = mbgen.load(SHIPPED_DIR / "fourbar.yaml", out_dir="generated")
+    assert mech.n == 4 and np.isfinite(mech.forward_dynamics(mech.q0, np.zeros(4))).all()
+    assert any((tmp_path / "cache" / "core").iterdir())

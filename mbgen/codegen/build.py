@@ -201,6 +201,7 @@ def _compile_c(kernels_c: Path, parts: int, output: Path, module: str) -> None:
     parallel, with the core if it is not cached yet; then one link with the core."""
     compiler = os.environ.get("CC", "cc")
     march = march_flags(vector_level())
+    kernels_c = kernels_c.resolve()  # its jobs may run beside the core's, in its directory
     objects = [kernels_c.with_name(f"{kernels_c.stem}_{k}.o") for k in range(parts)]
     jobs = [[compiler, *KERNEL_FLAGS, *march, f"-I{csrc_dir()}",
              *([f"-DMBGEN_PART={k}"] if parts > 1 else []), "-c", str(kernels_c), "-o", str(obj)]

@@ -43,7 +43,7 @@ def user_cache_dir() -> Path:
     the modules' out dir, so a fresh out dir does not recompile the core."""
     configured = os.environ.get("MBGEN_CACHE")
     if configured:
-        return Path(configured)
+        return Path(configured).resolve()
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache") / "mbgen"
 
