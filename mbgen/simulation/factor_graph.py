@@ -243,11 +243,13 @@ class FactorGraphSimulator:
             estimate = self._update(smoother, graph, values, keys,
                                     self._step_factors(keys, force(t)), step)
             q, qd, qdd = self._state(estimate, keys)
-            if (self.independent and self.choose_z and sigma is None
-                    and self._z_conditioning(q) < Z_RESELECT):
-                smoother = self._choose_z_again(keys, q, qd, qdd, force(t), step) or smoother
             if self.independent:
-                self._check_independent(q, t)
+                conditioning = self._z_conditioning(q)
+                if self.choose_z and sigma is None and conditioning < Z_RESELECT:
+                    restarted = self._choose_z_again(keys, q, qd, qdd, force(t), step)
+                    if restarted is not None:
+                        smoother, conditioning = restarted, self._z_conditioning(q)
+                self._check_independent(conditioning, t)
             out[0][step], out[1][step], out[2][step] = q, qd, qdd
             if sigma is not None:
                 sigma[step] = marginal_sigmas(smoother.getFactors(), estimate, [keys.q])[0]
@@ -356,12 +358,11 @@ class FactorGraphSimulator:
                                  compute_uv=False)
         return float(singular[-1] / singular[0])
 
-    def _check_independent(self, q: Array, t: float) -> None:
-        """Stops where z stops determining q: near such a point (a coordinate at its
-        extreme) the position factor loses rank and the graph follows the soft equality
-        alone, away from the true motion (tens of cm on the four-bar), without any
-        residual showing it."""
-        conditioning = self._z_conditioning(q)
+    def _check_independent(self, conditioning: float, t: float) -> None:
+        """Stops where z stops determining q (``conditioning``: :meth:`_z_conditioning`):
+        near such a point (a coordinate at its extreme) the position factor loses rank and
+        the graph follows the weak tie between steps alone, away from the true motion (tens
+        of cm on the four-bar), without any residual showing it."""
         if conditioning < Z_CONDITIONING:
             names = [self.mechanism.coordinate_names[i] for i in self.factors.z]
             raise FactorGraphError(
