@@ -36,3 +36,7 @@ class UntrustedResultError(MbgenError):
     """The computation ran, but its result is not to be trusted: a solver that did not
     converge, NaN or inf in the output, a run that stopped early, a parameter the data do
     not determine. The command line exits with code 4 on it."""
+
+
+class MbgenWarning(UserWarning):
+    """Something works, but not as well as it could (the CLI prints it as one line)."""

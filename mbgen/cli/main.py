@@ -9,6 +9,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +33,22 @@ from mbgen.cli.conventions import (
     EXIT_UNTRUSTED,
     Command,
 )
-from mbgen.errors import MbgenError, UntrustedResultError
+from mbgen.errors import MbgenError, MbgenWarning, UntrustedResultError
 from mbgen.version import __version__
 
 MECHANISM_FILE = click.Path(dir_okay=False, path_type=Path)
+
+
+def _one_line_warning(message: Warning | str, category: type[Warning], *args: Any,
+                      **kwargs: Any) -> None:
+    """mbgen's own warnings as one yellow line (no source line); others as Python's."""
+    if issubclass(category, MbgenWarning):
+        err_console.print(f"[yellow]warning:[/] {escape(str(message))}")
+    else:
+        _python_warning(message, category, *args, **kwargs)
+
+
+_python_warning = warnings.showwarning
 
 
 class MbgenGroup(click.Group):
@@ -49,6 +62,7 @@ class MbgenGroup(click.Group):
         # SIGTERM ends the command like Ctrl-C would: cleanup code runs, so a file being
         # written leaves no temporary behind
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+        warnings.showwarning = _one_line_warning
         try:
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort):

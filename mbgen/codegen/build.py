@@ -90,7 +90,7 @@ _OWNER = re.compile(r"^\.tmp-[0-9a-f]+-p(\d+)@(.*)-[^-]+$")
 _STAGING = re.compile(r"^\.tmp-[0-9a-f]+-")  # any staging directory's name
 
 
-def _staging_prefix(digest: str) -> str:
+def staging_prefix(digest: str) -> str:
     return f".tmp-{digest}-p{os.getpid()}@{socket.gethostname()}-"
 
 
@@ -125,7 +125,7 @@ def stale_staging(parent: Path) -> list[Path]:
     return found
 
 
-def _remove_stale_staging(parent: Path) -> None:
+def remove_stale_staging(parent: Path) -> None:
     for stale in stale_staging(parent):
         shutil.rmtree(stale, ignore_errors=True)
 
@@ -144,7 +144,7 @@ def _child_options() -> dict[str, Any]:
     return {"preexec_fn": die_with_parent}
 
 
-_CHILD = _child_options()
+CHILD_OPTIONS = _child_options()
 
 
 def compile_mechanism(path: str | Path, out_dir: str | Path,
@@ -175,8 +175,8 @@ def compile_mechanism(path: str | Path, out_dir: str | Path,
     timings["codegen"] = time.perf_counter() - start
 
     target.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_staging(target.parent)
-    staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(digest), dir=target.parent))
+    remove_stale_staging(target.parent)
+    staging = Path(tempfile.mkdtemp(prefix=staging_prefix(digest), dir=target.parent))
     try:
         start = time.perf_counter()
         say("compiling C")
@@ -189,7 +189,7 @@ def compile_mechanism(path: str | Path, out_dir: str | Path,
                     parts=source.parts)
         (staging / "meta.json").write_text(json.dumps(meta, indent=1))
         staging.chmod(0o755)  # mkdtemp makes it private; builds may be shared
-        _install(staging, target, replace)
+        install_build(staging, target, replace)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     _remove_stale_builds(target, path)
@@ -215,7 +215,7 @@ def _compile_c(kernels_c: Path, parts: int, output: Path, module: str) -> None:
         _build_core(compiler, core, jobs)
     link = [compiler, "-shared", *map(str, objects), str(core), "-o", str(output), "-lm",
             *_init_alias(module)]
-    result = subprocess.run(link, capture_output=True, text=True, **_CHILD)
+    result = subprocess.run(link, capture_output=True, text=True, **CHILD_OPTIONS)
     if result.returncode != 0:
         raise CompileError(f"linking failed ({' '.join(link)}):\n{result.stderr[-4000:]}")
 
@@ -232,7 +232,7 @@ def _init_alias(module: str) -> list[str]:
 CORE_ARCHIVE = re.compile(r"libmbcore-[0-9a-f]{16}-[0-9a-f]{8}\.a")
 
 
-def _compiler_identity(compiler: str) -> str:
+def compiler_identity(compiler: str) -> str:
     """The compiler as the file it runs (path, size, time): an upgrade gives a new key."""
     found = shutil.which(compiler)
     if found is None:
@@ -247,7 +247,7 @@ def core_object(compiler: str) -> Path:
     in the user's cache: keyed by the core's sources, both sets of flags, the compiler,
     cffi and Python (the glue includes Python.h)."""
     key = "|".join([core_digest(), *CORE_FLAGS, *GLUE_FLAGS, *march_flags(vector_level()),
-                    _compiler_identity(compiler), cffi.__version__, GLUE_MODULE,
+                    compiler_identity(compiler), cffi.__version__, GLUE_MODULE,
                     sysconfig.get_paths()["include"]])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return user_cache_dir() / "core" / f"mbcore-{digest}.o"
@@ -281,9 +281,9 @@ def _build_core(compiler: str, core: Path, jobs: list[list[str]]) -> None:
     """Compile the core and the glue (alongside ``jobs``) in a staging directory beside
     ``core``, link them into one relocatable object and install it and its checksum by
     renames (a concurrent twin's copy is equivalent)."""
-    _remove_stale_staging(core.parent)
+    remove_stale_staging(core.parent)
     key = core.stem.removeprefix("mbcore-")
-    staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(key), dir=core.parent))
+    staging = Path(tempfile.mkdtemp(prefix=staging_prefix(key), dir=core.parent))
     try:
         ffi = cffi.FFI()
         ffi.cdef(public_cdef())
@@ -301,7 +301,7 @@ def _build_core(compiler: str, core: Path, jobs: list[list[str]]) -> None:
         partial = [compiler, "-r", "-nostdlib", *(job[-1] for job in core_jobs), "-o",
                    linked.name]
         result = subprocess.run(partial, capture_output=True, text=True, cwd=staging,
-                                **_CHILD)
+                                **CHILD_OPTIONS)
         if result.returncode != 0:
             raise CompileError(f"linking the C core failed:\n{result.stderr[-4000:]}")
         checksum = staging / "core.sha256"
@@ -324,7 +324,7 @@ def _run_parallel(jobs: list[list[str]], cwd: Path | None = None) -> None:
                 job = waiting.pop()
                 # stderr to a file: a pipe could fill up and stop the compiler
                 errors = files.enter_context(tempfile.TemporaryFile())
-                running.append((job, subprocess.Popen(job, stderr=errors, cwd=cwd, **_CHILD),
+                running.append((job, subprocess.Popen(job, stderr=errors, cwd=cwd, **CHILD_OPTIONS),
                                 errors))
             finished = [entry for entry in running if entry[1].poll() is not None]
             if not finished:
@@ -339,7 +339,7 @@ def _run_parallel(jobs: list[list[str]], cwd: Path | None = None) -> None:
         raise CompileError("\n".join(failures))
 
 
-def _install(staging: Path, target: Path, replace: bool) -> None:
+def install_build(staging: Path, target: Path, replace: bool) -> None:
     """Move the finished build into place by renames, so no reader sees half a build.
 
     With ``replace`` an existing build of the same hash is moved aside first; otherwise

@@ -12,16 +12,22 @@ and velocity factors) and z̈: residual q̈(q, q̇)[z] − z̈, with Jacobians t
 ∂q̈/∂q and ∂q̈/∂q̇. So q is always the graph's own estimate, consistent with z through
 the constraint factors, and the chain rule through those factors gives GTSAM exactly
 ∂z̈/∂z along the manifold.
+
+Where mbgen's native module is available (factors/native.py, checked against these
+callbacks), the factors get its C++ error functions instead of the Python closures: the
+same residuals and Jacobians from the same C kernels, with no Python in ``linearize``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from types import ModuleType
+from typing import Any, Literal
 
 import gtsam
 import numpy as np
 
+from mbgen.factors.native import native_module
 from mbgen.factors.noise import PAPER, NoiseDefaults, isotropic
 from mbgen.runtime.compiled import CompiledMechanism
 
@@ -34,11 +40,13 @@ class MechanismFactors:
 
     ``z``: the independent coordinates (names or indices) of the independent-coordinate
     factors; default: the file's ``independent_coordinates`` or the full-pivoting choice
-    at q0.
+    at q0. ``native``: the native error functions where available (None), never (False),
+    or those of a given module (the self-check's).
     """
 
     def __init__(self, mechanism: CompiledMechanism, noise: NoiseDefaults = PAPER,
-                 z: Sequence[str | int] | None = None) -> None:
+                 z: Sequence[str | int] | None = None,
+                 native: ModuleType | Literal[False] | None = None) -> None:
         self.mechanism = mechanism
         self.noise = noise
         self.evaluator = mechanism.evaluator()
@@ -48,15 +56,32 @@ class MechanismFactors:
         self.z = mechanism.independent_indices(z).astype(int)
         self.d = len(self.z)
         self._select = np.eye(self.n)[self.z]  # (d, n): q ↦ q[z]
+        module = native_module() if native is None else native or None
+        self.native = module is not None  # the factors run natively
+        self._module = module
+        self._native = None if module is None else module.Mechanism(
+            self.evaluator, *self.evaluator.entry_points(), self.n, self.m,
+            len(mechanism.sensor_labels), [int(i) for i in self.z])
 
     def _noise(self, dim: int, sigma: float | None, default: float,
                ) -> gtsam.noiseModel.Base:
         return isotropic(dim, default if sigma is None else sigma)
 
-    @staticmethod
-    def _custom(noise: gtsam.noiseModel.Base, keys: Sequence[int],
-                function: ErrorFunction) -> gtsam.CustomFactor:
-        return gtsam.CustomFactor(noise, list(keys), function)
+    def _custom(self, noise: gtsam.noiseModel.Base, keys: Sequence[int],
+                function: ErrorFunction, kind: str, forces: Array | None = None,
+                actuated: Array | None = None, row: int = 0, measured: float = 0.0,
+                ) -> gtsam.CustomFactor:
+        """The factor with the Python error ``function``, or with the native one of the
+        same ``kind`` (a name in the native module's KINDS) and the data it needs."""
+        module, native = self._module, self._native
+        if module is None or native is None:
+            return gtsam.CustomFactor(noise, list(keys), function)
+        factor = gtsam.CustomFactor(noise, list(keys), getattr(module, kind))
+        native.register(factor, module.KINDS.index(kind), list(keys),
+                              [] if forces is None else [float(f) for f in forces],
+                              [] if actuated is None else [int(a) for a in actuated],
+                              int(row), float(measured))
+        return factor
 
     # -- dependent coordinates ------------------------------------------------------------
     def position_constraints(self, q: int, sigma: float | None = None) -> gtsam.CustomFactor:
@@ -69,7 +94,8 @@ class MechanismFactors:
                 H[0] = phi_q
             return phi.copy()
 
-        return self._custom(self._noise(self.m, sigma, self.noise.constraints), [q], error)
+        return self._custom(self._noise(self.m, sigma, self.noise.constraints), [q], error,
+                            "position_constraints")
 
     def velocity_constraints(self, q: int, qd: int, sigma: float | None = None,
                              ) -> gtsam.CustomFactor:
@@ -84,7 +110,7 @@ class MechanismFactors:
             return rate.copy()
 
         return self._custom(self._noise(self.m, sigma, self.noise.constraints), [q, qd],
-                            error)
+                            error, "velocity_constraints")
 
     def forward_dynamics(self, q: int, qd: int, qdd: int, forces: Array | None = None,
                          sigma: float | None = None) -> gtsam.CustomFactor:
@@ -105,7 +131,7 @@ class MechanismFactors:
             return acc - values.atVector(qdd)
 
         return self._custom(self._noise(self.n, sigma, self.noise.dynamics), [q, qd, qdd],
-                            error)
+                            error, "forward_dynamics", forces=Q)
 
     def inverse_dynamics(self, q: int, qd: int, qdd: int, forces: int,
                          actuated: Sequence[int] | None = None, sigma: float | None = None,
@@ -133,7 +159,7 @@ class MechanismFactors:
             return acc - values.atVector(qdd)
 
         return self._custom(self._noise(self.n, sigma, self.noise.dynamics),
-                            [q, qd, qdd, forces], error)
+                            [q, qd, qdd, forces], error, "inverse_dynamics", actuated=columns)
 
     # -- independent coordinates ------------------------------------------------------------
     def independent_position(self, q: int, z: int, sigma: float | None = None,
@@ -152,7 +178,7 @@ class MechanismFactors:
             return np.concatenate([phi, qv[zi] - values.atVector(z)])
 
         return self._custom(self._noise(m + self.d, sigma, self.noise.constraints), [q, z],
-                            error)
+                            error, "independent_position")
 
     def independent_velocity(self, q: int, qd: int, zd: int, sigma: float | None = None,
                              ) -> gtsam.CustomFactor:
@@ -172,7 +198,7 @@ class MechanismFactors:
             return np.concatenate([rate, velocity[zi] - values.atVector(zd)])
 
         return self._custom(self._noise(m + d, sigma, self.noise.constraints), [q, qd, zd],
-                            error)
+                            error, "independent_velocity")
 
     def independent_acceleration(self, q: int, qd: int, qdd: int, zdd: int,
                                  sigma: float | None = None) -> gtsam.CustomFactor:
@@ -194,7 +220,7 @@ class MechanismFactors:
             return np.concatenate([res, acc[zi] - values.atVector(zdd)])
 
         return self._custom(self._noise(m + d, sigma, self.noise.constraints),
-                            [q, qd, qdd, zdd], error)
+                            [q, qd, qdd, zdd], error, "independent_acceleration")
 
     def independent_dynamics(self, q: int, qd: int, zdd: int, forces: Array | None = None,
                              sigma: float | None = None) -> gtsam.CustomFactor:
@@ -216,7 +242,7 @@ class MechanismFactors:
             return acc[zi] - values.atVector(zdd)
 
         return self._custom(self._noise(self.d, sigma, self.noise.dynamics), [q, qd, zdd],
-                            error)
+                            error, "independent_dynamics", forces=Q)
 
     # -- sensors ------------------------------------------------------------------------------
     def sensor_noise(self) -> list[float]:
@@ -245,4 +271,5 @@ class MechanismFactors:
             return np.array([h[row] - value])
 
         noise = self.sensor_noise()[row] if sigma is None else sigma
-        return self._custom(isotropic(1, noise), [q, qd], error)
+        return self._custom(isotropic(1, noise), [q, qd], error, "observation", row=row,
+                            measured=value)

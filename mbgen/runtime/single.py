@@ -10,13 +10,25 @@ workspace is kept between calls, and the results are views of its own output buf
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from mbgen.runtime.calls import status_error
 
 Array = np.ndarray
+
+
+class EntryPoints(NamedTuple):
+    """Addresses of an evaluator's C state, for native code that calls the same kernels
+    (mbgen/csrc/gtsam_factors.cpp): valid while the evaluator lives."""
+
+    forward_dynamics_one: int
+    eval_dense_set: int
+    status_text: int
+    workspace: int
+    model: int
+    parameters: int
 
 
 class StateEvaluator:
@@ -73,6 +85,19 @@ class StateEvaluator:
         self._sensor_set = self._kernel_set(
             (lib.MB_K_SENSORS, qd_in, self._h[:sensors]), (lib.MB_K_SENSORS_Q, qd_in, self._h_q),
             (lib.MB_K_SENSORS_QD, qd_in, self._h_qd))
+
+    def entry_points(self) -> EntryPoints:
+        """The C functions and state this evaluator calls, as addresses (uintptr_t)."""
+        ffi, lib = self._ffi, self._lib
+
+        def address(pointer: Any) -> int:
+            return int(ffi.cast("uintptr_t", pointer))
+
+        return EntryPoints(address(ffi.addressof(lib, "mb_forward_dynamics_one")),
+                           address(ffi.addressof(lib, "mb_eval_dense_set")),
+                           address(ffi.addressof(lib, "mb_status_text")),
+                           address(self._workspace), address(self._model),
+                           address(self._p.pointer))
 
     def _pointer(self, array: Array) -> Any:
         return self._ffi.from_buffer("double[]", array)
