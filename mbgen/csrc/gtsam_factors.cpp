@@ -11,13 +11,15 @@
  * registry holds about as many entries as there are live factors.
  *
  * No GTSAM headers: the types of the signature are declared here as GTSAM names them
- * (only their names matter to pybind11's match and to the linker), and Values::at is the
+ * (only their names matter to pybind11's match and to the linker), as is the layout of a
+ * stored vector (GenericValue: a vtable pointer, then the value), and Values::at is the
  * one symbol taken from the wheel's library, made global by the Python side before this
  * module is imported. Built with the wheel's string ABI (-D_GLIBCXX_USE_CXX11_ABI=0) and
  * a pybind11 of the wheel's internals version (mbgen/factors/native.py). The residuals
  * and Jacobians are those of mbgen/factors/mechanism.py's Python error functions, which
  * the self-check compares them with before the module is ever used.
  */
+#include <pybind11/eigen.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -29,6 +31,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <typeinfo>
 #include <unordered_map>
 #include <vector>
 
@@ -39,9 +42,17 @@ using Key = std::uint64_t;
 using Vector = Eigen::VectorXd;
 using Matrix = Eigen::MatrixXd;
 class CustomFactor {};  // only its address is used
+class Value {  // polymorphic, with no data: GTSAM's base of every value
+public:
+    virtual ~Value();
+};
+template <class T> class GenericValue : public Value {  // GTSAM's value of type T
+public:
+    T value_;
+};
 class Values {
 public:
-    template <class T> const T at(Key key) const;  // defined in the wheel's libgtsam
+    const Value& at(Key key) const;  // defined in the loaded libgtsam
 };
 }  // namespace gtsam
 
@@ -126,7 +137,7 @@ struct Mechanism {
 
 enum Kind {
     POSITION, VELOCITY, FORWARD, INVERSE, INDEPENDENT_POSITION, INDEPENDENT_VELOCITY,
-    INDEPENDENT_ACCELERATION, INDEPENDENT_DYNAMICS, OBSERVATION
+    INDEPENDENT_ACCELERATION, INDEPENDENT_DYNAMICS, OBSERVATION, LINEAR
 };
 
 struct Factor {
@@ -138,6 +149,8 @@ struct Factor {
     std::vector<int> actuated;   // inverse dynamics: the columns of Q = B u, or empty
     int row;                     // observation: the sensor output
     double measured;
+    std::vector<Matrix> blocks;  // linear: the residual is Σ blocks[i] x[keys[i]] − rhs
+    Vector rhs;
 };
 
 /* Never destroyed: its entries hold Python objects, which must not be released after
@@ -170,9 +183,15 @@ const Factor& factor_of(const gtsam::CustomFactor& factor) {
 
 Mechanism& mechanism_of(const Factor& factor) { return *factor.mechanism; }
 
-/* A variable of the factor, checked to have ``size`` entries (the kernels read that many). */
-Vector value(const gtsam::Values& values, gtsam::Key key, int size) {
-    Vector found = values.at<Vector>(key);
+/* A variable of the factor (no copy), checked to be a vector of ``size`` entries (the
+ * kernels read that many). The type check compares type names, as GTSAM's own
+ * Values::at<T> does through dynamic_cast. */
+const Vector& value(const gtsam::Values& values, gtsam::Key key, int size) {
+    const gtsam::Value& held = values.at(key);
+    if (typeid(held) != typeid(gtsam::GenericValue<Vector>))
+        throw std::invalid_argument("mbgen native factor: variable " + std::to_string(key) +
+                                    " is not a vector");
+    const Vector& found = static_cast<const gtsam::GenericValue<Vector>&>(held).value_;
     if (found.size() != size)
         throw std::invalid_argument("mbgen native factor: variable " + std::to_string(key) +
                                     " has " + std::to_string(found.size()) +
@@ -213,7 +232,7 @@ Vector position_constraints(const gtsam::CustomFactor& self, const gtsam::Values
                             Jacobians H) {
     const Factor& f = factor_of(self);
     Mechanism& mech = mechanism_of(f);
-    const Vector q = value(values, f.keys[0], mech.n);
+    const Vector& q = value(values, f.keys[0], mech.n);
     mech.evaluate(q.data(), {{MB_K_PHI, nullptr, mech.m, 1, mech.phi.data()},
                              {MB_K_PHI_Q, nullptr, mech.m, mech.n, mech.phi_q.data()}});
     if (H) H->get()[0] = view(mech.phi_q, mech.m, mech.n);
@@ -231,7 +250,8 @@ Vector velocity_constraints(const gtsam::CustomFactor& self, const gtsam::Values
                             Jacobians H) {
     const Factor& f = factor_of(self);
     Mechanism& mech = mechanism_of(f);
-    const Vector q = value(values, f.keys[0], mech.n), qd = value(values, f.keys[1], mech.n);
+    const Vector& q = value(values, f.keys[0], mech.n);
+    const Vector& qd = value(values, f.keys[1], mech.n);
     velocity_terms(mech, q, qd);
     if (H) {
         H->get()[0] = view(mech.rate_q, mech.m, mech.n);
@@ -244,7 +264,8 @@ Vector forward_dynamics(const gtsam::CustomFactor& self, const gtsam::Values& va
                         Jacobians H) {
     const Factor& f = factor_of(self);
     Mechanism& mech = mechanism_of(f);
-    const Vector q = value(values, f.keys[0], mech.n), qd = value(values, f.keys[1], mech.n);
+    const Vector& q = value(values, f.keys[0], mech.n);
+    const Vector& qd = value(values, f.keys[1], mech.n);
     mech.dynamics(q.data(), qd.data(), f.forces.empty() ? nullptr : f.forces.data(),
                   H.has_value(), false);
     if (H) {
@@ -259,9 +280,10 @@ Vector inverse_dynamics(const gtsam::CustomFactor& self, const gtsam::Values& va
                         Jacobians H) {
     const Factor& f = factor_of(self);
     Mechanism& mech = mechanism_of(f);
-    const Vector q = value(values, f.keys[0], mech.n), qd = value(values, f.keys[1], mech.n);
+    const Vector& q = value(values, f.keys[0], mech.n);
+    const Vector& qd = value(values, f.keys[1], mech.n);
     const int inputs = f.actuated.empty() ? mech.n : static_cast<int>(f.actuated.size());
-    const Vector applied = value(values, f.keys[3], inputs);
+    const Vector& applied = value(values, f.keys[3], inputs);
     const double* Q = applied.data();
     if (!f.actuated.empty()) {
         std::fill(mech.forces.begin(), mech.forces.end(), 0.0);
@@ -291,7 +313,8 @@ Vector independent_position(const gtsam::CustomFactor& self, const gtsam::Values
                             Jacobians H) {
     const Factor& f = factor_of(self);
     Mechanism& mech = mechanism_of(f);
-    const Vector q = value(values, f.keys[0], mech.n), z = value(values, f.keys[1], mech.dim_z());
+    const Vector& q = value(values, f.keys[0], mech.n);
+    const Vector& z = value(values, f.keys[1], mech.dim_z());
     mech.evaluate(q.data(), {{MB_K_PHI, nullptr, mech.m, 1, mech.phi.data()},
                              {MB_K_PHI_Q, nullptr, mech.m, mech.n, mech.phi_q.data()}});
     if (H) {
@@ -309,8 +332,9 @@ Vector independent_velocity(const gtsam::CustomFactor& self, const gtsam::Values
                             Jacobians H) {
     const Factor& f = factor_of(self);
     Mechanism& mech = mechanism_of(f);
-    const Vector q = value(values, f.keys[0], mech.n), qd = value(values, f.keys[1], mech.n);
-    const Vector zd = value(values, f.keys[2], mech.dim_z());
+    const Vector& q = value(values, f.keys[0], mech.n);
+    const Vector& qd = value(values, f.keys[1], mech.n);
+    const Vector& zd = value(values, f.keys[2], mech.dim_z());
     velocity_terms(mech, q, qd);
     if (H) {
         H->get()[0] = stacked_zeros(mech, mech.rate_q);
@@ -328,9 +352,10 @@ Vector independent_acceleration(const gtsam::CustomFactor& self, const gtsam::Va
                                 Jacobians H) {
     const Factor& f = factor_of(self);
     Mechanism& mech = mechanism_of(f);
-    const Vector q = value(values, f.keys[0], mech.n), qd = value(values, f.keys[1], mech.n);
-    const Vector qdd = value(values, f.keys[2], mech.n);
-    const Vector zdd = value(values, f.keys[3], mech.dim_z());
+    const Vector& q = value(values, f.keys[0], mech.n);
+    const Vector& qd = value(values, f.keys[1], mech.n);
+    const Vector& qdd = value(values, f.keys[2], mech.n);
+    const Vector& zdd = value(values, f.keys[3], mech.dim_z());
     const int m = mech.m, n = mech.n;
     mech.evaluate(q.data(), {{MB_K_PHI_Q, nullptr, m, n, mech.phi_q.data()},
                              {MB_K_DPHIQ_QD, qd.data(), m, 1, mech.rate.data()},
@@ -356,8 +381,9 @@ Vector independent_dynamics(const gtsam::CustomFactor& self, const gtsam::Values
                             Jacobians H) {
     const Factor& f = factor_of(self);
     Mechanism& mech = mechanism_of(f);
-    const Vector q = value(values, f.keys[0], mech.n), qd = value(values, f.keys[1], mech.n);
-    const Vector zdd = value(values, f.keys[2], mech.dim_z());
+    const Vector& q = value(values, f.keys[0], mech.n);
+    const Vector& qd = value(values, f.keys[1], mech.n);
+    const Vector& zdd = value(values, f.keys[2], mech.dim_z());
     mech.dynamics(q.data(), qd.data(), f.forces.empty() ? nullptr : f.forces.data(),
                   H.has_value(), false);
     const int n = mech.n, d = static_cast<int>(mech.z.size());
@@ -380,7 +406,8 @@ Vector observation(const gtsam::CustomFactor& self, const gtsam::Values& values,
                    Jacobians H) {
     const Factor& f = factor_of(self);
     Mechanism& mech = mechanism_of(f);
-    const Vector q = value(values, f.keys[0], mech.n), qd = value(values, f.keys[1], mech.n);
+    const Vector& q = value(values, f.keys[0], mech.n);
+    const Vector& qd = value(values, f.keys[1], mech.n);
     const int k = mech.sensors, n = mech.n;
     mech.evaluate(q.data(), {{MB_K_SENSORS, qd.data(), k, 1, mech.h.data()},
                              {MB_K_SENSORS_Q, qd.data(), k, n, mech.h_q.data()},
@@ -391,6 +418,20 @@ Vector observation(const gtsam::CustomFactor& self, const gtsam::Values& values,
     }
     Vector residual(1);
     residual[0] = mech.h[f.row] - f.measured;
+    return residual;
+}
+
+/* Σ A_i x_i − b: an integrator's or another linear relation's factor, with no Python and
+ * no conversion to a Hessian (GTSAM's Python API builds Jacobian factors on at most three
+ * variables). Its Jacobians are the blocks themselves. */
+Vector linear(const gtsam::CustomFactor& self, const gtsam::Values& values, Jacobians H) {
+    const Factor& f = factor_of(self);
+    Vector residual = -f.rhs;
+    for (std::size_t i = 0; i < f.keys.size(); ++i) {
+        const Matrix& block = f.blocks[i];
+        residual.noalias() += block * value(values, f.keys[i], static_cast<int>(block.cols()));
+        if (H) H->get()[i] = block;
+    }
     return residual;
 }
 
@@ -408,7 +449,7 @@ void register_factor(std::shared_ptr<Mechanism> mechanism, py::handle factor, in
                      std::vector<gtsam::Key> keys, std::vector<double> forces,
                      std::vector<int> actuated, int row, double measured) {
     static const std::size_t key_count[] = {1, 2, 3, 4, 2, 3, 4, 3, 2};
-    if (kind < POSITION || kind > OBSERVATION) throw std::invalid_argument("unknown kind");
+    if (kind < POSITION || kind >= LINEAR) throw std::invalid_argument("unknown kind");
     if (keys.size() != key_count[kind]) throw std::invalid_argument("wrong number of keys");
     if (!forces.empty() && forces.size() != static_cast<std::size_t>(mechanism->n))
         throw std::invalid_argument("forces: one per coordinate");
@@ -421,7 +462,20 @@ void register_factor(std::shared_ptr<Mechanism> mechanism, py::handle factor, in
     sweep();
     registry()[holder.get()] =
         Factor{holder, std::move(mechanism), static_cast<Kind>(kind), std::move(keys),
-               std::move(forces), std::move(actuated), row, measured};
+               std::move(forces), std::move(actuated), row, measured, {}, Vector()};
+}
+
+void register_linear(py::handle factor, std::vector<gtsam::Key> keys,
+                     std::vector<Matrix> blocks, Vector rhs) {
+    if (keys.empty() || blocks.size() != keys.size())
+        throw std::invalid_argument("one block per key");
+    for (const Matrix& block : blocks)
+        if (block.rows() != rhs.size())
+            throw std::invalid_argument("every block has as many rows as the residual");
+    const auto& holder = holder_of(factor);
+    sweep();
+    registry()[holder.get()] = Factor{holder, nullptr, LINEAR, std::move(keys), {}, {}, 0, 0.0,
+                                      std::move(blocks), std::move(rhs)};
 }
 
 }  // namespace
@@ -435,7 +489,10 @@ PYBIND11_MODULE(MBGEN_MODULE_NAME, module) {
         .def("register", &register_factor, py::arg("factor"), py::arg("kind"),
              py::arg("keys"), py::arg("forces"), py::arg("actuated"), py::arg("row"),
              py::arg("measured"));
+    module.def("register_linear", &register_linear, py::arg("factor"), py::arg("keys"),
+               py::arg("blocks"), py::arg("rhs"));
     module.def("registered", [] { return registry().size(); });
+    module.def("linear", &linear);
     module.def("position_constraints", &position_constraints);
     module.def("velocity_constraints", &velocity_constraints);
     module.def("forward_dynamics", &forward_dynamics);

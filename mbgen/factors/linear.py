@@ -1,21 +1,28 @@
 """Factors that are linear in their variables, with no Python in their linearization.
 
-An integrator or an equality is an exact linear function of its variables, so it is
-stored once as a GTSAM Gaussian factor inside a ``gtsam.LinearContainerFactor``: GTSAM
-re-linearizes it at any point in C++ (it only shifts the right-hand side), where a
-``CustomFactor`` would call back into Python (~4 µs) on every linearization. GTSAM's
-Python API builds Jacobian factors on at most three variables; a residual on more (the
-trapezoidal integrator has four) is built as the equivalent Hessian factor, summed from
-two-variable blocks, and turned into a Jacobian factor once (GTSAM factors the Hessian;
-the result has as many rows as the residual).
+An integrator or an equality is an exact linear function of its variables. Where mbgen's
+native factors are available (native.py), it is a ``CustomFactor`` with the native
+``linear`` error function, which holds the blocks and returns them as its Jacobians.
+Otherwise it is stored once as a GTSAM Gaussian factor inside a
+``gtsam.LinearContainerFactor``: GTSAM re-linearizes it at any point in C++ (it only
+shifts the right-hand side), where a Python callback would cost ~4 µs on every
+linearization. GTSAM's Python API builds Jacobian factors on at most three variables; a
+residual on more (the trapezoidal integrator has four) is then built as the equivalent
+Hessian factor, summed from two-variable blocks, and turned into a Jacobian factor once
+(GTSAM factors the Hessian; the result has as many rows as the residual). That costs
+~80 µs of Python per factor, where the native factor costs a few.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import ModuleType
+from typing import Literal
 
 import gtsam
 import numpy as np
+
+from mbgen.factors.native import native_module
 
 Array = np.ndarray
 
@@ -26,15 +33,23 @@ def whitening(noise: gtsam.noiseModel.Base, rows: int) -> Array:
 
 
 def linear_factor(keys: Sequence[int], blocks: Sequence[Array], rhs: Array,
-                  noise: gtsam.noiseModel.Base) -> gtsam.LinearContainerFactor:
+                  noise: gtsam.noiseModel.Base,
+                  native: ModuleType | Literal[False] | None = None) -> gtsam.NonlinearFactor:
     """The factor of the residual ``Σ_i blocks[i] @ x[keys[i]] - rhs`` with ``noise``.
 
     ``blocks[i]``: (r, dim of key i); ``rhs``: (r,). Exact at every linearization point.
+    ``native``: as for MechanismFactors (None: native where available).
     """
     rhs = np.asarray(rhs, dtype=float)
     rows = rhs.shape[0]
     if len(keys) != len(blocks) or len(set(keys)) != len(keys):
         raise ValueError("one block per key, and distinct keys")
+    module = native_module() if native is None else native or None
+    if module is not None:
+        factor = gtsam.CustomFactor(noise, list(keys), module.linear)
+        module.register_linear(factor, list(keys),
+                               [np.asarray(block, dtype=float) for block in blocks], rhs)
+        return factor
     white = whitening(noise, rows)
     a = [white @ np.asarray(block, dtype=float) for block in blocks]
     b = white @ rhs
@@ -72,14 +87,14 @@ def _hessian(keys: list[int], a: list[Array], b: Array) -> gtsam.HessianFactor:
 
 
 def euler_factor(x: int, x_next: int, rate: int, dt: float, dim: int,
-                 noise: gtsam.noiseModel.Base) -> gtsam.LinearContainerFactor:
+                 noise: gtsam.noiseModel.Base) -> gtsam.NonlinearFactor:
     """x_{k+1} − x_k − dt ẋ_k (the paper's f_ei)."""
     eye = np.eye(dim)
     return linear_factor([x, x_next, rate], [-eye, eye, -dt * eye], np.zeros(dim), noise)
 
 
 def trapezoidal_factor(x: int, x_next: int, rate: int, rate_next: int, dt: float, dim: int,
-                       noise: gtsam.noiseModel.Base) -> gtsam.LinearContainerFactor:
+                       noise: gtsam.noiseModel.Base) -> gtsam.NonlinearFactor:
     """x_{k+1} − x_k − dt/2 (ẋ_k + ẋ_{k+1}) (the paper's f_ti)."""
     eye = np.eye(dim)
     return linear_factor([x, x_next, rate, rate_next],

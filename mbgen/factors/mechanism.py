@@ -58,7 +58,7 @@ class MechanismFactors:
         self._select = np.eye(self.n)[self.z]  # (d, n): q ↦ q[z]
         module = native_module() if native is None else native or None
         self.native = module is not None  # the factors run natively
-        self._module = module
+        self.native_functions = module  # the native module, or None
         self._native = None if module is None else module.Mechanism(
             self.evaluator, *self.evaluator.entry_points(), self.n, self.m,
             len(mechanism.sensor_labels), [int(i) for i in self.z])
@@ -73,7 +73,7 @@ class MechanismFactors:
                 ) -> gtsam.CustomFactor:
         """The factor with the Python error ``function``, or with the native one of the
         same ``kind`` (a name in the native module's KINDS) and the data it needs."""
-        module, native = self._module, self._native
+        module, native = self.native_functions, self._native
         if module is None or native is None:
             return gtsam.CustomFactor(noise, list(keys), function)
         factor = gtsam.CustomFactor(noise, list(keys), getattr(module, kind))

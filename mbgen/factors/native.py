@@ -147,8 +147,8 @@ def build(target: Path) -> None:
         result = subprocess.run(command, capture_output=True, text=True, cwd=staging,
                                 **CHILD_OPTIONS)
         if result.returncode != 0:
-            raise NativeUnavailable(f"compiling {SOURCE} failed: "
-                                    f"{result.stderr.strip()[-2000:]}")
+            raise NativeUnavailable(f"compiling {SOURCE} failed (exit status "
+                                    f"{result.returncode}): {result.stderr.strip()[-2000:]}")
         (staging / "meta.json").write_text(json.dumps(
             {"gtsam": gtsam_version(), "library": str(gtsam_library()),
              "key": build_key()}))
@@ -169,9 +169,19 @@ def load_module(path: Path) -> ModuleType:
     return module
 
 
+def check_key() -> str:
+    """What the self-check's verdict depends on besides the build: the check and the
+    Python path it compares with."""
+    digest = hashlib.sha256()
+    here = Path(__file__).parent
+    for name in ("self_check.py", "self_check.yaml", "mechanism.py", "linear.py"):
+        digest.update((here / name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def verdict(directory: Path) -> tuple[bool, str]:
     """The self-check's verdict on a build, run (in a subprocess) and cached once."""
-    path = directory / "verdict.json"
+    path = directory / f"verdict-{check_key()}.json"
     try:
         cached = json.loads(path.read_text())
         return bool(cached["ok"]), str(cached["detail"])
@@ -194,10 +204,20 @@ def verdict(directory: Path) -> tuple[bool, str]:
     return ok, detail
 
 
+def unavailable() -> str | None:
+    """Why the native module is not used in this process (None: it is, or not yet asked)."""
+    return _UNAVAILABLE[0]
+
+
+_UNAVAILABLE: list[str | None] = [None]
+
+
 @functools.cache
 def native_module() -> ModuleType | None:
     """The checked native module, or None (then the Python callbacks are used)."""
+    _UNAVAILABLE[0] = None
     if os.environ.get(ENVIRONMENT, "1") == "0":
+        _UNAVAILABLE[0] = f"{ENVIRONMENT}=0"
         return None
     try:
         directory = build_dir()
@@ -208,6 +228,7 @@ def native_module() -> ModuleType | None:
             raise NativeUnavailable(f"its self-check failed ({detail})")
         return load_module(module_file(directory))
     except (NativeUnavailable, OSError, ImportError) as exc:
+        _UNAVAILABLE[0] = str(exc)
         warnings.warn(f"mbgen's native GTSAM factors are not used, so factor graphs run "
                       f"slower: {exc}. {ENVIRONMENT}=0 silences this.", MbgenWarning,
                       stacklevel=3)

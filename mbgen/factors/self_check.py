@@ -17,6 +17,7 @@ import gtsam
 import numpy as np
 
 from mbgen.codegen.cache import user_cache_dir
+from mbgen.factors.linear import linear_factor
 from mbgen.factors.mechanism import MechanismFactors
 from mbgen.factors.native import load_module
 from mbgen.loading import load
@@ -28,9 +29,16 @@ Array = np.ndarray
 
 
 def linearization(factor: gtsam.NonlinearFactor, values: gtsam.Values) -> Array:
-    """[A | b] of the whitened linearization, and the error as one more entry (1-D)."""
-    augmented = factor.linearize(values).augmentedJacobian()
-    return np.append(augmented.ravel(), factor.error(values))
+    """The whitened linearization's information form, its variables in key order, and the
+    error as one more entry (1-D): the same for every equivalent [A | b] (the Python path
+    stores a linear factor on four variables in another form and order)."""
+    graph = gtsam.GaussianFactorGraph()
+    graph.push_back(factor.linearize(values))
+    ordering = gtsam.Ordering()
+    for key in sorted(factor.keys()):
+        ordering.push_back(key)
+    information, eta = graph.hessian(ordering)
+    return np.concatenate([np.ravel(information), eta, [factor.error(values)]])
 
 
 def mismatch(native: gtsam.NonlinearFactor, python: gtsam.NonlinearFactor,
@@ -66,6 +74,13 @@ def pairs(native: MechanismFactors, python: MechanismFactors, values: gtsam.Valu
     for row, label in enumerate(native.mechanism.sensor_labels):
         made.append((f"sensor {label}", native.observation(q, qd, row, 0.25),
                      python.observation(q, qd, row, 0.25)))
+    # a linear factor on four variables (the trapezoidal integrator's shape)
+    eye = np.eye(native.n)
+    blocks, rhs = [-eye, eye, -0.01 * eye, -0.02 * eye], forces
+    noise = gtsam.noiseModel.Isotropic.Sigma(native.n, 0.03)
+    keys = [q, qd, qdd, Q]
+    made.append(("linear", linear_factor(keys, blocks, rhs, noise, native.native_functions),
+                 linear_factor(keys, blocks, rhs, noise, False)))
     return made
 
 
