@@ -8,9 +8,10 @@ robot's two motor torques (1001 samples) with its staged factor graph in C++: 5.
 C) and its factor graph (the paper's graph and stages over the whole trajectory,
 linearized in batched C calls and solved by a banded Levenberg–Marquardt) are timed on
 the same inputs (the reference trajectory files), whole calls including the spline
-differentiation; the same graph solved by GTSAM in windows of Python factors is timed
-once for comparison. The four-bar's torque is compared with the Adams table (RMS error
-over the peak).
+differentiation; the same graph solved by GTSAM in windows of 10 samples is timed with
+mbgen's native factors (the GTSAM route's targets of issue 36: 0.5 s and 1.6 s) and once
+with the Python callbacks, for comparison. The four-bar's torque is compared with the
+Adams table (RMS error over the peak).
 
 Run: ``.venv/bin/python benchmarks/inverse_dynamics.py [--quick]`` (any cwd). Writes
 ``benchmarks/results/inverse_dynamics.json`` (not with ``--quick``).
@@ -19,6 +20,7 @@ Run: ``.venv/bin/python benchmarks/inverse_dynamics.py [--quick]`` (any cwd). Wr
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -26,6 +28,7 @@ import numpy as np
 from _common import REPO, Figure, best_time, print_table, write_results
 
 import mbgen
+from mbgen.factors import native
 from mbgen.inverse.direct import inverse_dynamics_direct
 from mbgen.inverse.factor_graph import inverse_dynamics_factor_graph
 from mbgen.io.trajectory import read_trajectory
@@ -58,9 +61,16 @@ def main(argv: list[str] | None = None) -> int:
         graph = best_time(lambda m=mech, tr=trajectory, i=imposed:
                           inverse_dynamics_factor_graph(m, tr, i), 3)
         graph_result = inverse_dynamics_factor_graph(mech, trajectory, imposed)
-        begin = time.perf_counter()
+        gtsam = best_time(lambda m=mech, tr=trajectory, i=imposed:
+                          inverse_dynamics_factor_graph(m, tr, i, solver="gtsam"), 3)
         gtsam_result = inverse_dynamics_factor_graph(mech, trajectory, imposed, solver="gtsam")
-        gtsam = time.perf_counter() - begin
+        os.environ[native.ENVIRONMENT] = "0"  # the Python callbacks, once
+        native.native_module.cache_clear()
+        begin = time.perf_counter()
+        inverse_dynamics_factor_graph(mech, trajectory, imposed, solver="gtsam")
+        python = time.perf_counter() - begin
+        os.environ[native.ENVIRONMENT] = "1"
+        native.native_module.cache_clear()
         direct_result = inverse_dynamics_direct(mech, trajectory, imposed)
         agreement = _disagreement(graph_result.forces, direct_result.forces)
         figures += [
@@ -69,10 +79,13 @@ def main(argv: list[str] | None = None) -> int:
                    f"best of 5; paper's factor graph: {paper} s"),
             Figure(f"{name}: factor graph (staged, batched, banded LM)", graph, "s",
                    None if args.quick else graph_target, f"best of 3; paper: {paper} s"),
-            Figure(f"{name}: the same graph by GTSAM, windows of 10", gtsam, "s",
-                   note=f"one run; {gtsam / graph:.1f}× the banded solver's time; forces "
+            Figure(f"{name}: the same graph by GTSAM, windows of 10, native factors", gtsam,
+                   "s", None if args.quick else graph_target,
+                   f"best of 3; {gtsam / graph:.1f}× the banded solver's time; forces "
                    f"differ by {_disagreement(gtsam_result.forces, graph_result.forces):.1e} "
                    "% of the peak"),
+            Figure(f"{name}: the same graph by GTSAM, Python factors", python, "s",
+                   note=f"one run; {python / gtsam:.1f}× the native factors' time"),
             Figure(f"{name}: paper / direct", paper / direct, "×",
                    note="speed-up of the direct method over the paper's C++"),
             Figure(f"{name}: methods' disagreement (RMS / peak)", agreement, "%", 0.1),
