@@ -191,3 +191,20 @@ def test_energy_equals_work_of_constant_generalized_force(compiled: Compiled) ->
     h = 1e-6
     rate = (mech.energy(q + h * qd, qd + h * qdd) - mech.energy(q - h * qd, qd - h * qdd)) / (2 * h)
     assert rate == pytest.approx(qd @ Q, rel=1e-6, abs=1e-8)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-4])
+def test_a_contradicting_redundant_row_is_found_at_any_size(tmp_path: Path,
+                                                            scale: float) -> None:
+    """At q0 the two bars are collinear, so the second length row is redundant there (Φq
+    loses rank) but does not hold: the model contradicts itself. The check of such rows
+    had an absolute floor (1e-7 m²), under which the same mechanism 0.4 mm across passed."""
+    path = tmp_path / "contradiction.yaml"
+    path.write_text(f"points:\n  - {{x: 0, y: 0, fixed: true}}\n  - {{x: {scale}, y: 0}}\n"
+                    f"  - {{x: {4 * scale}, y: 0, fixed: true}}\n"
+                    f"planar_bodies:\n  - {{points: [0, 1], mass: 1, length: {scale}}}\n"
+                    f"  - {{points: [1, 2], mass: 1, length: {scale}}}\n")
+    mech = mbgen.load(str(path), out_dir=str(tmp_path / "gen"))
+    assert len(mech.active_rows) == 1
+    _, status = mech.solve_position(mech.q0, errors="status")
+    assert mech.is_status(int(status[0]), "INCONSISTENT")

@@ -11,7 +11,7 @@ from rich.markup import escape
 from mbgen.cli import status_console
 from mbgen.cli.conventions import Command
 
-RESIDUAL_TOL = 1e-6  # |Φ(q0)| above this (relative to the size of q0) is reported
+RESIDUAL_TOL = 1e-6  # |Φ(q0)| above this (relative to the mechanism's size²) is reported
 
 
 @click.command(cls=Command, example="mbgen check mechanisms/fourbar.yaml")
@@ -45,7 +45,7 @@ def check(file: Path) -> None:
                              f"coordinate(s) but the mechanism has {dof} degree(s) of "
                              "freedom at q0", str(file), key="independent_coordinates")
     console = status_console
-    scale = max(1.0, float(np.abs(q0).max(initial=0.0)))
+    scale = mechanism.length_scale() ** 2  # Φ holds squared lengths
     worst = int(np.abs(residual).argmax()) if residual.size else -1
     if worst >= 0 and abs(residual[worst]) > RESIDUAL_TOL * scale:
         console.print(f"[yellow]![/] q0 is off the constraints: |Φ| = "

@@ -102,7 +102,8 @@ def generate(kernels: KernelSet, progress: Any = None) -> GeneratedSource:
     kkt_parts = dict(zip(groups, where[len(rendered):], strict=True))
     c_source = render(
         "mechanism.c.j2", version=__version__, source=mechanism.source, name=mechanism.name,
-        n=model.n, m=model.m, np=len(model.params), kernels=rendered, order=order, kkt=kkt,
+        n=model.n, m=model.m, np=len(model.params), length=repr(mechanism.length_scale()),
+        kernels=rendered, order=order, kkt=kkt,
         kkt_lanes=kkt_lanes, kkt_parts=kkt_parts, parts=parts)
     return GeneratedSource(c_source, build_meta(kernels), parts)
 

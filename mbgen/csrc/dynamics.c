@@ -258,11 +258,14 @@ int mb_position_one(mb_ws* w, double* q, const double* p, const int* zfix, int n
             if (fabs(b[k]) > err) err = fabs(b[k]);
         }
         if (err <= tol) {
-            /* Rows dropped as redundant must hold too, or the model contradicts itself. */
+            /* Rows dropped as redundant must hold too, or the model contradicts itself:
+             * to within what the kept rows hold (1e5 tol), or round-off in |q|² (no
+             * absolute floor, which would pass a contradiction in a small mechanism). */
             double qn = 0.0;
             for (int i = 0; i < n; ++i) qn += q[i] * q[i];
+            const double consistent = fmax(1e5 * tol, 1e-10 * qn);
             for (int i = 0; i < m; ++i)
-                if (fabs(ph[i]) > 1e-7 * (1.0 + qn)) return MB_INCONSISTENT;
+                if (fabs(ph[i]) > consistent) return MB_INCONSISTENT;
             return MB_OK;
         }
         if (!(err < INFINITY)) return MB_NOT_FINITE;

@@ -62,6 +62,7 @@ typedef struct {
 
 struct mb_model {
     int n, m, np;
+    double length;  /* the mechanism's size [m] (largest |x|, |y| of its points; 1 if 0) */
     mb_kernel kernel[MB_KERNEL_COUNT];
     const int* coordinate_order;  /* fill-reducing elimination order of q (length n) */
     const mb_kkt* kkt;            /* NULL: the generic sparse code */

@@ -60,7 +60,8 @@ enum { MB_PROJECT_NONE = 0, MB_PROJECT_MANIFOLD = 1, MB_PROJECT_ENERGY = 2 };
 typedef struct {
     double pivot_tol;   /* relative pivot under which Φq counts as rank-deficient */
     double mass_tol;    /* relative pivot under which the reduced mass counts as singular */
-    double newton_tol;  /* position-problem tolerance inside the integrators */
+    double newton_tol;  /* position-problem tolerance on max |Φ| inside the integrators, in
+                           the file's length unit squared (mb_model_options: 1e-12 size²) */
     int max_iter;       /* Newton iteration limit inside the integrators */
     double alpha;       /* Baumgarte stabilization: c -= 2 alpha Φq q̇ + beta² Φ */
     double beta;
@@ -68,7 +69,11 @@ typedef struct {
     int refine;         /* iterative-refinement steps of the sparse solves */
 } mb_options;
 
+/* The defaults for a mechanism 1 m across; mb_model_options scales the tolerance on Φ
+ * with the model's size (results then do not depend on the unit of length). */
 void mb_default_options(mb_options* options);
+void mb_model_options(const mb_model* model, mb_options* options);
+double mb_length_scale(const mb_model* model);  /* the mechanism's size, in its unit */
 const char* mb_status_text(int status);
 const mb_model* mb_model_get(void);
 int mb_model_size(const mb_model* model, int what);  /* 0 n, 1 m, 2 parameters */

@@ -11,16 +11,30 @@
  * static factorization pattern it is as fast as the dense one at n = 4, faster above). */
 #define MB_SPARSE_FROM_N 4
 
+/* max |Φ| the position problem stops at, for a mechanism 1 m across (scaled by size²) */
+#define MB_NEWTON_TOL 1e-12
+
 void mb_default_options(mb_options* options)
 {
     options->pivot_tol = 1e-10;
     options->mass_tol = 1e-12;
-    options->newton_tol = 1e-12;
+    options->newton_tol = MB_NEWTON_TOL;
     options->max_iter = 25;
     options->alpha = 0.0;
     options->beta = 0.0;
     options->method = MB_METHOD_AUTO;
     options->refine = 0;
+}
+
+void mb_model_options(const mb_model* model, mb_options* options)
+{
+    mb_default_options(options);
+    options->newton_tol = MB_NEWTON_TOL * model->length * model->length;
+}
+
+double mb_length_scale(const mb_model* model)
+{
+    return model->length;
 }
 
 const char* mb_status_text(int status)

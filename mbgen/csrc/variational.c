@@ -356,7 +356,9 @@ static int vi_step(vi* s, const double* q0, const double* qd0, const double* Qex
         }
         for (int k = 0; k < s->r; ++k) lam[k] -= s->dx[n + k];
         if (!(step == step)) return MB_NOT_FINITE;
-        converged = step <= s->opt->newton_tol;
+        /* the step is a length, newton_tol a length squared (size² × 1e-12): the same
+         * relative tolerance is newton_tol / size */
+        converged = step <= s->opt->newton_tol / s->model->length;
     }
     *iterations = it;
     if (!converged) return MB_NO_CONVERGENCE;

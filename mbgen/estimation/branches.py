@@ -59,7 +59,7 @@ def _embedding(mech: CompiledMechanism) -> Callable[[Array], Array]:
     """Coordinates in which distances mean the same everywhere: lengths over the
     mechanism's size, angles as (cos, sin) so that −π and π meet."""
     angle = np.array([unit == "rad" for unit in mech.coordinate_units])
-    size = mech_size(mech)
+    size = mech.span
 
     def embed(q: Array) -> Array:
         q = np.atleast_2d(q)
@@ -68,19 +68,13 @@ def _embedding(mech: CompiledMechanism) -> Callable[[Array], Array]:
     return embed
 
 
-def mech_size(mech: CompiledMechanism) -> float:
-    """A length that spans the mechanism (its coordinates' spread at q0, at least 1)."""
-    lengths = np.array([unit == "m" for unit in mech.coordinate_units])
-    return max(1.0, float(np.ptp(mech.q0[lengths]))) if lengths.any() else 1.0
-
-
 def sample_configurations(mech: CompiledMechanism, count: int, rng: np.random.Generator,
                           spread: float | None = None) -> Array:
     """Up to ``count`` configurations (K, n) on Φ = 0 from q0 and random starts: within
     ±spread of q0 in every coordinate, or (None) over the whole region the mechanism can
     reach (lengths within twice its size of q0, angles over a full turn)."""
     angle = np.array([unit == "rad" for unit in mech.coordinate_units])
-    half = 2.0 * mech_size(mech) if spread is None else float(spread)
+    half = 2.0 * mech.span if spread is None else float(spread)
     start = mech.q0 + half * rng.uniform(-1.0, 1.0, (count, mech.n))
     if spread is None:
         start[:, angle] = rng.uniform(-np.pi, np.pi, (count, int(angle.sum())))

@@ -31,7 +31,7 @@ import numpy as np
 
 from mbgen.errors import MbgenError
 from mbgen.runtime.calls import Core, ParameterBuffer
-from mbgen.runtime.coordinates import NEWTON_TOL, Coordinates, length_scale
+from mbgen.runtime.coordinates import Coordinates
 from mbgen.runtime.dynamics import Dynamics
 from mbgen.runtime.forwarding import Forward, documented_by
 from mbgen.runtime.integration import Integrators
@@ -63,9 +63,9 @@ class CompiledMechanism:
         self.q0: Array = np.array(meta["q0"], dtype=float)
         self.kernels: dict[str, KernelInfo] = kernel_infos(self.lib, meta["kernels"])
         self.parameter_buffer = ParameterBuffer(self.ffi, meta["parameters"])
-        self.size: float = length_scale(meta["points"])
-        self.options = SolverOptions(self.ffi, self.lib)
-        self.options.newton_tol = NEWTON_TOL * self.size**2
+        model = self.lib.mb_model_get()
+        self.size: float = float(self.lib.mb_length_scale(model))  # see mb_model_options
+        self.options = SolverOptions(self.ffi, self.lib, model)
         self._make_parts()
 
     def _make_parts(self) -> None:
@@ -109,6 +109,15 @@ class CompiledMechanism:
     @documented_by(Coordinates.units)
     def coordinate_units(self) -> list[str]:
         return self.coordinates.units
+
+    @property
+    def span(self) -> float:
+        """How far the moving points spread at q0 (the largest spread of the length
+        coordinates), else ``size``: the length of the mechanism's moves, where ``size`` (its
+        largest coordinate) is the scale of round-off."""
+        lengths = self.q0[[unit == "m" for unit in self.coordinate_units]]
+        spread = float(np.ptp(lengths)) if lengths.size else 0.0
+        return spread if spread > 0 else self.size
 
     @property
     @documented_by(Coordinates.default_independent)
@@ -268,3 +277,4 @@ class CompiledMechanism:
     def __repr__(self) -> str:
         return (f"<CompiledMechanism {self.name!r}: n={self.n}, m={self.m}, "
                 f"dof={self.dof}, parameters={list(self.parameters)}>")
+

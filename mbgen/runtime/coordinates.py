@@ -8,18 +8,6 @@ from collections.abc import Sequence
 import numpy as np
 
 Array = np.ndarray
-NEWTON_TOL = 1e-12  # the position problem's tolerance on max |Φ|, times size² [m²]
-
-
-def length_scale(points: Sequence[dict]) -> float:
-    """A mechanism's size [m]: the largest |x| or |y| of its points in the file (fixed ones
-    included), 1 when all are 0. Φ holds squared lengths (and lengths), computed from
-    coordinates this large, so tolerances on Φ scale with its square: a mechanism a few
-    centimetres across then converges as tightly as the same one in metres (with an
-    absolute 1e-12 m², Andrews' squeezer lost 4e-8 rad of crank angle in 0.03 s)."""
-    largest = max((max(abs(float(p["x"])), abs(float(p["y"]))) for p in points),
-                  default=0.0)
-    return largest if largest > 0 else 1.0
 
 
 class Coordinates:

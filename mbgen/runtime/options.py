@@ -19,9 +19,10 @@ class SolverOptions:
 
     _FIELDS = ("pivot_tol", "mass_tol", "newton_tol", "max_iter", "refine")
 
-    def __init__(self, ffi: Any, lib: Any) -> None:
+    def __init__(self, ffi: Any, lib: Any, model: Any) -> None:
+        """The core's defaults for ``model`` (its tolerance on Φ scaled by its size²)."""
         object.__setattr__(self, "struct", ffi.new("mb_options *"))
-        lib.mb_default_options(self.struct)
+        lib.mb_model_options(model, self.struct)
 
     def __getattr__(self, name: str) -> Any:
         if name in self._FIELDS:

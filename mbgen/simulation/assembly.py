@@ -20,19 +20,12 @@ from mbgen.errors import SingularConfigurationError
 from mbgen.runtime.compiled import CompiledMechanism
 
 Array = np.ndarray
-STEP = 0.02  # continuation step: rad, or this fraction of the mechanism's size in m
+STEP = 0.02  # continuation step: rad, or this fraction of the mechanism's span in m
 MAX_STEPS = 20_000
 
 
 class AssemblyError(SingularConfigurationError):
     """The asked initial state cannot be assembled (or, with ``strict``, not as asked)."""
-
-
-def mechanism_size(mech: CompiledMechanism) -> float:
-    """The largest |q0| in metres (at least 1): the length scale of tolerances."""
-    lengths = [abs(v) for v, unit in zip(mech.q0, mech.coordinate_units, strict=True)
-               if unit == "m"]
-    return max(1.0, *lengths)
 
 
 def assemble(mech: CompiledMechanism, start: Array, named: dict[int, float],
@@ -46,8 +39,7 @@ def assemble(mech: CompiledMechanism, start: Array, named: dict[int, float],
     the start and may move (said in the lines). ``what`` names the start in the lines;
     None for a mere starting guess, whose change is no news.
     """
-    size = mechanism_size(mech)
-    tolerance = 1e-9 * size
+    tolerance = 1e-9 * mech.size  # round-off in coordinates this large
     names = mech.coordinate_names
     exact = bool(named) and len(named) == mech.dof
     guess = np.array(start, dtype=float)
@@ -70,7 +62,7 @@ def assemble(mech: CompiledMechanism, start: Array, named: dict[int, float],
                     "them met exactly" for index, value in named.items()
                     if abs(q[index] - value) > tolerance]
     if exact:
-        q, line = _continue(mech, q, named, size)
+        q, line = _continue(mech, q, named, mech.span)
         changes += [line] if line else []
     return q, changes
 
@@ -165,14 +157,14 @@ def refuse_singular_start(mech: CompiledMechanism, q: np.ndarray, step: float = 
     redundant = np.setdiff1d(np.arange(mech.m), mech.active_rows)
     if not redundant.size:
         return
-    tolerance = 1e-4 * (step * mech.size) ** 2  # a spurious row is off by about (step·size)²
+    tolerance = 1e-4 * (step * mech.span) ** 2  # a spurious row is off by about (step·span)²
     _, _, vt = np.linalg.svd(mech.phi_q(q)[mech.active_rows])
     null = vt[len(mech.active_rows):]
     rng = np.random.default_rng(0)
     offsets = [np.abs(mech.phi(q)[redundant])]
     for _ in range(3 if len(null) else 0):
         direction = rng.standard_normal(len(null)) @ null
-        guess = q + step * mech.size * direction / np.linalg.norm(direction)
+        guess = q + step * mech.span * direction / np.linalg.norm(direction)
         solved, statuses = mech.solve_position(guess, minimum_norm=True, errors="status")
         status = int(statuses[0])
         if mech.is_status(status, "INCONSISTENT"):  # the C core's check of those rows
