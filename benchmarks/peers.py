@@ -108,6 +108,7 @@ class Row:
     scale: float  # seconds → unit
     target: float | None = None  # mbgen's target from the issue, in ``unit``
     issue: str = ""  # the peers' figures the issue measured
+    against_pinocchio: float | None = None  # target of mbgen / Pinocchio (issue 34)
 
 
 @dataclass
@@ -367,26 +368,40 @@ def measure(cases: dict[str, Case], peers: Peers, sizes: Sizes,
                            count, f"generated code, C loop into preallocated outputs, "
                            f"N = {count}, best of {r}")
 
-    # one double-pendulum state from Python
-    case = cases["pendulum"]
-    q1, qd1 = case.q[0].copy(), case.qd[0].copy()
-    j1, v1, t1 = case.joints[0].copy(), case.rates[0].copy(), case.tau[0].copy()
+    # one state from Python: double pendulum and four-bar, q̈ and q̈ with Jacobians
     n, rep = sizes.single_number, sizes.single_repeat
-    evaluator = case.mech.evaluator()
-    single: list[tuple[str, Callable[[], Any], str]] = [
-        ("mbgen", lambda: evaluator.forward_dynamics(q1, qd1),
-         "mech.evaluator().forward_dynamics(q, qd)")]
-    if "pendulum" in peers.pinocchio:
-        runner = peers.pinocchio["pendulum"]
-        single.append(("Pinocchio", lambda: runner.qdd(j1, v1, t1), "pinocchio.aba"))
-    for tool, peer in peers.compiled.items():
-        single.append((tool, lambda p=peer: p.python_qdd(j1, v1, t1), peer.info["python"]))
-    for tool, function, what in single:
-        function()
-        key = ("pendulum", "single", tool)
-        times[key] = best_time(function, rep, n)
-        notes[key] = f"{what}; best of {rep}×{n}"
-        say(f"  pendulum single    {tool:10s} {times[key] * 1e6:10.4g} µs  ({notes[key]})")
+    for key in ("pendulum", "fourbar"):
+        case = cases[key]
+        q1, qd1 = case.q[0].copy(), case.qd[0].copy()
+        j1, v1, t1 = case.joints[0].copy(), case.rates[0].copy(), case.tau[0].copy()
+        evaluator = case.mech.evaluator()
+        path = "pybind11 extension" if evaluator.fast else "cffi"
+        single: list[tuple[str, str, Callable[[], Any], str]] = [
+            ("single", "mbgen", lambda e=evaluator, q=q1, v=qd1: e.forward_dynamics(q, v),
+             f"mech.evaluator().forward_dynamics(q, qd) ({path})"),
+            ("single_jacobians", "mbgen",
+             lambda e=evaluator, q=q1, v=qd1: e.forward_dynamics_jacobians(q, v),
+             f"mech.evaluator().forward_dynamics_jacobians(q, qd) ({path})")]
+        if key in peers.pinocchio:
+            runner = peers.pinocchio[key]
+            single += [("single", "Pinocchio",
+                        lambda r=runner, j=j1, v=v1, t=t1: r.qdd(j, v, t),
+                        f"pinocchio.{runner.algorithm}"),
+                       ("single_jacobians", "Pinocchio",
+                        lambda r=runner, j=j1, v=v1, t=t1: r.qdd_jacobians(j, v, t),
+                        f"pinocchio.{runner.jacobian_algorithm}")]
+        if key == "pendulum":
+            for tool, peer in peers.compiled.items():
+                single.append(("single", tool,
+                               lambda p=peer, j=j1, v=v1, t=t1: p.python_qdd(j, v, t),
+                               peer.info["python"]))
+        for kind, tool, function, what in single:
+            function()
+            entry = (key, kind, tool)
+            times[entry] = best_time(function, rep, n)
+            notes[entry] = f"{what}; best of {rep}×{n}"
+            say(f"  {key} {kind:16s} {tool:10s} {times[entry] * 1e6:10.4g} µs  "
+                f"({notes[entry]})")
     return times, notes
 
 
@@ -410,7 +425,14 @@ def rows_for(bodies: int) -> list[Row]:
             target=chain_targets[1],
             issue="Pinocchio ABA derivatives 526 µs" if bodies == 100 else ""),
         Row("pendulum", "single", "one state from Python, double pendulum q̈", "µs/call", 1e6,
-            issue="Pinocchio 1.3 µs; SymForce 2.8 µs"),
+            issue="Pinocchio 1.3 µs; SymForce 2.8 µs", against_pinocchio=1.0),
+        Row("pendulum", "single_jacobians",
+            "one state from Python, double pendulum q̈ with Jacobians", "µs/call", 1e6,
+            against_pinocchio=1.0),
+        Row("fourbar", "single", "one state from Python, four-bar q̈", "µs/call", 1e6,
+            against_pinocchio=1.0),
+        Row("fourbar", "single_jacobians", "one state from Python, four-bar q̈ with Jacobians",
+            "µs/call", 1e6, against_pinocchio=1.0),
     ]
 
 
@@ -431,6 +453,10 @@ def build_figures(rows: list[Row], times: dict[tuple[str, str, str], float],
         if best is not None and ratio is not None:
             figures.append(Figure(f"{row.title}: mbgen / best peer", ratio, "×",
                                   note=f"best peer here: {best}; < 1 means mbgen is faster"))
+        if row.against_pinocchio is not None and "Pinocchio" in measured:
+            figures.append(Figure(f"{row.title}: mbgen / Pinocchio",
+                                  measured["mbgen"] / measured["Pinocchio"], "×",
+                                  row.against_pinocchio, "the same call from Python"))
         summary.append({"row": row.title, "unit": row.unit, "values": measured,
                         "best_peer": best, "mbgen_over_best_peer": ratio,
                         "target": row.target, "issue_peer_figures": row.issue})

@@ -1,5 +1,6 @@
 """mech.evaluator(): the cheap one-state path gives what the batched API gives, sees
-parameter, option and Baumgarte changes, and raises named errors."""
+parameter, option and Baumgarte changes, and raises named errors: through the pybind11
+extension (runtime/single.py) and through cffi alike."""
 
 from __future__ import annotations
 
@@ -12,8 +13,18 @@ from conftest import ALL_MECHANISMS, SHIPPED_DIR, mechanism_id
 
 from mbgen.errors import SingularConfigurationError
 from mbgen.runtime.compiled import CompiledMechanism
+from mbgen.runtime.single import fast_module
 
 Compiled = Callable[[Path], CompiledMechanism]
+
+
+@pytest.fixture(params=[True, False], ids=["extension", "cffi"])
+def fast(request: pytest.FixtureRequest) -> bool:
+    """Both paths of the evaluator's dynamics (the extension's skipped where it cannot be
+    built: no C++ compiler or pybind11)."""
+    if request.param and fast_module() is None:
+        pytest.skip("the one-state extension cannot be built here")
+    return bool(request.param)
 
 
 def states(mech: CompiledMechanism, count: int = 3) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -29,9 +40,10 @@ def states(mech: CompiledMechanism, count: int = 3) -> list[tuple[np.ndarray, np
 @pytest.mark.parametrize("method", ["dense", "sparse", "unrolled"])
 @pytest.mark.parametrize("path", ALL_MECHANISMS, ids=mechanism_id)
 def test_evaluator_matches_the_batched_api(compiled: Compiled, path: Path, method: str,
-                                           ) -> None:
+                                           fast: bool) -> None:
     mech = compiled(path)
-    evaluator = mech.evaluator()
+    evaluator = mech.evaluator(fast)
+    assert evaluator.fast == fast
     mech.options.method = method
     try:
         rng = np.random.default_rng(1)
@@ -58,10 +70,10 @@ def test_evaluator_matches_the_batched_api(compiled: Compiled, path: Path, metho
         mech.options.method = "auto"
 
 
-def test_results_are_the_evaluators_buffers(compiled: Compiled) -> None:
+def test_results_are_the_evaluators_buffers(compiled: Compiled, fast: bool) -> None:
     """Views, overwritten by the next call (documented): nothing is allocated per call."""
     mech = compiled(SHIPPED_DIR / "fourbar.yaml")
-    evaluator = mech.evaluator()
+    evaluator = mech.evaluator(fast)
     (q1, qd1), (q2, qd2) = states(mech, 2)
     first = evaluator.forward_dynamics_jacobians(q1, qd1)
     kept = [a.copy() for a in first]
@@ -72,9 +84,10 @@ def test_results_are_the_evaluators_buffers(compiled: Compiled) -> None:
                                rtol=1e-13, atol=1e-13)
 
 
-def test_evaluator_sees_parameter_and_baumgarte_changes(compiled: Compiled) -> None:
+def test_evaluator_sees_parameter_and_baumgarte_changes(compiled: Compiled,
+                                                        fast: bool) -> None:
     mech = compiled(SHIPPED_DIR / "fourbar.yaml")
-    evaluator = mech.evaluator()
+    evaluator = mech.evaluator(fast)
     q, qd = states(mech, 1)[0]
     q_off = q + 1e-3  # off the manifold, so the β term acts
     before = evaluator.forward_dynamics(q, qd).copy()
@@ -98,9 +111,9 @@ def test_evaluator_sees_parameter_and_baumgarte_changes(compiled: Compiled) -> N
         mech.baumgarte = (0.0, 0.0)
 
 
-def test_evaluator_raises_named_errors(compiled: Compiled) -> None:
+def test_evaluator_raises_named_errors(compiled: Compiled, fast: bool) -> None:
     mech = compiled(SHIPPED_DIR / "fourbar.yaml")
-    evaluator = mech.evaluator()
+    evaluator = mech.evaluator(fast)
     q, qd = states(mech, 1)[0]
     bad = q.copy()
     bad[0] = np.nan
@@ -111,3 +124,33 @@ def test_evaluator_raises_named_errors(compiled: Compiled) -> None:
     # still usable after an error
     np.testing.assert_allclose(evaluator.forward_dynamics(q, qd),
                                mech.forward_dynamics(q, qd), rtol=1e-13, atol=1e-13)
+
+
+def test_both_paths_agree_bit_for_bit(compiled: Compiled) -> None:
+    """The same C call behind both: equal results, the same error text, and any sequence
+    of numbers taken as input (a list, float32, a strided view)."""
+    if fast_module() is None:
+        pytest.skip("the one-state extension cannot be built here")
+    mech = compiled(SHIPPED_DIR / "actuated-double-pendulum.yaml")
+    extension, cffi = mech.evaluator(), mech.evaluator(fast=False)
+    q, qd = states(mech, 1)[0]
+    Q = np.linspace(-1.0, 1.0, mech.n)
+    for args in [(q, qd, Q), (list(q), qd.astype(np.float32), None),
+                 (np.repeat(q, 2)[::2], qd, Q)]:
+        for name in ("forward_dynamics", "forward_dynamics_with_multipliers",
+                     "forward_dynamics_jacobians"):
+            got, expected = getattr(extension, name)(*args), getattr(cffi, name)(*args)
+            got = got if isinstance(got, tuple) else (got,)
+            expected = expected if isinstance(expected, tuple) else (expected,)
+            for g, e in zip(got, expected, strict=True):
+                np.testing.assert_array_equal(g, e)
+    bad = q.copy()
+    bad[0] = np.inf
+    messages = []
+    for evaluator in (extension, cffi):
+        with pytest.raises(SingularConfigurationError) as caught:
+            evaluator.forward_dynamics(bad, qd)
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1] and "q = [" in messages[0]
+    with pytest.raises(ValueError, match="q must have"):
+        extension.forward_dynamics(q[:-1], qd)

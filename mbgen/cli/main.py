@@ -330,7 +330,8 @@ def cache_clean(build_dir: Path | None, everything: bool) -> None:
     is refused. The installation's core (docs/generated-code.md) is not touched."""
     import shutil
 
-    from mbgen.codegen.build import CORE_ARCHIVE, stale_staging
+    from mbgen.codegen.build import CORE_ARCHIVE
+    from mbgen.codegen.staging import stale_staging
     from mbgen.loading import default_out_dir
 
     root = build_dir or default_out_dir()

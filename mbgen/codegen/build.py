@@ -15,15 +15,12 @@ cannot disagree.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import hashlib
 import io
 import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -46,6 +43,13 @@ from mbgen.codegen.cache import (
     user_cache_dir,
 )
 from mbgen.codegen.emit import generate
+from mbgen.codegen.staging import (
+    CHILD_OPTIONS,
+    compiler_identity,
+    install_build,
+    remove_stale_staging,
+    staging_prefix,
+)
 from mbgen.cpu import march_flags, usable_cpus, vector_level
 from mbgen.errors import MbgenError
 from mbgen.model import load_mechanism
@@ -80,71 +84,6 @@ def public_cdef() -> str:
 
 class CompileError(MbgenError):
     """The C compiler rejected the generated code (a bug in mbgen: please report)."""
-
-
-STALE_STAGING = 3600.0  # seconds: a staging directory this old is a killed compile's
-
-
-# A staging directory names its owner: .tmp-<digest>-p<pid>@<host>-<random>
-_OWNER = re.compile(r"^\.tmp-[0-9a-f]+-p(\d+)@(.*)-[^-]+$")
-_STAGING = re.compile(r"^\.tmp-[0-9a-f]+-")  # any staging directory's name
-
-
-def staging_prefix(digest: str) -> str:
-    return f".tmp-{digest}-p{os.getpid()}@{socket.gethostname()}-"
-
-
-def _owner_is_dead(name: str) -> bool:
-    """The compile that made this staging directory ran on this machine and is gone."""
-    match = _OWNER.match(name)
-    if match is None or match.group(2) != socket.gethostname():
-        return False
-    try:
-        os.kill(int(match.group(1)), 0)
-    except ProcessLookupError:
-        return True
-    except (PermissionError, OverflowError):
-        return False
-    return False
-
-
-def stale_staging(parent: Path) -> list[Path]:
-    """Staging directories left by compiles that were killed (SIGKILL leaves no chance to
-    clean up): those whose owner process is gone, and any older than a build takes. A
-    running compile's staging directory is its lock: it is never among them."""
-    now = time.time()
-    found = []
-    for stale in parent.glob(".tmp-*"):
-        try:
-            if (_STAGING.match(stale.name) and stale.is_dir() and not stale.is_symlink()
-                    and (_owner_is_dead(stale.name)
-                         or now - stale.stat().st_mtime > STALE_STAGING)):
-                found.append(stale)
-        except OSError:
-            continue  # removed meanwhile by a concurrent compile
-    return found
-
-
-def remove_stale_staging(parent: Path) -> None:
-    for stale in stale_staging(parent):
-        shutil.rmtree(stale, ignore_errors=True)
-
-
-def _child_options() -> dict[str, Any]:
-    """Linux: the compilers get SIGKILL when mbgen dies (after a SIGKILL of mbgen, the
-    ones it started kept writing into a staging directory nobody would install). prctl is
-    looked up here, so the child only calls it between fork and exec."""
-    if not sys.platform.startswith("linux"):
-        return {}
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-
-    def die_with_parent() -> None:  # pragma: no cover - runs in the child
-        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-    return {"preexec_fn": die_with_parent}
-
-
-CHILD_OPTIONS = _child_options()
 
 
 def compile_mechanism(path: str | Path, out_dir: str | Path,
@@ -230,16 +169,6 @@ def _init_alias(module: str) -> list[str]:
 
 # archives of the C core that earlier versions kept in <out_dir>/_core (cache clean)
 CORE_ARCHIVE = re.compile(r"libmbcore-[0-9a-f]{16}-[0-9a-f]{8}\.a")
-
-
-def compiler_identity(compiler: str) -> str:
-    """The compiler as the file it runs (path, size, time): an upgrade gives a new key."""
-    found = shutil.which(compiler)
-    if found is None:
-        return compiler
-    path = Path(found).resolve()
-    stat = path.stat()
-    return f"{path}|{stat.st_size}|{stat.st_mtime_ns}"
 
 
 def core_object(compiler: str) -> Path:
@@ -337,24 +266,6 @@ def _run_parallel(jobs: list[list[str]], cwd: Path | None = None) -> None:
                     failures.append(f"C compilation failed ({' '.join(job)}):\n{text[-4000:]}")
     if failures:
         raise CompileError("\n".join(failures))
-
-
-def install_build(staging: Path, target: Path, replace: bool) -> None:
-    """Move the finished build into place by renames, so no reader sees half a build.
-
-    With ``replace`` an existing build of the same hash is moved aside first; otherwise
-    a build that a concurrent twin installed first is kept (ours is identical).
-    """
-    if replace and target.exists():
-        aside = target.with_name(f".tmp-old-{target.name}-{os.getpid()}")
-        with contextlib.suppress(OSError):
-            os.rename(target, aside)
-            shutil.rmtree(aside, ignore_errors=True)
-    try:
-        os.rename(staging, target)
-    except OSError:
-        if not (target / "meta.json").exists():
-            raise
 
 
 def _remove_stale_builds(target: Path, source: Path) -> None:

@@ -49,14 +49,15 @@ class MechanismFactors:
                  native: ModuleType | Literal[False] | None = None) -> None:
         self.mechanism = mechanism
         self.noise = noise
-        self.evaluator = mechanism.evaluator()
+        module = native_module() if native is None else native or None
+        # the native factors call the C themselves: their evaluator needs no fast path
+        self.evaluator = mechanism.evaluator(fast=module is None)
         self.n, self.m = mechanism.n, mechanism.m
         if z is None:
             z = mechanism.default_independent or mechanism.independent_coordinates()
         self.z = mechanism.independent_indices(z).astype(int)
         self.d = len(self.z)
         self._select = np.eye(self.n)[self.z]  # (d, n): q ↦ q[z]
-        module = native_module() if native is None else native or None
         self.native = module is not None  # the factors run natively
         self.native_functions = module  # the native module, or None
         self._native = None if module is None else module.Mechanism(

@@ -21,14 +21,10 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
-import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
-import sysconfig
-import tempfile
 import warnings
 from importlib import metadata
 from pathlib import Path
@@ -36,30 +32,28 @@ from types import ModuleType
 
 import gtsam  # noqa: F401  (loads libgtsam, which gtsam_library finds)
 
-from mbgen.codegen.build import (
-    CHILD_OPTIONS,
-    compiler_identity,
-    install_build,
-    remove_stale_staging,
-    staging_prefix,
+from mbgen.codegen.extension import (
+    ExtensionUnavailable,
+    build_extension,
+    extension_dir,
+    extension_key,
+    load_extension,
 )
-from mbgen.codegen.cache import csrc_dir, user_cache_dir
+from mbgen.codegen.extension import module_file as extension_file
 from mbgen.errors import MbgenWarning
 
 ENVIRONMENT = "MBGEN_NATIVE_FACTORS"  # "0": always the Python callbacks
 SOURCE = "gtsam_factors.cpp"
 MODULE = "_mbgen_gtsam_factors"
-# the wheel's C++ string ABI (GCC 10, old ABI) and no -march: the module must run wherever
-# the wheel runs. NDEBUG: no Eigen assertions (sizes are checked where a factor is made and
-# where it reads its variables)
-FLAGS = ["-O2", "-shared", "-fPIC", "-std=c++17", "-fvisibility=hidden", "-DNDEBUG",
-         "-D_GLIBCXX_USE_CXX11_ABI=0", f"-DMBGEN_MODULE_NAME={MODULE}", "-w"]
+# the wheel's C++ string ABI (GCC 10, old ABI); sizes are checked where a factor is made
+# and where it reads its variables (the build has no Eigen assertions)
+FLAGS = ["-D_GLIBCXX_USE_CXX11_ABI=0"]
 SELF_CHECK_TIMEOUT = 300.0  # seconds: the check compiles its small mechanism once
 # the self-check's command; tests replace it to force a failure
 SELF_CHECK = [sys.executable, "-m", "mbgen.factors.self_check"]
 
 
-class NativeUnavailable(Exception):
+class NativeUnavailable(ExtensionUnavailable):
     """Why the native factors cannot be used here (said once, then Python is used)."""
 
 
@@ -86,87 +80,43 @@ def gtsam_library() -> Path:
     raise NativeUnavailable("no libgtsam is loaded by the gtsam package")
 
 
-def _headers() -> tuple[Path, Path]:
-    """pybind11's and Eigen's include directories (both from PyPI packages)."""
+def eigen_include() -> Path:
+    """Eigen's headers (the cmeel-eigen package from PyPI)."""
     try:
-        import pybind11
-    except ImportError:
-        raise NativeUnavailable("pybind11 is not installed") from None
-    try:
-        eigen = Path(str(metadata.distribution("cmeel-eigen").locate_file(
+        return Path(str(metadata.distribution("cmeel-eigen").locate_file(
             "cmeel.prefix/include/eigen3")))
     except metadata.PackageNotFoundError:
         raise NativeUnavailable("Eigen's headers (the cmeel-eigen package) are not "
                                 "installed") from None
-    return Path(pybind11.get_include()), eigen
-
-
-def _compiler() -> str:
-    return os.environ.get("CXX", "c++")
 
 
 @functools.cache
 def build_key() -> str:
-    """What the build depends on: GTSAM (version and library bytes), the source, pybind11,
-    Eigen, the compiler and its flags, and Python."""
-    library = gtsam_library()
-    digest = hashlib.sha256()
-    with library.open("rb") as file:
-        digest.update(hashlib.file_digest(file, "sha256").digest())
-    pybind, eigen = _headers()
-    source = csrc_dir() / SOURCE
-    for part in (gtsam_version(), str(pybind), str(eigen), compiler_identity(_compiler()),
-                 *FLAGS, sys.version, str(sysconfig.get_config_var("EXT_SUFFIX"))):
-        digest.update(part.encode() + b"|")
-    digest.update(source.read_bytes())
-    digest.update((csrc_dir() / "mbgen.h").read_bytes())
-    return digest.hexdigest()[:16]
+    """What the build depends on besides its source and compiler (extension_key): GTSAM,
+    its version and its library's bytes, and Eigen."""
+    with gtsam_library().open("rb") as file:
+        library = hashlib.file_digest(file, "sha256").hexdigest()
+    return extension_key(SOURCE, FLAGS, [gtsam_version(), library, str(eigen_include())])
 
 
 def build_dir() -> Path:
-    return user_cache_dir() / "native" / f"gtsam-{gtsam_version()}-{build_key()}"
+    return extension_dir(f"gtsam-{gtsam_version()}", build_key())
 
 
 def module_file(directory: Path) -> Path:
-    return directory / f"{MODULE}{sysconfig.get_config_var('EXT_SUFFIX')}"
+    return extension_file(directory, MODULE)
 
 
 def build(target: Path) -> None:
-    """Compile the module into ``target`` (a staging directory installed by a rename)."""
-    pybind, eigen = _headers()
-    compiler = _compiler()
-    if shutil.which(compiler) is None:
-        raise NativeUnavailable(f"no C++ compiler ({compiler}; set CXX)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_staging(target.parent)
-    staging = Path(tempfile.mkdtemp(prefix=staging_prefix(build_key()), dir=target.parent))
-    try:
-        command = [compiler, *FLAGS, f"-I{pybind}", f"-I{eigen}", f"-I{csrc_dir()}",
-                   f"-I{sysconfig.get_paths()['include']}", str(csrc_dir() / SOURCE),
-                   "-o", module_file(staging).name]
-        result = subprocess.run(command, capture_output=True, text=True, cwd=staging,
-                                **CHILD_OPTIONS)
-        if result.returncode != 0:
-            raise NativeUnavailable(f"compiling {SOURCE} failed (exit status "
-                                    f"{result.returncode}): {result.stderr.strip()[-2000:]}")
-        (staging / "meta.json").write_text(json.dumps(
-            {"gtsam": gtsam_version(), "library": str(gtsam_library()),
-             "key": build_key()}))
-        install_build(staging, target, replace=False)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    """Compile the module into ``target``."""
+    build_extension(SOURCE, MODULE, target, FLAGS, [eigen_include()])
 
 
 def load_module(path: Path) -> ModuleType:
     """Import a built module, with libgtsam's symbols made global first (the wheel loads
     it privately; the module takes ``Values::at`` from it)."""
     ctypes.CDLL(str(gtsam_library()), mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
-    spec = importlib.util.spec_from_file_location(MODULE, path)
-    if spec is None or spec.loader is None:
-        raise NativeUnavailable(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_extension(path, MODULE)
 
 
 def check_key() -> str:
@@ -227,7 +177,7 @@ def native_module() -> ModuleType | None:
         if not ok:
             raise NativeUnavailable(f"its self-check failed ({detail})")
         return load_module(module_file(directory))
-    except (NativeUnavailable, OSError, ImportError) as exc:
+    except (ExtensionUnavailable, OSError, ImportError) as exc:
         _UNAVAILABLE[0] = str(exc)
         warnings.warn(f"mbgen's native GTSAM factors are not used, so factor graphs run "
                       f"slower: {exc}. {ENVIRONMENT}=0 silences this.", MbgenWarning,
