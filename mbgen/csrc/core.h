@@ -138,6 +138,23 @@ int mb_independent_one(mb_ws* w, mb_ws* wk, const double* q, const double* qd,
                        const double* Qext, const double* p, const int* zfix, int nz,
                        double* zdd, double* Jz, double* Jzd, double* JzQ);
 
+/* Scratch of MB_LANES states side by side, every array [entry][lane] (particles.c). */
+typedef struct {
+    double *q, *qd, *e, *x1, *v1;  /* n each: the start, the noise force, the result */
+    double *Re, *LU;  /* n: R ε; r n + r: the partition's scratch, then its factors */
+    double *ph, *A, *res, *y, *delta; /* the projection's: m, r n, r, r, n */
+    double *kv, *kx, *xs, *sx, *sv; /* RK4's stages, n each */
+    double *f, *dd, *a, *mv, *b, *L, *D, *gamma;
+    int bad[MB_LANES];
+} mb_lanes;
+
+/* particles.c: the lanes' scratch (free() it) and q̈ of MB_LANES states at once, each
+ * lane bit for bit what mb_dynamics_one gives it on the unrolled path */
+mb_lanes* mb_lanes_new(const mb_plan* plan);
+void mb_dynamics_lanes(const mb_plan* plan, const mb_options* options, mb_lanes* s,
+                       const double* q, const double* qd, const double* e, const double* p,
+                       int evaluated, double* qdd);
+
 /* Copy and clear a few doubles inline: at a small mechanism's sizes (n ~ 4-20) a call
  * into the C library costs more than the work (~10 % of the double pendulum's q̈ with
  * Jacobians went to memmove). The core is built with -fno-tree-loop-distribute-patterns

@@ -336,6 +336,50 @@ int mb_forward_dynamics_one(mb_workspace* w, const double* q, const double* qd,
     return st;
 }
 
+/* q̈ of the states [0, count) in blocks of MB_LANES side by side (the module's lane
+ * functions, in SIMD registers); a lane that fails is done again alone for its status,
+ * and the states after the last whole block alone. *done: how many were handled. */
+static int forward_dynamics_lanes(const mb_plan* plan, const mb_options* options, mb_ws* w,
+    long count, const double* q, long q_stride, const double* qd, long qd_stride,
+    const double* Qext, long Q_stride, const double* p, double* qdd, int* status, long* done)
+{
+    enum { W = MB_LANES };
+    const int n = plan->model->n;
+    int failed = 0;
+    mb_lanes* s = mb_lanes_new(plan);
+    *done = 0;
+    if (!s) return MB_NO_MEMORY;
+    for (long s0 = 0; s0 + W <= count; s0 += W) {
+        for (int i = 0; i < n; ++i)
+            for (int l = 0; l < W; ++l) {
+                s->q[i * W + l] = q[(s0 + l) * q_stride + i];
+                s->qd[i * W + l] = qd[(s0 + l) * qd_stride + i];
+                s->e[i * W + l] = Qext ? Qext[(s0 + l) * Q_stride + i] : 0.0;
+            }
+        for (int l = 0; l < W; ++l) s->bad[l] = 0;
+        mb_dynamics_lanes(plan, options, s, s->q, s->qd, s->e, p, 0, s->x1);
+        for (int l = 0; l < W; ++l) {
+            const long k = s0 + l;
+            double* out = qdd + k * n;
+            if (s->bad[l]) {
+                status[k] = mb_forward_dynamics_one(w, q + k * q_stride, qd + k * qd_stride,
+                                                    Qext ? Qext + k * Q_stride : NULL, p,
+                                                    out, NULL, NULL, NULL, NULL);
+                if (status[k] != MB_OK) {
+                    fill_nan(out, n);
+                    failed++;
+                }
+            } else {
+                for (int i = 0; i < n; ++i) out[i] = s->x1[i * W + l];
+                status[k] = MB_OK;
+            }
+        }
+        *done = s0 + W;
+    }
+    free(s);
+    return failed;
+}
+
 int mb_forward_dynamics(const mb_plan* plan, const mb_options* options, long count,
     const double* q, long q_stride, const double* qd, long qd_stride, const double* Qext,
     long Q_stride, const double* p, long p_stride, double* qdd, double* lam, double* Jq,
@@ -345,8 +389,18 @@ int mb_forward_dynamics(const mb_plan* plan, const mb_options* options, long cou
     const long nn = (long)n * n;
     mb_ws* w = mb_ws_new(plan, options, Jq || Jqd || JQ ? MB_WS_JACOBIANS : 0);
     int failed = 0;
+    long first = 0;  /* the states before it are done in lanes */
     if (!w) return MB_NO_MEMORY;
-    for (long s = 0; s < count; ++s) {
+    if (qdd && !lam && !Jq && !Jqd && !JQ && p_stride == 0 && count >= MB_LANES &&
+        mb_predict_uses_lanes(plan, options)) {
+        failed = forward_dynamics_lanes(plan, options, w, count, q, q_stride, qd, qd_stride,
+                                        Qext, Q_stride, p, qdd, status, &first);
+        if (failed == MB_NO_MEMORY) {
+            mb_ws_free(w);
+            return MB_NO_MEMORY;
+        }
+    }
+    for (long s = first; s < count; ++s) {
         double* out[5] = {qdd ? qdd + s * n : NULL, lam ? lam + s * m : NULL,
                           Jq ? Jq + s * nn : NULL, Jqd ? Jqd + s * nn : NULL,
                           JQ ? JQ + s * nn : NULL};

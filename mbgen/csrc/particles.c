@@ -248,15 +248,7 @@ static int finish(predictor* P, int l, long s, double* x1, double* v1)
 
 /* ---- MB_LANES particles at once ------------------------------------------------------ */
 
-/* Scratch of the lanes, every array [entry][lane]. */
-typedef struct {
-    double *q, *qd, *e, *x1, *v1;  /* n each: the start, the noise force, the result */
-    double *Re, *LU;  /* n: R ε; r n + r: the partition's scratch, then its factors */
-    double *ph, *A, *res, *y, *delta; /* the projection's: m, r n, r, r, n */
-    double *kv, *kx, *xs, *sx, *sv; /* RK4's stages, n each */
-    double *f, *dd, *a, *mv, *b, *L, *D, *gamma;
-    int bad[MB_LANES];
-} lanes;
+typedef mb_lanes lanes;  /* core.h */
 
 /* The lanes run the unrolled KKT path of mb_dynamics_one (forces, Φq, the mass and the
  * KKT factor and solve, no stabilization), so they compute what it would, bit for bit. */
@@ -272,7 +264,7 @@ int mb_predict_uses_lanes(const mb_plan* plan, const mb_options* options)
            (model->kernel[MB_K_FORCES].lanes || !model->kernel[MB_K_FORCES].nnz);
 }
 
-static lanes* lanes_new(const mb_plan* plan)
+mb_lanes* mb_lanes_new(const mb_plan* plan)
 {
     const mb_model* model = plan->model;
     const size_t n = (size_t)model->n, N = n + (size_t)plan->r, W = MB_LANES;
@@ -302,7 +294,7 @@ static lanes* lanes_new(const mb_plan* plan)
 
 /* q̈ (n x lanes) at (q, q̇) under the extra force e; s->bad[l] |= 1 where lane l failed.
  * evaluated: s->a and s->mv hold Φq and M at this q already. */
-static void dynamics_lanes(const mb_plan* plan, const mb_options* options, lanes* s,
+void mb_dynamics_lanes(const mb_plan* plan, const mb_options* options, lanes* s,
                            const double* q, const double* qd, const double* e,
                            const double* p, int evaluated, double* qdd)
 {
@@ -354,7 +346,7 @@ static void integrate_lanes(const mb_plan* plan, const mb_options* options, lane
     const int nw = plan->model->n * MB_LANES;
     double *kv = s->kv, *kx = s->kx, *xs = s->xs, *sx = s->sx, *sv = s->sv;
     for (int l = 0; l < MB_LANES; ++l) s->bad[l] = 0;
-    dynamics_lanes(plan, options, s, s->q, s->qd, s->e, p, 1, kv);
+    mb_dynamics_lanes(plan, options, s, s->q, s->qd, s->e, p, 1, kv);
     mb_copy(s->x1, s->q, nw);
     mb_copy(s->v1, s->qd, nw);
     if (method != MB_RK4) {
@@ -371,7 +363,7 @@ static void integrate_lanes(const mb_plan* plan, const mb_options* options, lane
             xs[i] = s->q[i] + c[k] * dt * kx[i];
             kx[i] = s->qd[i] + c[k] * dt * kv[i];
         }
-        dynamics_lanes(plan, options, s, xs, kx, s->e, p, 0, kv);
+        mb_dynamics_lanes(plan, options, s, xs, kx, s->e, p, 0, kv);
         add_scaled(sx, kx, weight[k], nw);
         add_scaled(sv, kv, weight[k], nw);
     }
@@ -596,7 +588,7 @@ int mb_predict_particles(const mb_plan* plan, const mb_options* options, long co
     double* scratch = (double*)malloc(sizeof(double) * (9 * (size_t)n + mass_nnz
                                                         + (size_t)d * (d + 2) + 1));
     P.ind = (int*)malloc(sizeof(int) * ((MB_LANES + 1) * (size_t)d + 1));
-    lanes* s = use_lanes ? lanes_new(plan) : NULL;
+    lanes* s = use_lanes ? mb_lanes_new(plan) : NULL;
     int failed = 0;
     if (!ok || !scratch || !P.ind || (use_lanes && !s)) {
         failed = MB_NO_MEMORY;
