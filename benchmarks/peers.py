@@ -28,7 +28,8 @@ The peers are the optional ``bench`` extra (``pip install ".[test,bench]"``); a 
 cannot be imported (or built) is skipped with its reason, and mbgen's rows still run.
 
 Run: ``.venv/bin/python benchmarks/peers.py [--quick] [--bodies N]`` (any cwd). Writes
-``benchmarks/results/peers.json``.
+``benchmarks/results/peers.json``, ``peers.md`` (the table), ``peers.png`` (mbgen's time
+over each peer's, per row) and the README's table (peers_table.py); not with ``--quick``.
 """
 
 from __future__ import annotations
@@ -44,10 +45,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import peers_table
 import yaml
 from _common import (
     MECHANISMS,
     REPO,
+    RESULTS,
     Figure,
     best_time,
     chain_file,
@@ -561,8 +564,44 @@ def main(argv: list[str] | None = None) -> int:
         say(f"--quick: results not written ({elapsed:.1f} s); {verdict}")
         return 0
     path = write_results("peers", figures, extra)
-    say(f"wrote {path} ({elapsed:.1f} s); {verdict}")
+    results = peers_table.load(path)
+    table = peers_table.render(results)
+    (RESULTS / "peers.md").write_text(table + "\n")
+    readme = REPO / "README.md"
+    readme.write_text(peers_table.with_table(readme.read_text(), table))
+    png = ratio_chart(summary)
+    say(f"wrote {path}, peers.md, {png.name} and the README's table ({elapsed:.1f} s); "
+        f"{verdict}")
     return 0
+
+
+def ratio_chart(summary: list[dict]) -> Path:
+    """peers.png: mbgen's time over each peer's, per row (log scale; < 1: mbgen ahead)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(10, 0.45 * len(summary) + 1.5))
+    rows = list(reversed(summary))
+    peers = [tool for tool in PEERS if any(tool in r["values"] for r in rows)]
+    height = 0.8 / max(len(peers), 1)
+    for k, tool in enumerate(peers):
+        ratios = [r["values"]["mbgen"] / r["values"][tool] if tool in r["values"] else 0.0
+                  for r in rows]
+        axes.barh([i + (k - (len(peers) - 1) / 2) * height for i in range(len(rows))],
+                  ratios, height, label=f"mbgen / {tool}")
+    axes.axvline(1.0, color="k", lw=1)
+    axes.set_xscale("log")
+    axes.set_yticks(range(len(rows)), [r["row"] for r in rows], fontsize=7)
+    axes.set(xlabel="mbgen's time / the peer's (< 1: mbgen is faster)",
+             title="mbgen against its peers, one run of benchmarks/peers.py")
+    axes.legend(fontsize=7)
+    figure.tight_layout()
+    target = RESULTS / "peers.png"
+    figure.savefig(target, dpi=110)
+    plt.close(figure)
+    return target
 
 
 if __name__ == "__main__":

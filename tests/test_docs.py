@@ -116,3 +116,18 @@ def test_the_documents_have_blocks_to_run() -> None:
     runnable = [b for d in DOCUMENTS for b in blocks(d) if not b.skipped]
     assert sum(b.language == "python" for b in runnable) >= 5
     assert sum(b.language != "python" for b in runnable) >= 12
+
+
+def test_the_readmes_peer_table_is_the_measured_one() -> None:
+    """The README's comparison with Pinocchio, SymForce and CasADi is rendered from the
+    committed benchmarks/results/peers.json (benchmarks/peers.py writes both): no figure
+    in it is typed by hand or left behind by a newer run."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import peers_table
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    results = peers_table.load(REPO / "benchmarks" / "results" / "peers.json")
+    readme = (REPO / "README.md").read_text()
+    assert peers_table.table_in(readme) == peers_table.render(results)
+    assert results["peers"]["versions"], "the peers' versions are recorded"
