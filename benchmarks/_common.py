@@ -210,3 +210,14 @@ def write_results(script: str, figures: Sequence[Figure],
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def save_png(figure: Any, name: str, dpi: int = 110) -> Path:
+    """Write a Matplotlib figure to benchmarks/results/<name>.png and close it."""
+    import matplotlib.pyplot as plt
+
+    figure.tight_layout()
+    target = RESULTS / f"{name}.png"
+    figure.savefig(target, dpi=dpi)
+    plt.close(figure)
+    return target

@@ -34,7 +34,15 @@ from typing import Any
 
 import gtsam
 import numpy as np
-from _common import MECHANISMS, RESULTS, Figure, best_time, print_table, write_results
+from _common import (
+    MECHANISMS,
+    RESULTS,
+    Figure,
+    best_time,
+    print_table,
+    save_png,
+    write_results,
+)
 from rich.console import Console
 from rich.progress import Progress
 
@@ -253,11 +261,7 @@ def plot(rows: list[dict[str, Any]], native_costs: dict[str, float],
     costs.set_yticks(y, names, fontsize=7)
     costs.set(xlabel="µs per linearize", title="one factor, four-bar")
     costs.legend(fontsize=7)
-    figure.tight_layout()
-    target = RESULTS / "factor_graph.png"
-    figure.savefig(target, dpi=110)
-    plt.close(figure)
-    return target
+    return save_png(figure, "factor_graph")
 
 
 def main(argv: list[str] | None = None) -> int:

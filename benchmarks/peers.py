@@ -57,6 +57,7 @@ from _common import (
     fresh_dir,
     print_table,
     remove_dir,
+    save_png,
     write_results,
 )
 from _peers import (
@@ -597,11 +598,7 @@ def ratio_chart(summary: list[dict]) -> Path:
     axes.set(xlabel="mbgen's time / the peer's (< 1: mbgen is faster)",
              title="mbgen against its peers, one run of benchmarks/peers.py")
     axes.legend(fontsize=7)
-    figure.tight_layout()
-    target = RESULTS / "peers.png"
-    figure.savefig(target, dpi=110)
-    plt.close(figure)
-    return target
+    return save_png(figure, "peers")
 
 
 if __name__ == "__main__":

@@ -139,6 +139,15 @@ def test_simulation_rejects_bad_settings(compiled: Compiled) -> None:
         simulate(mech, 1.0, 1e-3, project="energy", forces={"x1": lambda t: t})
 
 
+def scaled_fourbar(directory: Path, scale: float) -> Path:
+    """The shipped four-bar in another unit of length (lengths and gravity times scale)."""
+    text = (SHIPPED_DIR / "fourbar.yaml").read_text()
+    path = directory / f"fourbar-x{scale:g}.yaml"
+    path.write_text(text.replace("L: 1.0", f"L: {scale}").replace("xb: 4.0", f"xb: {4 * scale}")
+                    + f"gravity: [0, {-9.81 * scale}]\n")
+    return path
+
+
 @pytest.mark.parametrize("coords", ["independent", "dependent"])
 def test_results_do_not_depend_on_the_unit_of_length(compiled: Compiled, tmp_path: Path,
                                                      coords: str) -> None:
@@ -147,11 +156,8 @@ def test_results_do_not_depend_on_the_unit_of_length(compiled: Compiled, tmp_pat
     position problem's tolerance absolute (1e-12 m²) the centimetre one stopped 7e-9
     (relative) short; it scales with the mechanism's size squared."""
     scale = 0.01
-    text = (SHIPPED_DIR / "fourbar.yaml").read_text()
-    small = tmp_path / "fourbar-cm.yaml"
-    small.write_text(text.replace("L: 1.0", f"L: {scale}").replace("xb: 4.0", f"xb: {4 * scale}")
-                     + f"gravity: [0, {-9.81 * scale}]\n")
-    metres, centimetres = compiled(SHIPPED_DIR / "fourbar.yaml"), compiled(small)
+    metres = compiled(SHIPPED_DIR / "fourbar.yaml")
+    centimetres = compiled(scaled_fourbar(tmp_path, scale))
     assert centimetres.size == pytest.approx(scale * metres.size)
     big = simulate(metres, 0.5, 1e-4, "rk4", coords=coords)
     tiny = simulate(centimetres, 0.5, 1e-4, "rk4", coords=coords)
@@ -165,11 +171,8 @@ def test_the_variational_step_converges_alike_in_any_unit(compiled: Compiled,
     newton_tol itself, the four-bar in millimetres ended 2e-12 (relative) away after 0.5 s;
     now 1e-15."""
     scale = 1000.0
-    text = (SHIPPED_DIR / "fourbar.yaml").read_text()
-    large = tmp_path / "fourbar-mm.yaml"
-    large.write_text(text.replace("L: 1.0", f"L: {scale}").replace("xb: 4.0", f"xb: {4 * scale}")
-                     + f"gravity: [0, {-9.81 * scale}]\n")
-    metres, millimetres = compiled(SHIPPED_DIR / "fourbar.yaml"), compiled(large)
+    metres = compiled(SHIPPED_DIR / "fourbar.yaml")
+    millimetres = compiled(scaled_fourbar(tmp_path, scale))
     steps, dt = 500, 1e-3
     q = metres.integrate(metres.q0, np.zeros(metres.n), dt, steps, "variational")[0]
     q_mm = millimetres.integrate(millimetres.q0, np.zeros(metres.n), dt, steps,

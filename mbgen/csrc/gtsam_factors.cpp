@@ -220,6 +220,16 @@ Matrix stacked_zeros(const Mechanism& mech, const std::vector<double>& block) {
     return out;
 }
 
+/* [top; x[z] − y]: a constraint residual (m) over the selection rows' (d). */
+Vector with_selection(const Mechanism& mech, const Vector& top, const Vector& x,
+                      const Vector& y) {
+    const int m = mech.m, d = mech.dim_z();
+    Vector residual(m + d);
+    residual.head(m) = top;
+    for (int i = 0; i < d; ++i) residual[m + i] = x[mech.z[i]] - y[i];
+    return residual;
+}
+
 /* [0; -I] (m + d) x d: the residual's derivative in z (or ż, z̈). */
 Matrix minus_selected(const Mechanism& mech) {
     const int m = mech.m, d = static_cast<int>(mech.z.size());
@@ -321,11 +331,7 @@ Vector independent_position(const gtsam::CustomFactor& self, const gtsam::Values
         H->get()[0] = stacked_selection(mech, mech.phi_q);
         H->get()[1] = minus_selected(mech);
     }
-    const int d = static_cast<int>(mech.z.size());
-    Vector residual(mech.m + d);
-    residual.head(mech.m) = Eigen::Map<const Vector>(mech.phi.data(), mech.m);
-    for (int i = 0; i < d; ++i) residual[mech.m + i] = q[mech.z[i]] - z[i];
-    return residual;
+    return with_selection(mech, Eigen::Map<const Vector>(mech.phi.data(), mech.m), q, z);
 }
 
 Vector independent_velocity(const gtsam::CustomFactor& self, const gtsam::Values& values,
@@ -341,11 +347,7 @@ Vector independent_velocity(const gtsam::CustomFactor& self, const gtsam::Values
         H->get()[1] = stacked_selection(mech, mech.phi_q);
         H->get()[2] = minus_selected(mech);
     }
-    const int d = static_cast<int>(mech.z.size());
-    Vector residual(mech.m + d);
-    residual.head(mech.m) = Eigen::Map<const Vector>(mech.rate.data(), mech.m);
-    for (int i = 0; i < d; ++i) residual[mech.m + i] = qd[mech.z[i]] - zd[i];
-    return residual;
+    return with_selection(mech, Eigen::Map<const Vector>(mech.rate.data(), mech.m), qd, zd);
 }
 
 Vector independent_acceleration(const gtsam::CustomFactor& self, const gtsam::Values& values,
@@ -362,11 +364,8 @@ Vector independent_acceleration(const gtsam::CustomFactor& self, const gtsam::Va
                              {MB_K_DPHIQ_QD_Q, qd.data(), m, n, mech.acc_q.data()},
                              {MB_K_DPHIQ_QD_QD, qd.data(), m, n, mech.acc_qd.data()},
                              {MB_K_PHIQ_V_Q, qdd.data(), m, n, mech.acc_v_q.data()}});
-    const int d = static_cast<int>(mech.z.size());
-    Vector residual(m + d);
-    residual.head(m) = Eigen::Map<const Vector>(mech.rate.data(), m)
+    const Vector top = Eigen::Map<const Vector>(mech.rate.data(), m)
                        + view(mech.phi_q, m, n) * qdd;
-    for (int i = 0; i < d; ++i) residual[m + i] = qdd[mech.z[i]] - zdd[i];
     if (H) {
         for (int i = 0; i < m * n; ++i) mech.acc_q[i] += mech.acc_v_q[i];
         H->get()[0] = stacked_zeros(mech, mech.acc_q);
@@ -374,7 +373,7 @@ Vector independent_acceleration(const gtsam::CustomFactor& self, const gtsam::Va
         H->get()[2] = stacked_selection(mech, mech.phi_q);
         H->get()[3] = minus_selected(mech);
     }
-    return residual;
+    return with_selection(mech, top, qdd, zdd);
 }
 
 Vector independent_dynamics(const gtsam::CustomFactor& self, const gtsam::Values& values,
