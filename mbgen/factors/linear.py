@@ -22,7 +22,7 @@ from typing import Literal
 import gtsam
 import numpy as np
 
-from mbgen.factors.native import native_module
+from mbgen.factors.native import chosen_module
 
 Array = np.ndarray
 
@@ -38,13 +38,13 @@ def linear_factor(keys: Sequence[int], blocks: Sequence[Array], rhs: Array,
     """The factor of the residual ``Σ_i blocks[i] @ x[keys[i]] - rhs`` with ``noise``.
 
     ``blocks[i]``: (r, dim of key i); ``rhs``: (r,). Exact at every linearization point.
-    ``native``: as for MechanismFactors (None: native where available).
+    ``native``: as for MechanismFactors (chosen_module).
     """
     rhs = np.asarray(rhs, dtype=float)
     rows = rhs.shape[0]
     if len(keys) != len(blocks) or len(set(keys)) != len(keys):
         raise ValueError("one block per key, and distinct keys")
-    module = native_module() if native is None else native or None
+    module = chosen_module(native)
     if module is not None:
         factor = gtsam.CustomFactor(noise, list(keys), module.linear)
         module.register_linear(factor, list(keys),

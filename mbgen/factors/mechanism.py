@@ -27,7 +27,7 @@ from typing import Any, Literal
 import gtsam
 import numpy as np
 
-from mbgen.factors.native import native_module
+from mbgen.factors.native import chosen_module
 from mbgen.factors.noise import PAPER, NoiseDefaults, isotropic
 from mbgen.runtime.compiled import CompiledMechanism
 
@@ -49,7 +49,7 @@ class MechanismFactors:
                  native: ModuleType | Literal[False] | None = None) -> None:
         self.mechanism = mechanism
         self.noise = noise
-        module = native_module() if native is None else native or None
+        module = chosen_module(native)
         # the native factors call the C themselves: their evaluator needs no fast path
         self.evaluator = mechanism.evaluator(fast=module is None)
         self.n, self.m = mechanism.n, mechanism.m
@@ -58,6 +58,10 @@ class MechanismFactors:
         self.z = mechanism.independent_indices(z).astype(int)
         self.d = len(self.z)
         self._select = np.eye(self.n)[self.z]  # (d, n): q ↦ q[z]
+        # constant Jacobian blocks, made once and shared by the factors (GTSAM copies them)
+        self._minus_eye_n, self._minus_eye_d = -np.eye(self.n), -np.eye(self.d)
+        self._zeros_dn = np.zeros((self.d, self.n))  # the selection rows' zero block
+        self._minus_z = np.vstack([np.zeros((self.m, self.d)), -np.eye(self.d)])  # [0; −I]
         self.native = module is not None  # the factors run natively
         self.native_functions = module  # the native module, or None
         self._native = None if module is None else module.Mechanism(
@@ -79,9 +83,9 @@ class MechanismFactors:
             return gtsam.CustomFactor(noise, list(keys), function)
         factor = gtsam.CustomFactor(noise, list(keys), getattr(module, kind))
         native.register(factor, module.KINDS.index(kind), list(keys),
-                              [] if forces is None else [float(f) for f in forces],
-                              [] if actuated is None else [int(a) for a in actuated],
-                              int(row), float(measured))
+                        [] if forces is None else [float(f) for f in forces],
+                        [] if actuated is None else [int(a) for a in actuated],
+                        int(row), float(measured))
         return factor
 
     # -- dependent coordinates ------------------------------------------------------------
@@ -119,7 +123,7 @@ class MechanismFactors:
         jacobians = self.evaluator.forward_dynamics_jacobians
         dynamics = self.evaluator.forward_dynamics
         Q = None if forces is None else np.array(forces, dtype=float)
-        minus_eye = -np.eye(self.n)
+        minus_eye = self._minus_eye_n
 
         def error(_: Any, values: gtsam.Values, H: Any) -> Array:
             if H is None:  # an error evaluation: no Jacobians needed
@@ -141,7 +145,7 @@ class MechanismFactors:
         with ``actuated`` coordinates the forces u (one per actuated coordinate), Q = B u
         (the other components are exactly zero, not pinned by priors)."""
         dynamics = self.evaluator.forward_dynamics_jacobians
-        minus_eye = -np.eye(self.n)
+        minus_eye = self._minus_eye_n
         columns = None if actuated is None else np.array(actuated, dtype=int)
         generalized = np.zeros(self.n)
 
@@ -168,7 +172,7 @@ class MechanismFactors:
         """[Φ(q); q[z] − z] (f_pc^i)."""
         constraints = self.evaluator.constraints
         select, zi, m = self._select, self.z, self.m
-        minus = np.vstack([np.zeros((m, self.d)), -np.eye(self.d)])
+        minus = self._minus_z
 
         def error(_: Any, values: gtsam.Values, H: Any) -> Array:
             qv = values.atVector(q)
@@ -186,8 +190,8 @@ class MechanismFactors:
         """[Φq q̇; q̇[z] − ż] (f_vc^i)."""
         rates = self.evaluator.velocity_constraints
         select, zi, m, d = self._select, self.z, self.m, self.d
-        zeros = np.zeros((d, self.n))
-        minus = np.vstack([np.zeros((m, d)), -np.eye(d)])
+        zeros = self._zeros_dn
+        minus = self._minus_z
 
         def error(_: Any, values: gtsam.Values, H: Any) -> Array:
             velocity = values.atVector(qd)
@@ -206,8 +210,8 @@ class MechanismFactors:
         """[Φ̇q q̇ + Φq q̈; q̈[z] − z̈] (the acceleration problem as a factor)."""
         accelerations = self.evaluator.acceleration_constraints
         select, zi, m, d = self._select, self.z, self.m, self.d
-        zeros = np.zeros((d, self.n))
-        minus = np.vstack([np.zeros((m, d)), -np.eye(d)])
+        zeros = self._zeros_dn
+        minus = self._minus_z
 
         def error(_: Any, values: gtsam.Values, H: Any) -> Array:
             acc = values.atVector(qdd)
@@ -230,7 +234,7 @@ class MechanismFactors:
         dynamics = self.evaluator.forward_dynamics
         Q = None if forces is None else np.array(forces, dtype=float)
         zi = self.z
-        minus_eye = -np.eye(self.d)
+        minus_eye = self._minus_eye_d
 
         def error(_: Any, values: gtsam.Values, H: Any) -> Array:
             if H is None:

@@ -29,6 +29,7 @@ import warnings
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
+from typing import Literal
 
 import gtsam  # noqa: F401  (loads libgtsam, which gtsam_library finds)
 
@@ -183,3 +184,11 @@ def native_module() -> ModuleType | None:
                       f"slower: {exc}. {ENVIRONMENT}=0 silences this.", MbgenWarning,
                       stacklevel=3)
         return None
+
+
+def chosen_module(native: ModuleType | Literal[False] | None) -> ModuleType | None:
+    """The native module a factor maker uses: ``None`` the checked one where available,
+    ``False`` none (the Python callbacks), or the given module (the self-check's)."""
+    if native is None:
+        return native_module()
+    return native or None

@@ -278,4 +278,3 @@ class CompiledMechanism:
     def __repr__(self) -> str:
         return (f"<CompiledMechanism {self.name!r}: n={self.n}, m={self.m}, "
                 f"dof={self.dof}, parameters={list(self.parameters)}>")
-

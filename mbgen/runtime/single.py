@@ -23,6 +23,7 @@ import numpy as np
 
 from mbgen.runtime.calls import status_error
 
+Array = np.ndarray
 SOURCE, MODULE = "single_state.cpp", "_mbgen_single_state"
 
 
@@ -53,8 +54,6 @@ def dynamics_failure(lib: Any, ffi: Any, status: int, q: Any) -> Exception:
     """The error of a failed dynamics call at ``q`` (both paths raise it)."""
     return status_error(lib, ffi, status, "forward dynamics failed",
                         f"; q = {np.array2string(np.asarray(q, dtype=float), precision=6)}")
-
-Array = np.ndarray
 
 
 class EntryPoints(NamedTuple):
