@@ -217,14 +217,8 @@ class FactorGraphSimulator:
         qdd = mech.forward_dynamics(q, qd, force(0.0))
         out = [np.empty((steps + 1, mech.n)) for _ in range(3)]
         out[0][0], out[1][0], out[2][0] = q, qd, qdd
-        smoother = self._new_smoother()
         keys = StepKeys.of(0, self.independent)
-        graph, values = gtsam.NonlinearFactorGraph(), gtsam.Values()
-        self._initial_values(keys, q, qd, qdd, values)
-        for factor in self._initial_priors(keys, q, qd):
-            graph.add(factor)
-        estimate = self._update(smoother, graph, values, keys,
-                                self._step_factors(keys, force(0.0)), 0)
+        smoother, estimate = self._start(keys, q, qd, qdd, force(0.0), 0)
         sigma = np.empty((steps + 1, mech.n)) if covariance else None
         if sigma is not None:
             sigma[0] = marginal_sigmas(smoother.getFactors(), estimate, [keys.q])[0]
@@ -330,6 +324,18 @@ class FactorGraphSimulator:
                 f"{result.getIterations()} iterations")
         return estimate
 
+    def _start(self, keys: StepKeys, q: Array, qd: Array, qdd: Array, forces: Array | None,
+               step: int) -> tuple[Any, gtsam.Values]:
+        """A new smoother holding step ``step`` alone, started at (q, q̇, q̈) with the tight
+        priors of a start; its estimate."""
+        smoother = self._new_smoother()
+        graph, values = gtsam.NonlinearFactorGraph(), gtsam.Values()
+        self._initial_values(keys, q, qd, qdd, values)
+        for factor in self._initial_priors(keys, q, qd):
+            graph.add(factor)
+        return smoother, self._update(smoother, graph, values, keys,
+                                      self._step_factors(keys, forces), step)
+
     def _choose_z_again(self, keys: StepKeys, q: Array, qd: Array, qdd: Array,
                         forces: Array | None, step: int) -> Any:
         """A new smoother with z chosen by full pivoting at q, started at this step from its
@@ -341,12 +347,7 @@ class FactorGraphSimulator:
         if chosen == [int(i) for i in self.factors.z]:
             return None
         self.factors = MechanismFactors(self.mechanism, self.noise, chosen)
-        smoother = self._new_smoother()
-        graph, values = gtsam.NonlinearFactorGraph(), gtsam.Values()
-        self._initial_values(keys, q, qd, qdd, values)
-        for factor in self._initial_priors(keys, q, qd):
-            graph.add(factor)
-        self._update(smoother, graph, values, keys, self._step_factors(keys, forces), step)
+        smoother, _ = self._start(keys, q, qd, qdd, forces, step)
         self.switches.append((step * self.dt,
                               [self.mechanism.coordinate_names[i] for i in chosen]))
         return smoother
