@@ -287,7 +287,7 @@ def test_division_by_zero_is_a_located_error(tmp_path: Path) -> None:
      "friction[1].coordinate", "already has friction"),
     ("friction:\n  - {coordinate: x1, drag: 1}\n", 18, "friction[0].drag", "unknown key"),
     ("sensors:\n  - {type: position, point: 1, offset: 0.1}\n", 18, "sensors[0].offset",
-     "a point sensor's offset is a list [x, y]"),
+     "this sensor's offset is a list of 2 values"),
     ("actuators:\n  - {coordinate: x1, gain: q}\n", 18, "actuators[0].gain", "unknown name"),
     ("relative_coordinates:\n  - {type: RelativeAngle, points: [0, 1, 2, 2]}\n", 18,
      "relative_coordinates[0].points", "b1 != b2"),

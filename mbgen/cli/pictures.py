@@ -19,6 +19,11 @@ from mbgen.cli.conventions import (
     check_work,
 )
 
+VIEW = click.option(
+    "--view", type=(float, float), default=None, metavar="ELEVATION AZIMUTH",
+    help="Spatial mechanisms: where the 3-D axes are seen from [degrees] (default 25 -60); "
+    "90 -90 looks down the z axis.")
+
 
 @click.command(cls=Command, example="mbgen draw mechanisms/fourbar.yaml --out fourbar.png")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
@@ -29,9 +34,10 @@ from mbgen.cli.conventions import (
               "(named DOF met exactly on the file's assembly branch); default q0.")
 @click.option("--guess", help="Where the assembly starts instead of the file's q0, same "
               "forms.")
+@VIEW
 @BUILD_DIR
 def draw(file: Path, png: Path, q_text: str | None, guess: str | None,
-         build_dir: Path | None) -> None:
+         view: tuple[float, float] | None, build_dir: Path | None) -> None:
     """Draw FILE's mechanism: bodies, ground, sliders, springs, sensors, point labels."""
     from mbgen.cli import load_with_status
     from mbgen.cli.states import initial_state
@@ -40,7 +46,8 @@ def draw(file: Path, png: Path, q_text: str | None, guess: str | None,
     check_paths({"FILE": file}, {"--out": png})
     mech, _ = load_with_status(file, build_dir)
     q, _ = initial_state(mech, q_text, None, guess)
-    drawing = draw_png(mech, q, png, title=f"{mech.name}" + ("" if q_text else " at q0"))
+    drawing = draw_png(mech, q, png, title=f"{mech.name}" + ("" if q_text else " at q0"),
+                       view=view)
     status_console.print(f"[green]✓[/] {escape(mech.name)}: {len(drawing.bodies)} bodies, "
                          f"{len(drawing.ground)} fixed points; wrote {escape(str(png))}")
 
@@ -77,9 +84,11 @@ def read_states(path: Path, names: list[str]) -> tuple[np.ndarray, np.ndarray,
 @click.option("--max-frames", type=click.IntRange(min=1), default=MAX_FRAMES,
               show_default=True, help="Refuse to render more frames than this (duration × "
               "--fps; the estimate is printed first).")
+@VIEW
 @BUILD_DIR
 def animate(csv_path: Path, file: Path, movie: Path, fps: int, trace: str | None,
-            truth_path: Path | None, max_frames: int, build_dir: Path | None) -> None:
+            truth_path: Path | None, max_frames: int, view: tuple[float, float] | None,
+            build_dir: Path | None) -> None:
     """Animate a result CSV (simulation, inverse dynamics, estimate: any file with t and
     every coordinate). An estimate's branch probabilities are drawn as bars."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -111,7 +120,7 @@ def animate(csv_path: Path, file: Path, movie: Path, fps: int, trace: str | None
                       TimeElapsedColumn(), console=console, transient=True) as bar:
             task = bar.add_task("frames", total=None)
             frames = make(mech, t, q, movie, fps=fps, trace=point, truth=truth,
-                          branches=branches,
+                          branches=branches, view=view,
                           progress=lambda done, total: bar.update(task, completed=done,
                                                                   total=total))
     except ValueError as exc:

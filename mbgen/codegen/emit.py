@@ -161,13 +161,14 @@ def build_meta(kernels: KernelSet) -> dict[str, Any]:
         "n": model.n,
         "m": model.m,
         "coordinate_names": model.coordinate_names,
+        "coordinate_units": mech.coordinate_units,
         "q0": mech.initial_coordinates(),
         "parameters": {p.name: p.value for p in mech.parameters},
         "constraint_labels": [c.label for c in model.constraints],
         "sensor_labels": model.sensor_labels,
         # one entry per output row: the sensor's `noise` (standard deviation) or None
         "sensor_noise": [s.noise for s in mech.sensors
-                         for _ in range(2 if s.kind in ("position", "velocity") else 1)],
+                         for _ in range(s.outputs)],
         "actuators": [{"name": a.name, "coordinate": a.coordinate} for a in mech.actuators],
         # dry friction: coordinate and stiction rate (bounds: the `coefficients` kernel)
         "friction": [{"name": f.name, "coordinate": f.coordinate, "stiction": f.stiction}
@@ -175,16 +176,17 @@ def build_meta(kernels: KernelSet) -> dict[str, Any]:
         "independent": mech.independent,
         "dissipative": (any(s.damping != 0 for s in mech.springs)
                         or any(f.viscous != 0 or f.coulomb != 0 for f in mech.frictions)),
+        "dimension": mech.dimension,
         "points": [{"index": p.index, "name": p.name, "fixed": p.fixed, "x": number(p.x),
-                    "y": number(p.y)} for p in mech.points],
+                    "y": number(p.y), "z": number(p.z)} for p in mech.points],
         "bodies": [{"name": b.name, "points": list(b.points), "mass": number(b.mass),
-                    "visual": b.visual} for b in mech.bodies],
+                    "visual": b.visual} for b in mech.all_bodies],
         # what a drawing needs besides points and bodies
         "sliders": [{"name": s.name, "point": s.point, "line_points": list(s.line_points)}
                     for s in mech.sliders],
         "springs": [{"name": s.name, "points": list(s.points)} for s in mech.springs],
-        "sensors": [{"name": s.name, "kind": s.kind, "target": s.target}
-                    for s in mech.sensors],
+        "sensors": [{"name": s.name, "kind": s.kind, "target": s.target,
+                     "outputs": s.outputs} for s in mech.sensors],
         "kernels": {k.name: {"inputs": list(k.inputs), "shape": list(k.shape),
                              "indices": [list(index) for index, _ in k.entries]}
                     for k in kernels.kernels},

@@ -1,9 +1,9 @@
 """Pictures of a mechanism: a drawing at one state, and an animation of a result.
 
-Natural coordinates make this direct: a mobile point i is at (q[x<i>], q[y<i>]), a fixed
-one where the file puts it. Everything drawn comes from the compiled module's metadata
-(points, bodies, sliders, springs, sensors), so any result with the coordinates in its
-columns can be shown.
+Natural coordinates make this direct: a mobile point i is at (q[x<i>], q[y<i>]) (and
+q[z<i>] in a spatial mechanism, drawn on 3-D axes), a fixed one where the file puts it.
+Everything drawn comes from the compiled module's metadata (points, bodies, sliders,
+springs, sensors), so any result with the coordinates in its columns can be shown.
 """
 
 from __future__ import annotations
@@ -40,30 +40,43 @@ class Drawing:
 
 
 class Geometry:
-    """Point positions of a mechanism at a state q (n,) → (points, 2)."""
+    """Point positions of a mechanism at a state q (n,) → (points, dimension)."""
 
     def __init__(self, mechanism: CompiledMechanism) -> None:
         meta = mechanism.meta
         self.meta = meta
+        self.dimension = int(meta.get("dimension", 2))
+        axes = "xyz"[:self.dimension]
         names = mechanism.coordinate_names
         self.count = len(meta["points"])
-        self.fixed = np.array([[p["x"], p["y"]] for p in meta["points"]])
-        self.columns = {p["index"]: (names.index(f"x{p['index']}"),
-                                     names.index(f"y{p['index']}"))
+        self.fixed = np.array([[p.get(a, 0.0) for a in axes] for p in meta["points"]])
+        self.columns = {p["index"]: [names.index(f"{a}{p['index']}") for a in axes]
                         for p in meta["points"] if not p["fixed"]}
 
     def positions(self, q: Array) -> Array:
         xy = self.fixed.copy()
-        for index, (ix, iy) in self.columns.items():
-            xy[index] = q[ix], q[iy]
+        for index, columns in self.columns.items():
+            xy[index] = q[columns]
         return xy
 
-    def limits(self, states: Array) -> tuple[tuple[float, float], tuple[float, float]]:
-        """Axis limits that hold every point of every state, with a margin."""
+    def limits(self, states: Array) -> list[tuple[float, float]]:
+        """Axis limits (one pair per axis) that hold every point of every state, with a
+        margin; in 3-D, a cube, so that the axes keep one scale."""
         every = np.concatenate([self.positions(q) for q in states])
         low, high = every.min(axis=0), every.max(axis=0)
         pad = 0.1 * max(float((high - low).max()), 1e-3)
-        return (low[0] - pad, high[0] + pad), (low[1] - pad, high[1] + pad)
+        if self.dimension == 3:
+            centre, half = (low + high) / 2, float((high - low).max()) / 2 + pad
+            return [(float(c - half), float(c + half)) for c in centre]
+        return [(float(lo - pad), float(hi + pad)) for lo, hi in zip(low, high, strict=True)]
+
+    def set_limits(self, ax: Any, states: Array) -> None:
+        limits = self.limits(states)
+        ax.set_xlim(*limits[0])
+        ax.set_ylim(*limits[1])
+        if self.dimension == 3:
+            ax.set_zlim(*limits[2])
+            ax.set_box_aspect((1, 1, 1))
 
 
 def _spring_path(a: Array, b: Array, turns: int = 6) -> Array:
@@ -80,9 +93,12 @@ def _spring_path(a: Array, b: Array, turns: int = 6) -> Array:
 
 def draw(ax: Any, geometry: Geometry, q: Array, labels: bool = True,
          drawing: Drawing | None = None) -> Drawing:
-    """Draws the mechanism at q into a Matplotlib Axes, or moves an existing ``drawing``."""
+    """Draws the mechanism at q into a Matplotlib Axes (3-D axes for a spatial mechanism),
+    or moves an existing ``drawing``."""
     meta = geometry.meta
     xy = geometry.positions(q)
+    if geometry.dimension == 3:
+        return _draw_spatial(ax, geometry, xy, labels, drawing)
     if drawing is not None:
         _update(drawing, geometry, xy)
         return drawing
@@ -144,6 +160,57 @@ def draw(ax: Any, geometry: Geometry, q: Array, labels: bool = True,
     return result
 
 
+def _draw_spatial(ax: Any, geometry: Geometry, xyz: Array, labels: bool,
+                  drawing: Drawing | None) -> Drawing:
+    """A spatial mechanism on 3-D axes: each body as segments from its first point to its
+    others, fixed points as triangles, springs as thin lines."""
+    meta = geometry.meta
+
+    def body_path(body: dict) -> Array:
+        points = body["points"]
+        if len(points) == 1:
+            return xyz[points]
+        return xyz[[i for other in points[1:] for i in (points[0], other)]]
+
+    if drawing is not None:
+        for body, line in zip(meta["bodies"], drawing.bodies, strict=True):
+            line.set_data_3d(*body_path(body).T)
+        for line, spring in drawing.springs:
+            line.set_data_3d(*xyz[spring["points"]].T)
+        for mark, sensor in drawing.sensors:
+            where = _sensor_point(meta, sensor, xyz)
+            assert where is not None  # only sensors with a place are drawn
+            mark.set_data_3d(*([v] for v in where))
+        return drawing
+    result = Drawing()
+    for k, body in enumerate(meta["bodies"]):
+        (line,) = ax.plot(*body_path(body).T, "-o", color=BODY_COLORS[k % len(BODY_COLORS)],
+                          linewidth=4, markersize=5, markerfacecolor="white")
+        result.bodies.append(line)
+    for point in meta["points"]:
+        if point["fixed"]:
+            (ground,) = ax.plot(*([v] for v in xyz[point["index"]]), marker="^",
+                                markersize=12, color="0.3")
+            result.ground.append(ground)
+    for spring in meta.get("springs", []):
+        (line,) = ax.plot(*xyz[spring["points"]].T, color="#7f7f7f", linewidth=1.3)
+        result.springs.append((line, spring))
+    for sensor in meta.get("sensors", []):
+        where = _sensor_point(meta, sensor, xyz)
+        if where is not None:
+            (mark,) = ax.plot(*([v] for v in where), marker="*", markersize=12,
+                              color="#bcbd22")
+            result.sensors.append((mark, sensor))
+    if labels:
+        for point in meta["points"]:
+            result.labels.append(ax.text(*xyz[point["index"]], f" {point['name']}",
+                                         fontsize=8, color="0.25"))
+    ax.set_xlabel("x [m]")
+    ax.set_ylabel("y [m]")
+    ax.set_zlabel("z [m]")
+    return result
+
+
 def _sensor_point(meta: dict, sensor: dict, xy: Array) -> Array | None:
     if sensor["kind"] in ("position", "velocity"):
         return xy[int(sensor["target"])]
@@ -174,20 +241,31 @@ def _update(drawing: Drawing, geometry: Geometry, xy: Array) -> None:
             label.xy = tuple(xy[point["index"]])
 
 
+View = tuple[float, float]  # a 3-D drawing's elevation and azimuth [degrees]
+DEFAULT_VIEW: View = (25.0, -60.0)
+
+
+def _axes_options(geometry: Geometry, view: View | None) -> dict[str, Any]:
+    """``subplot_kw`` for the drawing's axes: 3-D ones, seen from ``view``, in space."""
+    if geometry.dimension != 3:
+        return {}
+    elevation, azimuth = view or DEFAULT_VIEW
+    return {"projection": "3d", "elev": elevation, "azim": azimuth}
+
+
 def draw_png(mechanism: CompiledMechanism, q: Array, path: Path,
-             title: str | None = None) -> Drawing:
-    """One drawing as a PNG (written atomically)."""
+             title: str | None = None, view: View | None = None) -> Drawing:
+    """One drawing as a PNG (written atomically); ``view``: (elevation, azimuth) of a
+    spatial mechanism's 3-D axes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     geometry = Geometry(mechanism)
-    fig, ax = plt.subplots(figsize=(7, 6))
+    fig, ax = plt.subplots(figsize=(7, 6), subplot_kw=_axes_options(geometry, view))
     result = draw(ax, geometry, q)
-    (xmin, xmax), (ymin, ymax) = geometry.limits(q[None])
-    ax.set_xlim(xmin, xmax)
-    ax.set_ylim(ymin, ymax)
+    geometry.set_limits(ax, q[None])
     ax.set_title(mathtext(title or f"{mechanism.name} at q0"))
     save_figure(fig, Path(path))
     return result
@@ -196,11 +274,12 @@ def draw_png(mechanism: CompiledMechanism, q: Array, path: Path,
 def animate(mechanism: CompiledMechanism, t: Array, q: Array, path: Path, fps: int = 30,
             trace: int | None = None, progress: Callable[[int, int], None] | None = None,
             truth: tuple[Array, Array] | None = None, branches: Array | None = None,
-            ) -> int:
+            view: View | None = None) -> int:
     """An animation of the states q (N, n) at times t (N,) as GIF (Pillow) or MP4 (ffmpeg);
     frames are sampled at ``fps`` in simulated time. For an estimate: ``truth`` = (times
     (M,), states (M, n)) is drawn beside it, and ``branches`` (N, B), the probability of
-    each assembly branch, as bars. Returns the number of frames."""
+    each assembly branch, as bars; ``view`` as :func:`draw_png`'s. Returns the number of
+    frames."""
     path = Path(path)
     writer = _movie_writer(path, fps)
     duration = float(t[-1] - t[0])
@@ -211,7 +290,7 @@ def animate(mechanism: CompiledMechanism, t: Array, q: Array, path: Path, fps: i
     if truth is not None:
         shown = [("estimate", q[rows]), ("ground truth", truth[1][_rows_at(truth[0], times)])]
     scene = Scene(mechanism, shown, times, trace,
-                  None if branches is None else branches[rows])
+                  None if branches is None else branches[rows], view)
     _write_movie(scene, writer, path, frames, progress)
     return frames
 
@@ -236,7 +315,8 @@ class Scene:
     moves the artists to frame k."""
 
     def __init__(self, mechanism: CompiledMechanism, shown: list[tuple[str, Array]],
-                 times: Array, trace: int | None, branches: Array | None) -> None:
+                 times: Array, trace: int | None, branches: Array | None,
+                 view: View | None = None) -> None:
         import matplotlib
 
         matplotlib.use("Agg")
@@ -245,18 +325,20 @@ class Scene:
         self.name, self.shown, self.times, self.branches = mechanism.name, shown, times, branches
         self.geometry = geometry = Geometry(mechanism)
         widths = [1.0] * len(shown) + ([0.4] if branches is not None else [])
-        self.fig, axes = plt.subplots(1, len(widths), figsize=(1 + 6 * sum(widths), 6),
-                                      squeeze=False, gridspec_kw={"width_ratios": widths},
-                                      layout="constrained")
-        self.axes = axes[0]
-        (xmin, xmax), (ymin, ymax) = geometry.limits(np.vstack([x for _, x in shown]))
+        self.fig = plt.figure(figsize=(1 + 6 * sum(widths), 6), layout="constrained")
+        grid = self.fig.add_gridspec(1, len(widths), width_ratios=widths)
+        self.axes = [self.fig.add_subplot(grid[0, k], **_axes_options(geometry, view))
+                     for k in range(len(shown))]
+        if branches is not None:
+            self.axes.append(self.fig.add_subplot(grid[0, len(shown)]))
+        every = np.vstack([x for _, x in shown])
         self.drawings = []
         for ax, (_, states) in zip(self.axes, shown, strict=False):
             self.drawings.append(draw(ax, geometry, states[0], labels=False))
-            ax.set_xlim(xmin, xmax)
-            ax.set_ylim(ymin, ymax)
+            geometry.set_limits(ax, every)
             if trace is not None:
-                (self.drawings[-1].trace,) = ax.plot([], [], color="0.4", linewidth=1, zorder=0)
+                empty: list[list[float]] = [[] for _ in range(geometry.dimension)]
+                (self.drawings[-1].trace,) = ax.plot(*empty, color="0.4", linewidth=1, zorder=0)
         self.titles = [ax.set_title("") for ax in self.axes[:len(shown)]]
         self.traced = [np.array([geometry.positions(x)[trace] for x in states])
                        for _, states in shown] if trace is not None else []
@@ -275,7 +357,10 @@ class Scene:
             title.set_text(f"{mathtext(self.name)}{': ' + label if label else ''}: "
                            f"t = {self.times[k]:.3f} s")
         for drawing, path_xy in zip(self.drawings, self.traced, strict=False):
-            drawing.trace.set_data(path_xy[:k + 1, 0], path_xy[:k + 1, 1])
+            if self.geometry.dimension == 3:
+                drawing.trace.set_data_3d(*path_xy[:k + 1].T)
+            else:
+                drawing.trace.set_data(path_xy[:k + 1, 0], path_xy[:k + 1, 1])
         if self.bars is not None and self.branches is not None:
             for bar, height in zip(self.bars, self.branches[k], strict=True):
                 bar.set_height(height)

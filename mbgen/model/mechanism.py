@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 import sympy as sp
 
+from mbgen.model.spatial import Joint, SpatialBody, SpatialCoordinate, Vector
+
 
 def rigid_body_problem(mass: float, inertia: float, offset_squared: float) -> str | None:
     """Why a planar body's mass m and moment of inertia I0 about its first point are
@@ -42,6 +44,7 @@ class Point:
     y: sp.Expr
     fixed: bool
     line: int
+    z: sp.Expr = sp.Integer(0)  # spatial mechanisms only
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,7 @@ class Sensor:
     noise: float | None
     line: int
     offset: tuple[sp.Expr, ...] = ()  # added to the reading (one per output), in parameters
+    outputs: int = 1  # readings per sample: one per axis for points and spatial gyroscopes
 
 
 @dataclass
@@ -170,8 +174,19 @@ class Mechanism:
     frictions: list[Friction] = field(default_factory=list)
     actuators: list[Actuator] = field(default_factory=list)
     sensors: list[Sensor] = field(default_factory=list)
-    gravity: tuple[sp.Expr, sp.Expr] = (sp.Integer(0), sp.Rational("-9.81"))
+    gravity: tuple[sp.Expr, ...] = (sp.Integer(0), sp.Rational("-9.81"))
     independent: list[str] | None = None  # coordinates the user asks to use as z
+    dimension: int = 2
+    # spatial mechanisms (dimension 3): their bodies are `spatial_bodies`, not `bodies`
+    vectors: list[Vector] = field(default_factory=list)
+    spatial_bodies: list[SpatialBody] = field(default_factory=list)
+    joints: list[Joint] = field(default_factory=list)
+    spatial_coordinates: list[SpatialCoordinate] = field(default_factory=list)
+
+    @property
+    def axes(self) -> str:
+        """The names of a point's coordinates: "xy" or "xyz"."""
+        return "xyz"[:self.dimension]
 
     @property
     def mobile_points(self) -> list[Point]:
@@ -181,6 +196,7 @@ class Mechanism:
         """Parameters that stand alone for a quantity no real mechanism has negative: a
         body's mass or I0, a spring's stiffness or damping, a viscous or dry friction."""
         quantities = ([q for b in self.bodies for q in (b.mass, b.inertia)]
+                      + [b.mass for b in self.spatial_bodies]
                       + [q for s in self.springs for q in (s.stiffness, s.damping)]
                       + [q for f in self.frictions for q in (f.viscous, f.coulomb)])
         symbols = {q for q in quantities if isinstance(q, sp.Symbol)}
@@ -203,16 +219,37 @@ class Mechanism:
         """"<body>: why" for each body that the parameters at ``values`` (by name; the
         file's value for the others) make impossible."""
         given = {p.symbol: float(values.get(p.name, p.value)) for p in self.parameters}
-        return [f"{body.name}: {problem}" for body in self.bodies
+        return [f"{body.name}: {problem}" for body in self.all_bodies
                 if (problem := body.problem(given)) is not None]
 
     @property
+    def all_bodies(self) -> list[Body | SpatialBody]:
+        """Planar and spatial bodies (a file has one kind), in file order."""
+        return [*self.bodies, *self.spatial_bodies]
+
+    @property
     def coordinate_names(self) -> list[str]:
-        """Reference order: x, y of every non-fixed point, then relative coordinates."""
+        """Reference order: x, y (and z) of every non-fixed point, ux, uy, uz of every
+        mobile vector, then relative coordinates (and sliding joints' distances)."""
         names: list[str] = []
         for point in self.mobile_points:
-            names += [f"x{point.index}", f"y{point.index}"]
-        return names + [angle.name for angle in self.relative_angles]
+            names += [f"{axis}{point.index}" for axis in self.axes]
+        for vector in self.vectors:
+            if not vector.fixed:
+                names += [f"u{axis}{vector.index}" for axis in "xyz"]
+        return (names + [angle.name for angle in self.relative_angles]
+                + [c.name for c in self.spatial_coordinates]
+                + [joint.name for joint in self.joints if joint.slides])
+
+    @property
+    def coordinate_units(self) -> list[str]:
+        """The SI unit of each coordinate, in ``coordinate_names`` order: m for points and
+        distances, 1 for unit vectors' components, rad for angles."""
+        units: list[str] = ["m"] * (self.dimension * len(self.mobile_points))
+        units += ["1"] * (3 * sum(not v.fixed for v in self.vectors))
+        units += ["rad"] * len(self.relative_angles)
+        units += ["rad" if c.kind == "angle" else "m" for c in self.spatial_coordinates]
+        return units + ["m" for joint in self.joints if joint.slides]
 
     @property
     def parameter_values(self) -> dict[sp.Symbol, float]:
@@ -226,13 +263,18 @@ class Mechanism:
         absolute 1e-12 m², Andrews' squeezer lost 4e-8 rad of crank angle in 0.03 s)."""
         subs = self.parameter_values
         largest = max((abs(float(sp.N(c.subs(subs)))) for p in self.points
-                       for c in (p.x, p.y)), default=0.0)
+                       for c in (p.x, p.y, p.z)), default=0.0)
         return largest if largest > 0 else 1.0
 
     def initial_coordinates(self) -> list[float]:
         values: list[sp.Expr] = []
         for point in self.mobile_points:
-            values += [point.x, point.y]
+            values += [point.x, point.y, point.z][:self.dimension]
+        for vector in self.vectors:
+            if not vector.fixed:
+                values += [vector.x, vector.y, vector.z]
         values += [angle.initial for angle in self.relative_angles]
+        values += [c.initial for c in self.spatial_coordinates]
+        values += [joint.initial for joint in self.joints if joint.slides]
         subs = self.parameter_values
         return [float(sp.N(v.subs(subs))) for v in values]

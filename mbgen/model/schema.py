@@ -10,7 +10,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mbgen.model.format import IDENTIFIER, RESERVED_NAME, SECTIONS, SENSOR_TARGET, Key
+from mbgen.model.format import (
+    IDENTIFIER,
+    RELATIVE_TYPES,
+    RELATIVE_TYPES_BY_DIMENSION,
+    RESERVED_NAME,
+    SECTIONS,
+    SENSOR_TARGET,
+    Key,
+)
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -27,14 +35,25 @@ def _points(minimum: int, maximum: int | None = None) -> dict[str, Any]:
 
 
 _PAIR = {"type": "array", "items": _EXPRESSION, "minItems": 2, "maxItems": 2}
+_TRIPLE = {"type": "array", "items": _EXPRESSION, "minItems": 3, "maxItems": 3}
+_VECTOR = _POINT  # an index or a name
 
 _KINDS: dict[str, dict[str, Any]] = {
     "expression": _EXPRESSION,
     "expression_or_auto": {"anyOf": [{"const": "auto"}, _EXPRESSION]},
     "expressions2": _PAIR,
-    "offset": {"anyOf": [_EXPRESSION, _PAIR]},
+    "expressions3": _TRIPLE,
+    "gravity": {"type": "array", "items": _EXPRESSION, "minItems": 2, "maxItems": 3},
+    "inertia": {"anyOf": [_TRIPLE, {"type": "array", "items": _EXPRESSION, "minItems": 6,
+                                    "maxItems": 6}]},
+    "offset": {"anyOf": [_EXPRESSION, {"type": "array", "items": _EXPRESSION,
+                                       "minItems": 2, "maxItems": 3}]},
+    "vector": _VECTOR,
+    "vectors": {"type": "array", "items": _VECTOR},
+    "direction": {"anyOf": [_VECTOR, _points(2, 2)]},
+    "dimension": {"enum": [2, 3]},
     "point": _POINT,
-    "points": _points(2),
+    "points": _points(1),
     "point_pair": _points(2, 2),
     "body": {"type": "integer", "minimum": 0},
     "coordinate": {"type": "string"},
@@ -49,35 +68,54 @@ _KINDS: dict[str, dict[str, Any]] = {
 }
 
 
-def _value(key: Key) -> dict[str, Any]:
+_KIND_NAMES = {2: "planar", 3: "spatial"}
+
+
+def _value(key: Key, dimension: int) -> dict[str, Any]:
     if key.kind == "choice":
-        schema: dict[str, Any] = {"enum": list(key.choices)}
+        choices = RELATIVE_TYPES_BY_DIMENSION[dimension] if (
+            key.choices == RELATIVE_TYPES) else key.choices
+        schema: dict[str, Any] = {"enum": list(choices)}
     elif key.kind == "section":
-        schema = {"type": ["array", "null"], "items": {"$ref": f"#/$defs/{key.section}"}}
+        schema = {"type": ["array", "null"],
+                  "items": {"$ref": f"#/$defs/{_KIND_NAMES[dimension]}_{key.section}"}}
     else:
         schema = dict(_KINDS[key.kind])
     return {**schema, "description": key.doc}
 
 
-def _object(name: str) -> dict[str, Any]:
+def _object(name: str, dimension: int) -> dict[str, Any]:
+    """A section's keys in files of ``dimension`` (2 or 3)."""
     section = SECTIONS[name]
+    keys = {key: spec for key, spec in section.keys.items()
+            if spec.dimension in (None, dimension)}
     schema: dict[str, Any] = {
         "type": "object", "description": section.doc,
-        "properties": {key: _value(spec) for key, spec in section.keys.items()},
+        "properties": {key: _value(spec, dimension) for key, spec in keys.items()},
         "additionalProperties": False}
-    if section.required:
-        schema["required"] = sorted(section.required)
+    required = sorted(section.required & keys.keys())
+    if required:
+        schema["required"] = required
     return schema
 
 
 def mechanism_schema() -> dict[str, Any]:
-    """The whole schema as a JSON-ready dict (draft 2020-12)."""
-    definitions = {name: _object(name) for name in SECTIONS if name != "mechanism"}
-    definitions["sensor"]["allOf"] = [
-        {"if": {"properties": {"type": {"const": kind}}, "required": ["type"]},
-         "then": {"required": [target]}}
-        for kind, target in SENSOR_TARGET.items()]
-    return {"$schema": DRAFT, "title": "mbgen mechanism", **_object("mechanism"),
+    """The whole schema as a JSON-ready dict (draft 2020-12): planar files, or spatial ones
+    (``dimension: 3``), each with the keys of its dimension only."""
+    definitions: dict[str, Any] = {}
+    for dimension, kind in _KIND_NAMES.items():
+        definitions[kind] = _object("mechanism", dimension)
+        definitions.update({f"{kind}_{name}": _object(name, dimension)
+                            for name in SECTIONS if name != "mechanism"})
+        definitions[f"{kind}_sensor"]["allOf"] = [
+            {"if": {"properties": {"type": {"const": sensor}}, "required": ["type"]},
+             "then": {"required": [target]}}
+            for sensor, target in SENSOR_TARGET.items()]
+    return {"$schema": DRAFT, "title": "mbgen mechanism",
+            "description": SECTIONS["mechanism"].doc,
+            "if": {"type": "object", "properties": {"dimension": {"const": 3}},
+                   "required": ["dimension"]},
+            "then": {"$ref": "#/$defs/spatial"}, "else": {"$ref": "#/$defs/planar"},
             "$defs": definitions}
 
 

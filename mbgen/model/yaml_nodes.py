@@ -38,8 +38,9 @@ class Node:
         return isinstance(self.raw, yaml.ScalarNode)
 
     def mapping(self, allowed: AbstractSet[str], required: AbstractSet[str] = frozenset(),
-                ) -> dict[str, Node]:
-        """The mapping's children by key; unknown keys and missing required keys fail."""
+                listed: AbstractSet[str] | None = None) -> dict[str, Node]:
+        """The mapping's children by key; unknown keys and missing required keys fail (an
+        unknown key's error lists ``listed``, by default ``allowed``)."""
         if not self.is_mapping():
             raise self.error("expected a mapping of keys to values")
         children: dict[str, Node] = {}
@@ -48,7 +49,8 @@ class Node:
             path = f"{self.key}.{name}" if self.key else name
             if name not in allowed:
                 raise MechanismError(
-                    f"unknown key {name!r} (allowed: {', '.join(sorted(allowed))})",
+                    f"unknown key {name!r} (allowed: "
+                    f"{', '.join(sorted(allowed if listed is None else listed))})",
                     self.file, key_node.start_mark.line + 1, path)
             if name in children:
                 raise MechanismError(f"duplicate key {name!r}", self.file,

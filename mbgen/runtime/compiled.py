@@ -73,9 +73,11 @@ class CompiledMechanism:
         meta = self.meta
         self.core = Core(self.ffi, self.lib, self.parameter_buffer)
         self.c_model = self.core.model
-        lengths = 2 * sum(not point["fixed"] for point in meta["points"])
-        self.coordinates = Coordinates(self.coordinate_names, lengths,
-                                       meta.get("independent"))
+        units = meta.get("coordinate_units")
+        if units is None:  # a module packaged before meta.json had them: planar, x y first
+            lengths = 2 * sum(not point["fixed"] for point in meta["points"])
+            units = ["m"] * lengths + ["rad"] * (self.n - lengths)
+        self.coordinates = Coordinates(self.coordinate_names, units, meta.get("independent"))
         sizes = {"q": self.n, "qd": self.n, "v": self.n, "lam": self.m,
                  "p": len(meta["parameters"])}
         friction = meta.get("friction", [])
@@ -106,8 +108,9 @@ class CompiledMechanism:
     independent_indices = Forward("structure", Structure.z_indices)
 
     @property
-    @documented_by(Coordinates.units)
     def coordinate_units(self) -> list[str]:
+        """SI unit of each coordinate (for axes and tables): m for points and distances, 1
+        for unit vectors' components, rad for angles."""
         return self.coordinates.units
 
     @property
@@ -150,8 +153,9 @@ class CompiledMechanism:
             if sensor["kind"] == "encoder":
                 units.append(coordinate_units[self.coordinates.index(sensor["target"])])
             else:
-                units += {"gyroscope": ["rad/s"], "position": ["m", "m"],
-                          "velocity": ["m/s", "m/s"]}[sensor["kind"]]
+                outputs = sensor.get("outputs", 2 if sensor["kind"] != "gyroscope" else 1)
+                units += [{"gyroscope": "rad/s", "position": "m",
+                           "velocity": "m/s"}[sensor["kind"]]] * outputs
         return units
 
     # -- the core's statuses (calls.Core) ----------------------------------------------------

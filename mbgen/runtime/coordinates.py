@@ -11,13 +11,14 @@ Array = np.ndarray
 
 
 class Coordinates:
-    """The n coordinates in file order: the points' x and y first (``lengths`` of them),
-    then the relative angles; ``independent``: the names the file gives for z, if any."""
+    """The n coordinates in file order with their SI ``units`` (``mbgen.model``'s
+    ``Mechanism.coordinate_units``); ``independent``: the names the file gives for z, if
+    any."""
 
-    def __init__(self, names: list[str], lengths: int, independent: list[str] | None,
+    def __init__(self, names: list[str], units: list[str], independent: list[str] | None,
                  ) -> None:
         self.names = names
-        self.lengths = lengths
+        self.units = units
         self.independent = independent or None
 
     def index(self, name: str) -> int:
@@ -51,12 +52,6 @@ class Coordinates:
     def default_independent(self) -> list[int] | None:
         """Indices of the file's independent coordinates, or None when it names none."""
         return None if not self.independent else [self.names.index(n) for n in self.independent]
-
-    @property
-    def units(self) -> list[str]:
-        """SI unit of each coordinate (for axes and tables): m for the points' x and y,
-        rad for the relative angles that follow them."""
-        return ["m"] * self.lengths + ["rad"] * (len(self.names) - self.lengths)
 
     def describe(self, q: Array) -> str:
         """One state q (n,) as "name=value, ..." for an error message."""

@@ -14,12 +14,8 @@ from dataclasses import dataclass
 import sympy as sp
 
 from mbgen.model.mechanism import Body, Mechanism
-
-
-@dataclass(frozen=True)
-class Constraint:
-    label: str  # shown by `mbgen info`, e.g. "body1: |p1-p2| = length"
-    expr: sp.Expr
+from mbgen.symbolic import spatial
+from mbgen.symbolic.kinematics import Constraint, Kinematics, Vec, kinematics
 
 
 @dataclass
@@ -74,73 +70,31 @@ def _planar_inertia(body: Body, i: int, j: int) -> list[tuple[int, int, sp.Expr]
     return block
 
 
-def _cog_position(body: Body, ri: tuple[sp.Expr, sp.Expr],
-                  rj: tuple[sp.Expr, sp.Expr]) -> tuple[sp.Expr, sp.Expr]:
+def _cog_position(body: Body, ri: Vec, rj: Vec) -> tuple[sp.Expr, sp.Expr]:
     """The centre of mass from the body's first two points (cog along and across them)."""
     a, b = body.cog
     ux, uy = (rj[0] - ri[0]) / body.length, (rj[1] - ri[1]) / body.length
     return ri[0] + a * ux - b * uy, ri[1] + a * uy + b * ux
 
 
-Pair = tuple[sp.Expr, sp.Expr]
-
-
-@dataclass(frozen=True)
-class PointKinematics:
-    """q, q̇ and every point's position and velocity in them (a fixed point's are
-    constants), with ``slot``: a mobile point → the index of its x coordinate in q."""
-
-    q: list[sp.Symbol]
-    qd: list[sp.Symbol]
-    index: dict[str, int]  # coordinate name → index in q
-    position: dict[int, Pair]
-    velocity: dict[int, Pair]
-    slot: dict[int, int]
-
-    def delta(self, a: int, b: int) -> Pair:
-        """r_b − r_a."""
-        return (self.position[b][0] - self.position[a][0],
-                self.position[b][1] - self.position[a][1])
-
-    def relative_velocity(self, a: int, b: int) -> Pair:
-        """ṙ_b − ṙ_a."""
-        return (self.velocity[b][0] - self.velocity[a][0],
-                self.velocity[b][1] - self.velocity[a][1])
-
-
 def build_symbolic_model(mechanism: Mechanism) -> SymbolicModel:
-    kin = _point_kinematics(mechanism)
-    mass, gravity = _inertia_and_gravity(mechanism, kin)
+    kin = kinematics(mechanism)
+    if mechanism.dimension == 3:
+        constraints = spatial.constraints(mechanism, kin)
+        mass, gravity = spatial.inertia_and_gravity(mechanism, kin)
+    else:
+        constraints = _constraints(mechanism, kin)
+        mass, gravity = _inertia_and_gravity(mechanism, kin)
     spring_energy, dissipative = _applied_forces(mechanism, kin)
     labels, sensors = _sensor_equations(mechanism, kin)
     return SymbolicModel(mechanism, kin.q, kin.qd, [p.symbol for p in mechanism.parameters],
-                         _constraints(mechanism, kin), mass, gravity + spring_energy,
+                         constraints, mass, gravity + spring_energy,
                          dissipative, labels, sensors,
                          [f.coulomb for f in mechanism.frictions]
                          + [a.gain for a in mechanism.actuators])
 
 
-def _point_kinematics(mechanism: Mechanism) -> PointKinematics:
-    names = mechanism.coordinate_names
-    q = [sp.Symbol(f"q_{k}", real=True) for k in range(len(names))]
-    qd = [sp.Symbol(f"qd_{k}", real=True) for k in range(len(names))]
-    index = {name: k for k, name in enumerate(names)}
-    position: dict[int, Pair] = {}
-    velocity: dict[int, Pair] = {}
-    slot: dict[int, int] = {}
-    for point in mechanism.points:
-        if point.fixed:
-            position[point.index] = (point.x, point.y)
-            velocity[point.index] = (sp.Integer(0), sp.Integer(0))
-        else:
-            k = index[f"x{point.index}"]
-            slot[point.index] = k
-            position[point.index] = (q[k], q[k + 1])
-            velocity[point.index] = (qd[k], qd[k + 1])
-    return PointKinematics(q, qd, index, position, velocity, slot)
-
-
-def _constraints(mechanism: Mechanism, kin: PointKinematics) -> list[Constraint]:
+def _constraints(mechanism: Mechanism, kin: Kinematics) -> list[Constraint]:
     """Φ: rigid bodies (distances, aligned points), sliders, then relative angles."""
     delta = kin.delta
     constraints: list[Constraint] = []
@@ -175,7 +129,7 @@ def _constraints(mechanism: Mechanism, kin: PointKinematics) -> list[Constraint]
     return constraints
 
 
-def _inertia_and_gravity(mechanism: Mechanism, kin: PointKinematics,
+def _inertia_and_gravity(mechanism: Mechanism, kin: Kinematics,
                          ) -> tuple[dict[tuple[int, int], sp.Expr], list[sp.Expr]]:
     """The sparse mass matrix (both triangles, no zeros) and each body's potential energy
     in gravity."""
@@ -197,7 +151,7 @@ def _inertia_and_gravity(mechanism: Mechanism, kin: PointKinematics,
     return {k: v for k, v in mass.items() if v != 0}, potential
 
 
-def _applied_forces(mechanism: Mechanism, kin: PointKinematics,
+def _applied_forces(mechanism: Mechanism, kin: Kinematics,
                     ) -> tuple[list[sp.Expr], list[sp.Expr]]:
     """(potential terms of springs and constant generalized forces, dissipative Q of
     dampers and friction)."""
@@ -206,12 +160,12 @@ def _applied_forces(mechanism: Mechanism, kin: PointKinematics,
     dissipative = [sp.Integer(0)] * len(q)
     for spring in mechanism.springs:
         a, b = spring.points
-        dx, dy = kin.delta(a, b)
-        length = sp.sqrt(dx**2 + dy**2)
+        delta = kin.delta(a, b)
+        length = sp.sqrt(sp.Add(*(d**2 for d in delta)))
         potential.append(spring.stiffness * (length - spring.rest_length) ** 2 / 2)
         if spring.damping != 0:
-            vx, vy = kin.relative_velocity(a, b)
-            rate = (dx * vx + dy * vy) / length
+            rate = sp.Add(*(d * v for d, v in zip(delta, kin.relative_velocity(a, b),
+                                                  strict=True))) / length
             for k in range(len(q)):
                 grad = sp.diff(length, q[k])
                 if grad != 0:
@@ -225,13 +179,16 @@ def _applied_forces(mechanism: Mechanism, kin: PointKinematics,
     return potential, dissipative
 
 
-def _sensor_equations(mechanism: Mechanism, kin: PointKinematics,
+def _sensor_equations(mechanism: Mechanism, kin: Kinematics,
                       ) -> tuple[list[str], list[sp.Expr]]:
     """Each sensor's output labels and equations h(q, q̇)."""
     labels: list[str] = []
     values: list[sp.Expr] = []
     for sensor in mechanism.sensors:
-        if sensor.kind == "gyroscope":
+        if sensor.kind == "gyroscope" and mechanism.dimension == 3:
+            labels += [f"{sensor.name}.{axis}" for axis in "xyz"]
+            reading = spatial.angular_velocity(mechanism, kin, int(sensor.target))
+        elif sensor.kind == "gyroscope":
             body = mechanism.bodies[int(sensor.target)]
             a, b = body.points[0], body.points[1]
             ux, uy = kin.delta(a, b)
@@ -243,7 +200,7 @@ def _sensor_equations(mechanism: Mechanism, kin: PointKinematics,
             reading = [kin.q[kin.index[str(sensor.target)]]]
         else:
             source = kin.position if sensor.kind == "position" else kin.velocity
-            labels += [f"{sensor.name}.x", f"{sensor.name}.y"]
+            labels += [f"{sensor.name}.{axis}" for axis in mechanism.axes]
             reading = list(source[int(sensor.target)])
         offset = sensor.offset or (sp.Integer(0),) * len(reading)
         values += [r + o for r, o in zip(reading, offset, strict=True)]

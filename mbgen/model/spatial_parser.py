@@ -1,0 +1,273 @@
+"""Spatial mechanism files (``dimension: 3``) → :class:`Mechanism`: unit vectors, bodies on
+points and vectors, joints and spatial relative coordinates, with located errors."""
+
+from __future__ import annotations
+
+from typing import cast
+
+import numpy as np
+import sympy as sp
+
+from mbgen.model.builder import MechanismBuilder
+from mbgen.model.format import JOINT_TYPES, PLANAR_RELATIVE_TYPES, SPATIAL_RELATIVE_TYPES
+from mbgen.model.mechanism import Mechanism
+from mbgen.model.spatial import (
+    Direction,
+    Element,
+    Joint,
+    JointKind,
+    SpatialBody,
+    SpatialCoordinate,
+    Triple,
+    Vector,
+    spatial_inertia_problem,
+)
+from mbgen.model.yaml_nodes import Node
+
+#: |v| may differ from 1 by this much in the file (the solver makes it exact at assembly).
+UNIT_TOLERANCE = 1e-6
+#: Three directions are independent when |det| ≥ this × the product of their lengths.
+INDEPENDENCE = 1e-6
+
+
+class SpatialBuilder(MechanismBuilder):
+    """A spatial file: vectors, bodies, joints and relative coordinates."""
+
+    dimension = 3
+
+    def read_geometry(self, name: str) -> Mechanism:
+        self.vectors: list[Vector] = []
+        self.vector_names: dict[str, int] = {}
+        self.read_vectors()
+        bodies = self.read_bodies()
+        on_bodies = {k for body in bodies for k in body.vectors}
+        for vector in self.vectors:
+            if not vector.fixed and vector.index not in on_bodies:
+                raise self.keys["vectors"].error(
+                    f"vector {vector.name!r} is mobile but on no body: list it in a body's "
+                    "vectors, or make it fixed")
+        mechanism = Mechanism(name=name, source=self.root.file, parameters=self.parameters,
+                              points=self.points, bodies=[], dimension=3,
+                              gravity=(sp.Integer(0), sp.Integer(0), sp.Rational("-9.81")),
+                              vectors=self.vectors, spatial_bodies=bodies)
+        mechanism.spatial_coordinates = self.read_coordinates()
+        mechanism.joints = self.read_joints(set(mechanism.coordinate_names),
+                                            mechanism.length_scale())
+        return mechanism
+
+    def body_count(self, mechanism: Mechanism) -> int:
+        return len(mechanism.spatial_bodies)
+
+    # -- values in the file's configuration ---------------------------------------------
+    def position(self, point: int) -> sp.Matrix:
+        p = self.points[point]
+        return sp.Matrix([p.x, p.y, p.z])
+
+    def direction_vector(self, element: Element, origin: int) -> sp.Matrix:
+        """The direction an element gives a body with origin ``origin``, as in the file."""
+        if element.kind == "point":
+            return self.position(element.index) - self.position(origin)
+        v = self.vectors[element.index]
+        return sp.Matrix([v.x, v.y, v.z])
+
+    def direction_value(self, direction: Direction) -> sp.Matrix:
+        if direction.vector is not None:
+            return self.direction_vector(Element("vector", direction.vector), 0)
+        assert direction.a is not None and direction.b is not None
+        return self.position(direction.b) - self.position(direction.a)
+
+    def number_vector(self, vector: sp.Matrix, node: Node) -> np.ndarray:
+        return np.array([self.numeric(e, node) for e in vector])
+
+    # -- references ----------------------------------------------------------------------
+    def vector_ref(self, node: Node) -> int:
+        value = node.scalar()
+        if isinstance(value, str) and value in self.vector_names:
+            return self.vector_names[value]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise node.error(f"expected a vector index or vector name, got {value!r}")
+        if not 0 <= value < len(self.vectors):
+            raise node.error(f"vector {value} does not exist (there are {len(self.vectors)} "
+                             "vectors)")
+        return value
+
+    def vector_list(self, node: Node, count: int | None = None) -> list[int]:
+        refs = [self.vector_ref(item) for item in node.sequence()]
+        if count is not None and len(refs) != count:
+            raise node.error(f"expected exactly {count} vectors, got {len(refs)}")
+        if len(set(refs)) != len(refs):
+            raise node.error(f"vectors must be distinct, got {refs}")
+        return refs
+
+    def direction(self, node: Node) -> Direction:
+        """A vector (index or name) or a point pair [a, b] meaning r_b − r_a."""
+        if node.is_sequence():
+            a, b = self.point_list(node, count=2)
+            return Direction(a=a, b=b)
+        return Direction(vector=self.vector_ref(node))
+
+    # -- sections ------------------------------------------------------------------------
+    def read_vectors(self) -> None:
+        for i, node in enumerate(self.section("vectors")):
+            keys = self.entry(node, "vector")
+            components = [self.expression(keys[axis]) for axis in "xyz"]
+            values = np.array([self.numeric(c, keys[a]) for c, a in zip(components, "xyz",
+                                                                            strict=True)])
+            norm = float(np.linalg.norm(values))
+            if abs(norm - 1) > UNIT_TOLERANCE:
+                raise node.error(f"a vector is a unit vector: |v| = {norm:.9g}, not 1")
+            fixed = keys["fixed"].boolean() if "fixed" in keys else False
+            name = self.name(keys.get("name"), f"u{i}",
+                             set(self.vector_names) | set(self.point_names))
+            if "name" in keys:
+                self.vector_names[name] = i
+            x, y, z = components
+            self.vectors.append(Vector(i, name, x, y, z, fixed, node.line))
+
+    def read_bodies(self) -> list[SpatialBody]:
+        bodies: list[SpatialBody] = []
+        for index, node in enumerate(self.section("bodies")):
+            keys = self.entry(node, "spatial_body")
+            points = self.point_list(keys["points"], minimum=1)
+            vectors = self.vector_list(keys["vectors"]) if "vectors" in keys else []
+            origin = points[0]
+            elements = ([Element("point", p) for p in points[1:]]
+                        + [Element("vector", v) for v in vectors])
+            basis = self.choose_basis(origin, elements, node)
+            extra = tuple(e for e in elements if e not in basis)
+            scope = dict(self.scope)
+            mass = self.expression(keys["mass"], scope)
+            scope["mass"] = mass
+            cog_items = list(keys["cog"].sequence())
+            if len(cog_items) != 3:
+                raise keys["cog"].error("cog must be a list [x, y, z]")
+            cog = tuple(self.expression(item, scope) for item in cog_items)
+            inertia = self.inertia(keys["inertia"], scope)
+            tensor = np.array([[self.numeric(e, keys["inertia"]) for e in row]
+                               for row in inertia])
+            problem = spatial_inertia_problem(self.numeric(mass, keys["mass"]), tensor)
+            if problem is not None:
+                raise (keys["mass"] if "mass must" in problem else keys["inertia"]).error(
+                    problem)
+            visual = keys["visual"].plain() if "visual" in keys else None
+            name = self.name(keys.get("name"), f"body{index}", {b.name for b in bodies})
+            bodies.append(SpatialBody(index, name, tuple(points), tuple(vectors), origin,
+                                      basis, extra, mass, (cog[0], cog[1], cog[2]), inertia,
+                                      visual, node.line))
+        return bodies
+
+    def choose_basis(self, origin: int, elements: list[Element],
+                     node: Node) -> tuple[Element, Element, Element]:
+        """The first three elements (in the file's order) whose directions are independent."""
+        chosen: list[Element] = []
+        directions: list[np.ndarray] = []
+        for element in elements:
+            d = self.number_vector(self.direction_vector(element, origin), node)
+            if np.linalg.norm(d) == 0:
+                raise node.error(f"the body's points {origin} and {element.index} coincide")
+            trial = [*directions, d]
+            if len(trial) == 1 or np.linalg.matrix_rank(
+                    np.array([t / np.linalg.norm(t) for t in trial]), tol=INDEPENDENCE
+            ) == len(trial):
+                chosen.append(element)
+                directions.append(d)
+            if len(chosen) == 3:
+                return chosen[0], chosen[1], chosen[2]
+        raise node.error(
+            "a body needs three independent directions from its first point: other points "
+            f"and unit vectors (found {len(chosen)}); add a point or a vector off their plane")
+
+    def inertia(self, node: Node, scope: dict[str, sp.Expr]) -> tuple[Triple, Triple, Triple]:
+        """[Ixx, Iyy, Izz] or [Ixx, Iyy, Izz, Ixy, Ixz, Iyz] → the symmetric tensor."""
+        items = [self.expression(item, scope) for item in node.sequence()]
+        if len(items) not in (3, 6):
+            raise node.error("inertia is [Ixx, Iyy, Izz] or [Ixx, Iyy, Izz, Ixy, Ixz, Iyz]")
+        xx, yy, zz = items[:3]
+        xy, xz, yz = items[3:] if len(items) == 6 else (sp.Integer(0),) * 3
+        return (xx, xy, xz), (xy, yy, yz), (xz, yz, zz)
+
+    def read_coordinates(self) -> list[SpatialCoordinate]:
+        found: list[SpatialCoordinate] = []
+        for k, node in enumerate(self.section("relative_coordinates")):
+            keys = self.entry(node, "relative_coordinate")
+            kind = keys["type"].string()
+            if kind in PLANAR_RELATIVE_TYPES:
+                raise keys["type"].error(f"{kind!r} is a planar relative coordinate; a "
+                                         f"spatial file has {', '.join(SPATIAL_RELATIVE_TYPES)}")
+            if kind not in SPATIAL_RELATIVE_TYPES:
+                raise keys["type"].error(f"unknown relative coordinate type {kind!r} "
+                                         f"(allowed: {', '.join(SPATIAL_RELATIVE_TYPES)})")
+            wanted = ("axis", "from", "to") if kind == "Angle" else ("axis", "points")
+            for key in wanted:
+                if key not in keys:
+                    raise node.error(f"an {kind} needs the key {key!r}")
+            for key in set(keys) - {*wanted, "type", "name"}:
+                raise keys[key].error(f"an {kind} has no key {key!r}")
+            axis = self.vector_ref(keys["axis"])
+            u = self.direction_value(Direction(vector=axis))
+            taken = {c.name for c in found}
+            if kind == "Angle":
+                start, end = self.direction(keys["from"]), self.direction(keys["to"])
+                a, b = self.direction_value(start), self.direction_value(end)
+                for key, d in (("from", a), ("to", b)):
+                    across = d - d.dot(u) * u
+                    if self.numeric(across.dot(across), keys[key]) < 1e-12 * self.numeric(
+                            d.dot(d), keys[key]):
+                        raise keys[key].error(f"the direction {key!r} lies along the axis: "
+                                              "an angle about it is undefined")
+                initial = sp.atan2(a.cross(b).dot(u), a.dot(b) - a.dot(u) * b.dot(u))
+                name = self.name(keys.get("name"), f"theta{k}", taken)
+                found.append(SpatialCoordinate(name, "angle", axis, start, end, initial,
+                                               node.line))
+            else:
+                a_point, b_point = self.point_list(keys["points"], count=2)
+                segment = Direction(a=a_point, b=b_point)
+                initial = self.direction_value(segment).dot(u)
+                name = self.name(keys.get("name"), f"s{k}", taken)
+                found.append(SpatialCoordinate(name, "distance", axis, segment, segment,
+                                               initial, node.line))
+        return found
+
+    def read_joints(self, coordinates: set[str], scale: float) -> list[Joint]:
+        """Joints; ``scale`` (the mechanism's size) tells coinciding points apart."""
+        joints: list[Joint] = []
+        for k, node in enumerate(self.section("joints")):
+            keys = self.entry(node, "joint")
+            kind = keys["type"].string()
+            if kind not in JOINT_TYPES:
+                raise keys["type"].error(f"unknown joint type {kind!r} "
+                                         f"(allowed: {', '.join(JOINT_TYPES)})")
+            for key in JOINT_TYPES[kind]:
+                if key not in keys:
+                    raise node.error(f"a {kind} joint needs the key {key!r}")
+            for key in set(keys) - {*JOINT_TYPES[kind], "type", "name"}:
+                raise keys[key].error(f"a {kind} joint has no key {key!r}")
+            refs = self.point_list(keys["points"], minimum=1)
+            if len(refs) > 2:
+                raise keys["points"].error("a joint has one shared point or two, one per body")
+            a, b = refs[0], refs[-1]
+            axis = self.vector_ref(keys["axis"]) if "axis" in keys else None
+            axes = None
+            if "axes" in keys:
+                u, v = self.vector_list(keys["axes"], count=2)
+                axes = (u, v)
+            gap = self.position(b) - self.position(a)
+            slides = kind in ("cylindrical", "prismatic")
+            initial = sp.Integer(0)
+            if slides:
+                assert axis is not None
+                if a == b:
+                    raise keys["points"].error(f"a {kind} joint has two points [a, b], one "
+                                               "on each body, on its axis")
+                w = self.direction_value(Direction(vector=axis))
+                initial = gap.dot(w)
+                gap = gap - initial * w
+            if self.numeric(gap.dot(gap), keys["points"]) > 1e-12 * scale**2:
+                where = "on the axis through the first" if slides else "at the same place"
+                raise keys["points"].error(f"the joint's second point must be {where} in "
+                                           "the file")
+            taken = coordinates | {j.name for j in joints}
+            name = self.name(keys.get("name"), f"joint{k}", taken)
+            joints.append(Joint(name, cast(JointKind, kind), (a, b), axis, axes, node.line,
+                                initial))  # kind: checked against JOINT_TYPES above
+        return joints

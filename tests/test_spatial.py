@@ -1,0 +1,241 @@
+"""Spatial mechanisms (``dimension: 3``): the Furuta pendulum against its closed-form
+equations of motion, energy conservation, the 3-axis gyroscope, every joint's mobility,
+and located errors for bad spatial files."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sympy as sp
+from conftest import SHIPPED_DIR
+
+from mbgen.errors import MechanismError
+from mbgen.model import parse_mechanism
+from mbgen.runtime.compiled import CompiledMechanism
+from mbgen.simulation import simulate
+from mbgen.symbolic import build_symbolic_model
+
+Compiled = Callable[[Path], CompiledMechanism]
+FURUTA = SHIPPED_DIR / "furuta.yaml"
+Z = ["theta1", "theta2"]
+
+
+def furuta_parameters(mech: CompiledMechanism) -> dict[str, float]:
+    return dict(mech.parameters)
+
+
+def furuta_closed_form(p: dict[str, float], theta: np.ndarray, rate: np.ndarray,
+                       torque: float) -> np.ndarray:
+    """θ̈ of the Furuta pendulum from its Lagrangian, written out by hand (Cazzolato &
+    Prime 2011, with the arm's and the pendulum's inertia about their own long axes):
+    M(θ2) θ̈ + h(θ2, θ̇) = (τ − b1 θ̇1, −b2 θ̇2 − m2 g l2 sin θ2)."""
+    s, c = np.sin(theta[1]), np.cos(theta[1])
+    arm = p["m1"] * p["l1"] ** 2 + p["J1p"] + p["m2"] * p["L1"] ** 2
+    pendulum = p["m2"] * p["l2"] ** 2 + p["J2p"]
+    coupling = p["m2"] * p["L1"] * p["l2"]
+    mass = np.array([[arm + pendulum * s * s + p["J2a"] * c * c, coupling * c],
+                     [coupling * c, pendulum]])
+    da = 2 * (pendulum - p["J2a"]) * s * c  # d M11 / d θ2
+    h = np.array([da * rate[0] * rate[1] - coupling * s * rate[1] ** 2,
+                  -da * rate[0] ** 2 / 2])
+    applied = np.array([torque - p["b1"] * rate[0],
+                        -p["b2"] * rate[1] - p["m2"] * p["g"] * p["l2"] * s])
+    return np.linalg.solve(mass, applied - h)
+
+
+def furuta_state(p: dict[str, float], theta: np.ndarray) -> np.ndarray:
+    """q of the Furuta pendulum at the joint angles θ, built by hand (P, T, u, w, v, θ)."""
+    c1, s1, c2, s2 = np.cos(theta[0]), np.sin(theta[0]), np.cos(theta[1]), np.sin(theta[1])
+    u, w, up = np.array([c1, s1, 0.0]), np.array([-s1, c1, 0.0]), np.array([0.0, 0.0, 1.0])
+    joint = p["L1"] * u
+    tip = joint + p["L2"] * (s2 * w - c2 * up)
+    return np.concatenate([joint, tip, u, w, c2 * w + s2 * up, theta])
+
+
+def test_the_furuta_coordinates_are_named_as_the_format_says(compiled: Compiled) -> None:
+    mech = compiled(FURUTA)
+    assert mech.coordinate_names == ["x1", "y1", "z1", "x2", "y2", "z2", "ux3", "uy3", "uz3",
+                                     "ux4", "uy4", "uz4", "ux5", "uy5", "uz5", *Z]
+    assert mech.coordinate_units == ["m"] * 6 + ["1"] * 9 + ["rad"] * 2
+    assert (mech.n, mech.m) == (17, 15)
+
+
+def test_furuta_accelerations_match_the_closed_form(compiled: Compiled) -> None:
+    mech = compiled(FURUTA)
+    p = furuta_parameters(mech)
+    rng = np.random.default_rng(3)
+    worst = 0.0
+    for _ in range(50):
+        theta, rate = rng.uniform(-np.pi, np.pi, 2), rng.normal(0.0, 3.0, 2)
+        exact = furuta_state(p, theta)
+        q = mech.solve_position(exact, z=Z)
+        np.testing.assert_allclose(q, exact, atol=1e-12)  # the hand-built state is assembled
+        qd = mech.solve_velocity(q, rate, z=Z)
+        torque = float(rng.normal())
+        forces = np.zeros(mech.n)
+        forces[mech.coordinate_index("theta1")] = torque
+        qdd = mech.forward_dynamics(q, qd, forces)[mech.coordinate_indices(Z)]
+        expected = furuta_closed_form(p, theta, rate, torque)
+        worst = max(worst, float(np.max(np.abs(qdd - expected) / np.abs(expected))))
+    assert worst <= 1e-10
+
+
+def test_furuta_conserves_energy_without_damping(compiled: Compiled) -> None:
+    """Undamped, the pendulum swung out and the arm turning: T + V constant (RK4, then the
+    variational integrator, which keeps it bounded over long runs)."""
+    mech = compiled(FURUTA)
+    p = furuta_parameters(mech)
+    mech.set_parameters(b1=0.0, b2=0.0)
+    try:
+        q0 = furuta_state(p, np.array([0.3, 2.0]))
+        qd0 = mech.solve_velocity(q0, np.array([4.0, -1.0]), z=Z)
+        for integrator, dt, tol in (("rk4", 1e-3, 1e-7), ("variational", 1e-3, 1e-4)):
+            result = simulate(mech, 2.0, dt, integrator, q0=q0, qd0=qd0)
+            energy = result.energy
+            assert np.max(np.abs(energy - energy[0])) / abs(energy[0]) <= tol, integrator
+            assert result.constraint_error.max() <= 1e-10
+            assert np.ptp(result.q[:, mech.coordinate_index("theta2")]) > 1.0  # it swings
+    finally:
+        mech.set_parameters(b1=p["b1"], b2=p["b2"])
+
+
+def test_independent_coordinates_follow_the_same_motion(compiled: Compiled) -> None:
+    mech = compiled(FURUTA)
+    p = furuta_parameters(mech)
+    q0 = furuta_state(p, np.array([0.0, 1.0]))
+    dependent = simulate(mech, 0.5, 1e-3, "rk4", q0=q0)
+    independent = simulate(mech, 0.5, 1e-3, "rk4", coords="independent", q0=q0, z=Z)
+    np.testing.assert_allclose(independent.q[-1], dependent.q[-1], atol=1e-8)
+
+
+GYROSCOPE = FURUTA.read_text().replace(
+    "  - {type: encoder, coordinate: theta1, name: enc1, noise: 1e-4}",
+    "  - {type: gyroscope, body: 1, name: gyro, noise: 1e-3}\n"
+    "  - {type: encoder, coordinate: theta1, name: enc1, noise: 1e-4}")
+
+
+def test_a_spatial_gyroscope_reads_the_angular_velocity_along_the_body_axes(
+        compiled: Compiled, tmp_path: Path) -> None:
+    """The pendulum turns by Rz(θ1) Rx(θ2) from the file's placement, so along its own axes
+    ω = (θ̇2, θ̇1 sin θ2, θ̇1 cos θ2)."""
+    path = tmp_path / "furuta-gyro.yaml"
+    path.write_text(GYROSCOPE)
+    mech = compiled(path)
+    assert mech.sensor_labels[:3] == ["gyro.x", "gyro.y", "gyro.z"]
+    assert mech.sensor_units[:3] == ["rad/s"] * 3
+    p = furuta_parameters(mech)
+    rng = np.random.default_rng(5)
+    for _ in range(5):
+        theta, rate = rng.uniform(-np.pi, np.pi, 2), rng.normal(0.0, 2.0, 2)
+        q = furuta_state(p, theta)
+        qd = mech.solve_velocity(q, rate, z=Z)
+        expected = [rate[1], rate[0] * np.sin(theta[1]), rate[0] * np.cos(theta[1])]
+        np.testing.assert_allclose(mech.sensors(q, qd)[:3], expected, atol=1e-12)
+
+
+# A link held at its first point A by each joint type; the mobility n − rank Φq at the
+# file's placement is the joint's number of degrees of freedom. A sliding link carries the
+# ground's axis i (the shared axis: its direction is locked to it).
+JOINTED = """\
+dimension: 3
+points:
+  - {{name: G, x: 0, y: 0, z: 0, fixed: true}}
+  - {{name: A, x: {offset}, y: 0, z: 0}}
+  - {{name: B, x: {far}, y: 0, z: 0}}
+vectors:
+  - {{name: k, x: 0, y: 0, z: 1, fixed: true}}
+  - {{name: i, x: 1, y: 0, z: 0, fixed: true}}
+  - {{name: e, x: 0, y: 1, z: 0}}
+  - {{name: f, x: 0, y: 0, z: 1}}
+bodies:
+  - {{name: link, points: [A, B], vectors: [e, f{carried}], mass: 1, cog: [0.5, 0, 0],
+     inertia: [0.01, 0.1, 0.1]}}
+joints:
+  - {joint}
+"""
+JOINTS = [
+    ("{type: spherical, points: [G, A]}", False, 3),
+    ("{type: universal, points: [G, A], axes: [i, f]}", False, 2),
+    ("{type: cylindrical, points: [G, A], axis: i, name: s}", True, 2),
+    ("{type: prismatic, points: [G, A], axis: i, axes: [k, e], name: s}", True, 1),
+]
+
+
+@pytest.mark.parametrize(("joint", "slides", "mobility"), JOINTS,
+                         ids=[j[0].split(",")[0][7:] for j in JOINTS])
+def test_each_joint_leaves_its_degrees_of_freedom(joint: str, slides: bool,
+                                                  mobility: int) -> None:
+    offset = 0.5 if slides else 0.0
+    text = JOINTED.format(offset=offset, far=offset + 1, joint=joint,
+                          carried=", i" if slides else "")
+    mechanism = parse_mechanism(text, "jointed.yaml")
+    model = build_symbolic_model(mechanism)
+    q0 = dict(zip(model.q, mechanism.initial_coordinates(), strict=True))
+    values = {**q0, **mechanism.parameter_values}
+    assert all(abs(float(c.expr.subs(values))) < 1e-12 for c in model.constraints)
+    phi_q = np.array([[float(sp.diff(c.expr, x).subs(values)) for x in model.q]
+                      for c in model.constraints])
+    assert model.n - np.linalg.matrix_rank(phi_q, tol=1e-9) == mobility
+
+
+BASE = """\
+dimension: 3
+points:
+  - {name: O, x: 0, y: 0, z: 0, fixed: true}
+  - {name: P, x: 1, y: 0, z: 0}
+vectors:
+  - {name: k, x: 0, y: 0, z: 1, fixed: true}
+  - {name: w, x: 0, y: 1, z: 0}
+bodies:
+  - {name: bar, points: [O, P], vectors: [k, w], mass: 1, cog: [0.5, 0, 0],
+     inertia: [0.001, 0.08, 0.08]}
+relative_coordinates:
+  - {type: Angle, name: theta, axis: k, from: [O, P], to: [O, P]}
+"""
+
+
+@pytest.mark.parametrize(("old", "new", "key", "fragment"), [
+    ("{name: O, x: 0, y: 0, z: 0,", "{name: O, x: 0, y: 0,", "points[0]",
+     "missing required key 'z'"),
+    ("bodies:", "planar_bodies:", "planar_bodies", "belongs to planar mechanisms"),
+    ("{name: w, x: 0, y: 1, z: 0}", "{name: w, x: 0, y: 1.1, z: 0}", "vectors[1]",
+     "a vector is a unit vector"),
+    ("inertia: [0.001, 0.08, 0.08]", "inertia: [0.2, 0.08, 0.08]", "bodies[0].inertia",
+     "triangle inequality"),
+    ("inertia: [0.001, 0.08, 0.08]", "inertia: [0.08, 0.08, 0.08, 0.1, 0, 0]",
+     "bodies[0].inertia", "not positive semi-definite"),
+    ("vectors: [k, w]", "vectors: [k]", "bodies[0]", "three independent directions"),
+    ("vectors: [k, w]", "vectors: [k, q]", "bodies[0].vectors[1]", "vector name"),
+    ("{type: Angle, name: theta, axis: k,", "{type: RelativeAngle, name: theta, axis: k,",
+     "relative_coordinates[0].type", "is a planar relative coordinate"),
+    ("from: [O, P]", "from: k", "relative_coordinates[0].from", "lies along the axis"),
+    ("axis: k, from: [O, P], to: [O, P]}", "axis: k, to: [O, P]}", "relative_coordinates[0]",
+     "needs the key 'from'"),
+])
+def test_bad_spatial_files_get_located_errors(old: str, new: str, key: str,
+                                              fragment: str) -> None:
+    assert old in BASE
+    with pytest.raises(MechanismError) as caught:
+        parse_mechanism(BASE.replace(old, new, 1), "bad.yaml")
+    assert caught.value.key == key and fragment in str(caught.value), str(caught.value)
+    assert re.match(r"bad\.yaml:\d+", str(caught.value))
+
+
+def test_joint_and_vector_errors_are_located() -> None:
+    orphan = BASE.replace("  - {name: w, x: 0, y: 1, z: 0}\n",
+                          "  - {name: w, x: 0, y: 1, z: 0}\n  - {name: lost, x: 1, y: 0, z: 0}\n")
+    with pytest.raises(MechanismError, match="mobile but on no body"):
+        parse_mechanism(orphan, "bad.yaml")
+    apart = BASE + ("joints:\n  - {type: spherical, points: [O, P]}\n")
+    with pytest.raises(MechanismError, match="same place in the file") as caught:
+        parse_mechanism(apart, "bad.yaml")
+    assert caught.value.key == "joints[0].points"
+    planar_in_spatial = BASE + "sliders:\n  - {point: P, line: [O, P]}\n"
+    with pytest.raises(MechanismError, match="belongs to planar mechanisms"):
+        parse_mechanism(planar_in_spatial, "bad.yaml")
+    with pytest.raises(MechanismError, match="dimension must be 2"):
+        parse_mechanism("dimension: 4\n" + BASE.split("\n", 1)[1], "bad.yaml")
