@@ -87,6 +87,16 @@ def entrywise_error(actual: np.ndarray, expected: np.ndarray, floor: float = 1e-
     return float(np.max(np.abs(actual - expected) / (np.abs(expected) + scale)))
 
 
+def finite_difference_error(analytic: np.ndarray, numeric: Callable[[float], np.ndarray],
+                            step: float, floor: float = 1e-4) -> float:
+    """:func:`entrywise_error` of ``analytic`` against ``numeric(h)`` (central differences
+    with step h) at ``step`` and 10 × ``step``, the better of the two. Round-off grows as
+    the step shrinks, the more so for an ill-conditioned mechanism (the Furuta pendulum's
+    inertias span 5 decades, Bricard's Jacobian is one rank short); truncation grows as
+    it widens. A wrong Jacobian fails at both."""
+    return min(entrywise_error(analytic, numeric(h), floor) for h in (step, 10 * step))
+
+
 def random_configurations(mech: CompiledMechanism, count: int = 3, seed: int = 0,
                           scale: float = 0.05) -> Iterator[dict[str, np.ndarray]]:
     """Random states near q0: ``q`` (q0 + perturbation), ``qd``, ``v`` (n) and ``lam`` (m)."""

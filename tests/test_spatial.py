@@ -362,3 +362,76 @@ def test_bricard_follows_an_independent_solution(compiled: Compiled) -> None:
     elapsed, _ = quad(lambda a: 1 / chain.speed(a, energy), theta[start], theta[end],
                       epsabs=1e-10, epsrel=1e-10, limit=200)
     assert abs(elapsed - (result.t[end] - result.t[start])) <= 1e-6
+
+
+def test_every_command_runs_on_the_spatial_mechanisms(tmp_path: Path, out_dir: Path) -> None:
+    """compile (and --package), export --c, check, info, draw, simulate (every formulation
+    and solver family), inverse (direct and factor graph), estimate, identify and animate,
+    on the Furuta pendulum and Bricard's linkage, each trusted (exit 0)."""
+    from click.testing import CliRunner
+
+    from mbgen.cli.main import cli
+
+    runner = CliRunner()
+    build = ["--build-dir", str(out_dir)]
+
+    def run(*args: str) -> str:
+        result = runner.invoke(cli, [*args, *build] if args[0] not in ("check", "export")
+                               else list(args), catch_exceptions=False)
+        assert result.exit_code == 0, (args, result.output)  # 0: done and trusted
+        assert "✗" not in result.output and "Traceback" not in result.output, result.output
+        return result.output
+
+    furuta, bricard, out = str(FURUTA), str(BRICARD), tmp_path
+    for name, path in (("furuta", furuta), ("bricard", bricard)):
+        run("compile", path, "--package", str(out / f"{name}-package"))
+        run("export", path, "--c", str(out / f"{name}-c"))
+        run("check", path)
+        assert "Assembly branches" in run("info", path)
+        run("draw", path, "--out", str(out / f"{name}.png"), "--view", "30", "-45")
+        for extra in ([], ["--coords", "independent"], ["--integrator", "variational"],
+                      ["--integrator", "spook"]):
+            run("simulate", path, "--t-end", "0.2", "--dt", "1e-3", "--out",
+                str(out / f"{name}-run.csv"), *extra)
+        run("simulate", path, "--t-end", "0.05", "--dt", "0.01", "--solver", "factor-graph",
+            "--out", str(out / f"{name}-fg.csv"))
+        run("animate", str(out / f"{name}-run.csv"), "--mechanism", path, "--out",
+            str(out / f"{name}.gif"), "--fps", "10")
+    motion = ["--motion", "theta1=0.5*sin(2*t)", "--motion", "theta2=0.3*sin(3*t)",
+              "--t-end", "0.5", "--dt", "0.01"]
+    for method in ("direct", "factor-graph"):
+        run("inverse", furuta, *motion, "--method", method, "--out", str(out / "inv.csv"))
+    run("inverse", bricard, "--motion", "thetaA=1+0.5*sin(2*t)", "--t-end", "0.5", "--dt",
+        "0.01", "--out", str(out / "inv-b.csv"))
+    for path, start in ((furuta, ["--q0", "theta1=0,theta2=1"]), (bricard, [])):
+        run("simulate", path, "--t-end", "0.2", "--dt", "1e-3", *start, "--out",
+            str(out / "truth.csv"), "--sensors-out", str(out / "readings.csv"),
+            "--noise-sensor", "0.02")
+        run("estimate", path, "--data", str(out / "readings.csv"), "--noise-sensor", "0.02",
+            "--out", str(out / "estimate.csv"))
+    run("simulate", furuta, "--t-end", "2", "--dt", "1e-3", "--q0", "theta1=0,theta2=1",
+        "--out", str(out / "swing.csv"), "--sensors-out", str(out / "recorded.csv"),
+        "--noise-sensor", "1e-4", "--sensor-period", "0.01")
+    output = run("identify", furuta, "--data", str(out / "recorded.csv"), "--params",
+                 "b2", "--initial", "b2=5e-4", "--out", str(out / "identified.yaml"))
+    assert "b2" in output
+
+
+def test_a_mirrored_body_is_told_apart_and_never_sampled(compiled: Compiled) -> None:
+    """Turning w into −w keeps every rigidity equation of the arm (its basis only keeps
+    lengths and angles) but makes it its mirror image: flagged, and absent from the
+    configurations that branch finding samples."""
+    from mbgen.estimation.branches import sample_configurations
+
+    mech = compiled(FURUTA)
+    q = furuta_state(furuta_parameters(mech), np.array([0.4, -0.7]))
+    mirror = q.copy()
+    w = [mech.coordinate_index(f"u{axis}4") for axis in "xyz"]
+    mirror[w] *= -1
+    assert np.abs(mech.phi(mirror)).max() < 1e-12  # a solution of the equations ...
+    assert list(mech.mirrored(np.array([q, mirror]))) == [False, True]  # ... not a body
+    samples = sample_configurations(mech, 2000, np.random.default_rng(0))
+    raw, status = mech.solve_position(mech.q0 + np.random.default_rng(0).uniform(
+        -1, 1, (2000, mech.n)), minimum_norm=True, errors="status")
+    assert mech.mirrored(raw[status == 0]).any()  # random starts do find mirror images
+    assert len(samples) > 100 and not mech.mirrored(samples).any()

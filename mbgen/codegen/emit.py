@@ -181,6 +181,13 @@ def build_meta(kernels: KernelSet) -> dict[str, Any]:
                     "y": number(p.y), "z": number(p.z)} for p in mech.points],
         "bodies": [{"name": b.name, "points": list(b.points), "mass": number(b.mass),
                     "visual": b.visual} for b in mech.all_bodies],
+        # spatial: unit vectors, and each body's basis (origin point, three directions'
+        # ends), whose determinant's sign tells a body from its mirror image
+        "vectors": [{"index": v.index, "name": v.name, "fixed": v.fixed, "x": number(v.x),
+                     "y": number(v.y), "z": number(v.z)} for v in mech.vectors],
+        "frames": [{"origin": ["point", b.origin],
+                    "basis": [[e.kind, e.index] for e in b.basis]}
+                   for b in mech.spatial_bodies],
         # what a drawing needs besides points and bodies
         "sliders": [{"name": s.name, "point": s.point, "line_points": list(s.line_points)}
                     for s in mech.sliders],

@@ -57,13 +57,15 @@ class Branches:
 
 def _embedding(mech: CompiledMechanism) -> Callable[[Array], Array]:
     """Coordinates in which distances mean the same everywhere: lengths over the
-    mechanism's size, angles as (cos, sin) so that −π and π meet."""
-    angle = np.array([unit == "rad" for unit in mech.coordinate_units])
-    size = mech.span
+    mechanism's size, unit vectors' components as they are, angles as (cos, sin) so that
+    −π and π meet."""
+    units = np.array(mech.coordinate_units)
+    angle = units == "rad"
+    scale = np.where(units == "m", mech.span, 1.0)[~angle]
 
     def embed(q: Array) -> Array:
         q = np.atleast_2d(q)
-        return np.hstack([q[:, ~angle] / size, np.cos(q[:, angle]), np.sin(q[:, angle])])
+        return np.hstack([q[:, ~angle] / scale, np.cos(q[:, angle]), np.sin(q[:, angle])])
 
     return embed
 
@@ -72,15 +74,18 @@ def sample_configurations(mech: CompiledMechanism, count: int, rng: np.random.Ge
                           spread: float | None = None) -> Array:
     """Up to ``count`` configurations (K, n) on Φ = 0 from q0 and random starts: within
     ±spread of q0 in every coordinate, or (None) over the whole region the mechanism can
-    reach (lengths within twice its size of q0, angles over a full turn)."""
-    angle = np.array([unit == "rad" for unit in mech.coordinate_units])
+    reach (lengths within twice its size of q0, unit vectors' components in [-1, 1],
+    angles over a full turn). Mirror images of spatial bodies are left out."""
+    units = np.array(mech.coordinate_units)
     half = 2.0 * mech.span if spread is None else float(spread)
     start = mech.q0 + half * rng.uniform(-1.0, 1.0, (count, mech.n))
     if spread is None:
-        start[:, angle] = rng.uniform(-np.pi, np.pi, (count, int(angle.sum())))
+        for unit, low in (("rad", -np.pi), ("1", -1.0)):
+            start[:, units == unit] = rng.uniform(low, -low, (count, int((units == unit).sum())))
     start[0] = mech.q0  # the file's own assembly is always among them
     q, status = mech.solve_position(start, minimum_norm=True, errors="status")
-    return q[status == 0]
+    q = q[status == 0]
+    return q[~mech.mirrored(q)]
 
 
 def find_branches(mech: CompiledMechanism, seed: int = 0, samples: int | None = None,

@@ -34,6 +34,7 @@ from mbgen.runtime.calls import Core, ParameterBuffer
 from mbgen.runtime.coordinates import Coordinates
 from mbgen.runtime.dynamics import Dynamics
 from mbgen.runtime.forwarding import Forward, documented_by
+from mbgen.runtime.frames import BodyFrames
 from mbgen.runtime.integration import Integrators
 from mbgen.runtime.inverse import Inverse
 from mbgen.runtime.kernels import KernelInfo, Quantities, kernel_infos
@@ -78,6 +79,7 @@ class CompiledMechanism:
             lengths = 2 * sum(not point["fixed"] for point in meta["points"])
             units = ["m"] * lengths + ["rad"] * (self.n - lengths)
         self.coordinates = Coordinates(self.coordinate_names, units, meta.get("independent"))
+        self.frames = BodyFrames(meta, self.coordinate_names)
         sizes = {"q": self.n, "qd": self.n, "v": self.n, "lam": self.m,
                  "p": len(meta["parameters"])}
         friction = meta.get("friction", [])
@@ -112,6 +114,12 @@ class CompiledMechanism:
         """SI unit of each coordinate (for axes and tables): m for points and distances, 1
         for unit vectors' components, rad for angles."""
         return self.coordinates.units
+
+    def mirrored(self, q: Any) -> Array:
+        """(N,) True where a spatial body is the mirror image of its placement in the file
+        (a solution of the rigidity equations no real body reaches); False for planar
+        mechanisms."""
+        return self.frames.mirrored(np.asarray(q, dtype=float), self.q0)
 
     @property
     def span(self) -> float:
