@@ -14,7 +14,7 @@ import sympy as sp
 from conftest import SHIPPED_DIR
 
 from mbgen.errors import MechanismError
-from mbgen.model import parse_mechanism
+from mbgen.model import Mechanism, parse_mechanism
 from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.simulation import simulate
 from mbgen.symbolic import build_symbolic_model
@@ -165,6 +165,17 @@ JOINTS = [
 ]
 
 
+def mobility_in_the_file(mechanism: Mechanism) -> int:
+    """n − rank Φq at the file's placement (which must meet Φ = 0), from the equations."""
+    model = build_symbolic_model(mechanism)
+    values = {**dict(zip(model.q, mechanism.initial_coordinates(), strict=True)),
+              **mechanism.parameter_values}
+    assert all(abs(float(c.expr.subs(values))) < 1e-12 for c in model.constraints)
+    phi_q = np.array([[float(sp.diff(c.expr, x).subs(values)) for x in model.q]
+                      for c in model.constraints])
+    return model.n - int(np.linalg.matrix_rank(phi_q, tol=1e-9))
+
+
 @pytest.mark.parametrize(("joint", "slides", "mobility"), JOINTS,
                          ids=[j[0].split(",")[0][7:] for j in JOINTS])
 def test_each_joint_leaves_its_degrees_of_freedom(joint: str, slides: bool,
@@ -172,14 +183,7 @@ def test_each_joint_leaves_its_degrees_of_freedom(joint: str, slides: bool,
     offset = 0.5 if slides else 0.0
     text = JOINTED.format(offset=offset, far=offset + 1, joint=joint,
                           carried=", i" if slides else "")
-    mechanism = parse_mechanism(text, "jointed.yaml")
-    model = build_symbolic_model(mechanism)
-    q0 = dict(zip(model.q, mechanism.initial_coordinates(), strict=True))
-    values = {**q0, **mechanism.parameter_values}
-    assert all(abs(float(c.expr.subs(values))) < 1e-12 for c in model.constraints)
-    phi_q = np.array([[float(sp.diff(c.expr, x).subs(values)) for x in model.q]
-                      for c in model.constraints])
-    assert model.n - np.linalg.matrix_rank(phi_q, tol=1e-9) == mobility
+    assert mobility_in_the_file(parse_mechanism(text, "jointed.yaml")) == mobility
 
 
 BASE = """\
@@ -435,3 +439,17 @@ def test_a_mirrored_body_is_told_apart_and_never_sampled(compiled: Compiled) -> 
         -1, 1, (2000, mech.n)), minimum_norm=True, errors="status")
     assert mech.mirrored(raw[status == 0]).any()  # random starts do find mirror images
     assert len(samples) > 100 and not mech.mirrored(samples).any()
+
+
+def test_a_generated_spatial_chain_has_one_degree_of_freedom_per_rod(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from mbgen.cli.main import cli
+
+    target = tmp_path / "chain.yaml"
+    result = CliRunner().invoke(cli, ["generate", "chain", "--bodies", "4", "--spatial",
+                                      "--out", str(target)])
+    assert result.exit_code == 0, result.output
+    mechanism = parse_mechanism(target.read_text(), str(target))
+    assert len(mechanism.coordinate_names) == 24
+    assert mobility_in_the_file(mechanism) == 4

@@ -366,14 +366,16 @@ def generate() -> None:
 @generate.command(example="mbgen generate chain --bodies 20")
 @click.option("--bodies", "-n", type=click.IntRange(min=1), required=True,
               help="Number of bars in the chain.")
+@click.option("--spatial", is_flag=True, help="A spatial chain: rods joined by revolute "
+              "joints whose axes alternate between y and z (dimension: 3).")
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Output file (default: chain<N>.yaml).")
-def chain(bodies: int, out: Path | None) -> None:
+              help="Output file (default: chain<N>.yaml, spatial-chain<N>.yaml).")
+def chain(bodies: int, spatial: bool, out: Path | None) -> None:
     """A pendulum chain of N bars hanging from a fixed pivot."""
-    from mbgen.model.chain import chain_yaml
+    from mbgen.model.chain import chain_yaml, spatial_chain_yaml
 
-    target = out or Path(f"chain{bodies}.yaml")
-    _write_atomic(target, chain_yaml(bodies))
+    target = out or Path(f"{'spatial-' if spatial else ''}chain{bodies}.yaml")
+    _write_atomic(target, (spatial_chain_yaml if spatial else chain_yaml)(bodies))
     console.print(f"wrote [bold]{escape(str(target))}[/] ({bodies} bodies)")
 
 
