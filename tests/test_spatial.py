@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import sympy as sp
 from conftest import SHIPPED_DIR
+from independent import furuta_acceleration
 
 from mbgen.errors import MechanismError
 from mbgen.model import Mechanism, parse_mechanism
@@ -26,25 +27,6 @@ Z = ["theta1", "theta2"]
 
 def furuta_parameters(mech: CompiledMechanism) -> dict[str, float]:
     return dict(mech.parameters)
-
-
-def furuta_closed_form(p: dict[str, float], theta: np.ndarray, rate: np.ndarray,
-                       torque: float) -> np.ndarray:
-    """θ̈ of the Furuta pendulum from its Lagrangian, written out by hand (Cazzolato &
-    Prime 2011, with the arm's and the pendulum's inertia about their own long axes):
-    M(θ2) θ̈ + h(θ2, θ̇) = (τ − b1 θ̇1, −b2 θ̇2 − m2 g l2 sin θ2)."""
-    s, c = np.sin(theta[1]), np.cos(theta[1])
-    arm = p["m1"] * p["l1"] ** 2 + p["J1p"] + p["m2"] * p["L1"] ** 2
-    pendulum = p["m2"] * p["l2"] ** 2 + p["J2p"]
-    coupling = p["m2"] * p["L1"] * p["l2"]
-    mass = np.array([[arm + pendulum * s * s + p["J2a"] * c * c, coupling * c],
-                     [coupling * c, pendulum]])
-    da = 2 * (pendulum - p["J2a"]) * s * c  # d M11 / d θ2
-    h = np.array([da * rate[0] * rate[1] - coupling * s * rate[1] ** 2,
-                  -da * rate[0] ** 2 / 2])
-    applied = np.array([torque - p["b1"] * rate[0],
-                        -p["b2"] * rate[1] - p["m2"] * p["g"] * p["l2"] * s])
-    return np.linalg.solve(mass, applied - h)
 
 
 def furuta_state(p: dict[str, float], theta: np.ndarray) -> np.ndarray:
@@ -64,9 +46,12 @@ def test_the_furuta_coordinates_are_named_as_the_format_says(compiled: Compiled)
     assert (mech.n, mech.m) == (17, 15)
 
 
-def test_furuta_accelerations_match_the_closed_form(compiled: Compiled) -> None:
+@pytest.mark.parametrize("extras", [{}, {"c1": 4e-3, "c2": 5e-4, "K": 0.9, "tilt": 0.3,
+                                          "offset2": 0.01}], ids=["file", "friction-tilt-gain"])
+def test_furuta_accelerations_match_the_closed_form(compiled: Compiled,
+                                                    extras: dict[str, float]) -> None:
     mech = compiled(FURUTA)
-    p = furuta_parameters(mech)
+    p = {**furuta_parameters(mech), **extras}
     rng = np.random.default_rng(3)
     worst = 0.0
     for _ in range(50):
@@ -78,8 +63,10 @@ def test_furuta_accelerations_match_the_closed_form(compiled: Compiled) -> None:
         torque = float(rng.normal())
         forces = np.zeros(mech.n)
         forces[mech.coordinate_index("theta1")] = torque
-        qdd = mech.forward_dynamics(q, qd, forces)[mech.coordinate_indices(Z)]
-        expected = furuta_closed_form(p, theta, rate, torque)
+        qdd = mech.forward_dynamics(q, qd, forces, params=[p[name] for name in
+                                                            mech.parameters])
+        expected = furuta_acceleration(p, theta, rate, torque / p["K"])
+        qdd = qdd[mech.coordinate_indices(Z)]
         worst = max(worst, float(np.max(np.abs(qdd - expected) / np.abs(expected))))
     assert worst <= 1e-10
 
