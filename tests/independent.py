@@ -4,6 +4,7 @@ their equations, using nothing of mbgen."""
 from __future__ import annotations
 
 import numpy as np
+from scipy.optimize import least_squares
 
 #: The Furuta pendulum's dry-friction smoothing rate [rad/s], as mbgen's default
 #: ``stiction_velocity`` (−c tanh(θ̇ / s) in continuous time).
@@ -36,3 +37,77 @@ def furuta_acceleration(p: dict[str, float], theta: np.ndarray, rate: np.ndarray
                 - np.array([p["c1"], p["c2"]]) * np.tanh(rate / FURUTA_STICTION))
     applied = np.array([p["K"] * torque, 0.0]) + friction - dv
     return np.linalg.solve(mass, applied - h)
+
+
+class BricardChain:
+    """An independent model of Bricard's linkage: five rods turned in turn about the six
+    joint axes (products of exponentials of rotations), the loop closed by least squares
+    on the last four joint angles, given the first. Nothing of mbgen is used."""
+
+    POINTS = np.array([[0, 0, 0], [1, 0, 0], [1, -1, 0], [1, -1, 1], [0, -1, 1], [0, 0, 1]],
+                      dtype=float)
+    AXES = np.eye(3)[[1, 2, 0, 1, 2, 0]]  # y, z, x, y, z, x
+    MASS, SIDE, G = 1.0, 0.1, 9.81
+
+    def __init__(self) -> None:
+        self.grid = np.linspace(0.0, np.pi, 400)
+        self.table = [np.zeros(4)]
+        for angle in self.grid[1:]:  # continuation along the motion: one assembly branch
+            self.table.append(self.closed(angle, self.table[-1]))
+        along, across = self.MASS * 2 * self.SIDE**2 / 12, self.MASS * (1 + self.SIDE**2) / 12
+        self.inertia = []
+        for k in range(5):
+            d = self.POINTS[k + 1] - self.POINTS[k]
+            self.inertia.append(across * np.eye(3) + (along - across) * np.outer(d, d))
+        self.centres = (self.POINTS[:-1] + self.POINTS[1:]) / 2
+
+    @staticmethod
+    def rotation(axis: np.ndarray, angle: float) -> np.ndarray:
+        k = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+        return np.eye(3) + np.sin(angle) * k + (1 - np.cos(angle)) * k @ k
+
+    def poses(self, angles: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(R, p) of each rod: a material point x of the file's placement is now R x + p."""
+        rotation, shift, found = np.eye(3), np.zeros(3), []
+        for k in range(5):
+            turn = self.rotation(self.AXES[k], angles[k])
+            shift = rotation @ (self.POINTS[k] - turn @ self.POINTS[k]) + shift
+            rotation = rotation @ turn
+            found.append((rotation, shift))
+        return found
+
+    def gap(self, rest: np.ndarray, first: float) -> np.ndarray:
+        """How far rod EF is from turning about the ground's joint F (point and axis x)."""
+        rotation, shift = self.poses(np.concatenate([[first], rest]))[-1]
+        return np.concatenate([rotation @ self.POINTS[5] + shift - self.POINTS[5],
+                               rotation @ self.AXES[5] - self.AXES[5]])
+
+    def closed(self, first: float, guess: np.ndarray) -> np.ndarray:
+        fit = least_squares(self.gap, guess, args=(first,), xtol=1e-15, ftol=1e-15,
+                                 gtol=1e-15)
+        assert np.abs(fit.fun).max() < 1e-12
+        return fit.x
+
+    def at(self, first: float) -> list[tuple[np.ndarray, np.ndarray]]:
+        guess = self.table[int(np.abs(self.grid - first).argmin())]
+        return self.poses(np.concatenate([[first], self.closed(first, guess)]))
+
+    def point_c(self, first: float) -> np.ndarray:
+        rotation, shift = self.at(first)[1]  # C ends rod BC
+        return rotation @ self.POINTS[2] + shift
+
+    def speed(self, first: float, energy: float, step: float = 1e-6) -> float:
+        """θ̇A from T + V = energy, T = ½ m(θA) θ̇A² (m from central differences)."""
+        now, ahead, behind = self.at(first), self.at(first + step), self.at(first - step)
+        potential = inertia = 0.0
+        for k in range(5):
+            rotation, shift = now[k]
+            centre = rotation @ self.centres[k] + shift
+            potential += self.MASS * self.G * centre[1]
+            velocity = ((ahead[k][0] - behind[k][0]) @ self.centres[k]
+                        + ahead[k][1] - behind[k][1]) / (2 * step)
+            spin = (ahead[k][0] - behind[k][0]) @ rotation.T / (2 * step)
+            omega = np.array([spin[2, 1], spin[0, 2], spin[1, 0]])
+            inertia += (self.MASS * velocity @ velocity
+                        + omega @ rotation @ self.inertia[k] @ rotation.T @ omega)
+        return float(np.sqrt(2 * (energy - potential) / inertia))
