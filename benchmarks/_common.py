@@ -221,3 +221,40 @@ def save_png(figure: Any, name: str, dpi: int = 110) -> Path:
     figure.savefig(target, dpi=dpi)
     plt.close(figure)
     return target
+
+
+def parameter_figures(names: Sequence[str], values: Any, std: Any, truth: dict[str, float],
+                      initial: dict[str, float]) -> list[Figure]:
+    """An identification's figures per parameter: its error against the truth (target
+    ≤ 2 %) and that error in its linearized standard deviations (target ≤ 3)."""
+    figures = []
+    for name, value, sigma in zip(names, values, std, strict=True):
+        error = float(abs(value / truth[name] - 1)) * 100
+        figures.append(Figure(f"{name}: error", error, "%", 2.0,
+                              f"truth {truth[name]:.5g}, start {initial[name]:.5g}, "
+                              f"identified {value:.5g}"))
+        figures.append(Figure(f"{name}: |error| / std", float(abs(value - truth[name]) / sigma),
+                              "σ", 3.0, f"std {sigma:.3g}"))
+    return figures
+
+
+def plot_fit(t: Any, readings: Any, fitted: Any, labels: Sequence[str], name: str) -> Path:
+    """Measured (N, S) against fitted readings, one panel per sensor output, as
+    ``benchmarks/results/<name>.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(labels), 1, figsize=(9, 5), sharex=True)
+    for k, (ax, label) in enumerate(zip(axes, labels, strict=True)):
+        ax.plot(t, readings[:, k], ".", ms=2, label="measured")
+        ax.plot(t, fitted[:, k], lw=1, label="identified model")
+        ax.set_ylabel(f"{label} [rad]")
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="upper right")
+    axes[-1].set_xlabel("t [s]")
+    target = RESULTS / f"{name}.png"
+    fig.savefig(target, dpi=100)
+    plt.close(fig)
+    return target

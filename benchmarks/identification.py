@@ -43,7 +43,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import MECHANISMS, RESULTS, Figure, fresh_dir, print_table, write_results
+from _common import (
+    MECHANISMS,
+    Figure,
+    fresh_dir,
+    parameter_figures,
+    plot_fit,
+    print_table,
+    write_results,
+)
 
 import mbgen
 from mbgen.estimation.identify import Recording, Settings, identify
@@ -103,13 +111,7 @@ def main() -> None:
     figures = [Figure("wall time, 13 parameters", seconds, "s", 10.0,
                       f"{base.iterations} iterations, {len(base.t)} states"
                       + ("" if base.converged else ", NOT converged"))]
-    for name, value, std in zip(NAMES, base.values, base.std, strict=True):
-        error = float(abs(value / truth[name] - 1)) * 100
-        figures.append(Figure(f"{name}: error", error, "%", 2.0,
-                              f"truth {truth[name]:.5g}, start {initial[name]:.5g}, "
-                              f"identified {value:.5g}"))
-        figures.append(Figure(f"{name}: |error| / std", float(abs(value - truth[name]) / std), "σ",
-                              3.0, f"std {std:.3g}"))
+    figures += parameter_figures(NAMES, base.values, base.std, truth, initial)
     scale = np.abs([truth[n] for n in NAMES])
     variants = (("dynamics weight ×0.1", {"impulse_noise": 10 * IMPULSE_NOISE}),
                 ("dynamics weight ×10", {"impulse_noise": IMPULSE_NOISE / 10}),
@@ -146,28 +148,9 @@ def main() -> None:
                               float(error.max()) * 100, "%", None,
                               f"of {NAMES[dynamic[int(np.argmax(error))]]}"))
     print_table("Identification: Furuta stand-in (actuated double pendulum)", figures)
-    picture = _plot(data, base, mech.sensor_labels)
+    picture = plot_fit(data.t, data.readings, base.fitted, mech.sensor_labels,
+                       "identification_fit")
     print(f"wrote {write_results('identification', figures)} and {picture}")
-
-
-def _plot(data: Recording, result, labels: list[str]) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(len(labels), 1, figsize=(9, 5), sharex=True)
-    for k, (ax, label) in enumerate(zip(axes, labels, strict=True)):
-        ax.plot(data.t, data.readings[:, k], ".", ms=2, label="measured")
-        ax.plot(data.t, result.fitted[:, k], lw=1, label="identified model")
-        ax.set_ylabel(f"{label} [rad]")
-        ax.grid(alpha=0.3)
-    axes[0].legend(loc="upper right")
-    axes[-1].set_xlabel("t [s]")
-    target = RESULTS / "identification_fit.png"
-    fig.savefig(target, dpi=100)
-    plt.close(fig)
-    return target
 
 
 if __name__ == "__main__":

@@ -35,7 +35,15 @@ from scipy.integrate import solve_ivp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from _common import MECHANISMS, RESULTS, Figure, fresh_dir, print_table, write_results
+from _common import (
+    MECHANISMS,
+    Figure,
+    fresh_dir,
+    parameter_figures,
+    plot_fit,
+    print_table,
+    write_results,
+)
 from independent import furuta_acceleration
 
 import mbgen
@@ -97,36 +105,11 @@ def main() -> None:
                Figure("swing of the pendulum in the data", float(np.ptp(theta[:, 1])), "rad",
                       note=f"arm {float(np.ptp(theta[:, 0])):.2f} rad; closed form "
                       f"integrated in {simulated:.1f} s")]
-    for name, value, std in zip(NAMES, result.values, result.std, strict=True):
-        error = float(abs(value / truth[name] - 1)) * 100
-        figures.append(Figure(f"{name}: error", error, "%", 2.0,
-                              f"truth {truth[name]:.5g}, start {initial[name]:.5g}, "
-                              f"identified {value:.5g}"))
-        figures.append(Figure(f"{name}: |error| / std", float(abs(value - truth[name]) / std),
-                              "σ", 3.0, f"std {std:.3g}"))
+    figures += parameter_figures(NAMES, result.values, result.std, truth, initial)
     print_table("Identification: Furuta pendulum (spatial, independent data)", figures)
-    picture = _plot(data, result, mech.sensor_labels)
+    picture = plot_fit(data.t, data.readings, result.fitted, mech.sensor_labels,
+                       "identification_furuta_fit")
     print(f"wrote {write_results('identification_furuta', figures)} and {picture}")
-
-
-def _plot(data: Recording, result, labels: list[str]) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(len(labels), 1, figsize=(9, 5), sharex=True)
-    for k, (ax, label) in enumerate(zip(axes, labels, strict=True)):
-        ax.plot(data.t, data.readings[:, k], ".", ms=2, label="measured")
-        ax.plot(data.t, result.fitted[:, k], lw=1, label="identified model")
-        ax.set_ylabel(f"{label} [rad]")
-        ax.grid(alpha=0.3)
-    axes[0].legend(loc="upper right")
-    axes[-1].set_xlabel("t [s]")
-    target = RESULTS / "identification_furuta_fit.png"
-    fig.savefig(target, dpi=100)
-    plt.close(fig)
-    return target
 
 
 if __name__ == "__main__":

@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import cast
 
 import sympy as sp
 
 from mbgen.model.expressions import ExpressionError, parse_expression
-from mbgen.model.format import DIMENSIONS, IDENTIFIER, RESERVED_NAME, SECTIONS, SENSOR_TARGET
+from mbgen.model.format import (
+    DIMENSION_NAMES,
+    DIMENSIONS,
+    IDENTIFIER,
+    RELATIVE_TYPES_BY_DIMENSION,
+    RESERVED_NAME,
+    SECTIONS,
+    SENSOR_TARGET,
+)
 from mbgen.model.mechanism import (
     Actuator,
     Force,
@@ -73,7 +81,7 @@ class MechanismBuilder:
         for name, child in keys.items():
             wanted = spec.keys[name].dimension
             if wanted is not None and wanted != self.dimension:
-                kind = {2: "planar", 3: "spatial"}
+                kind = DIMENSION_NAMES
                 raise child.error(f"{name!r} belongs to {kind[wanted]} mechanisms "
                                   f"(dimension: {wanted}); this file is {kind[self.dimension]}"
                                   f" (dimension: {self.dimension})")
@@ -174,6 +182,26 @@ class MechanismBuilder:
         if text in taken:
             raise node.error(f"name {text!r} is already used")
         return text
+
+    def choice(self, node: Node, allowed: Sequence[str], what: str) -> str:
+        """A ``type:`` value among ``allowed``, or a located error listing them."""
+        kind = node.string()
+        if kind not in allowed:
+            raise node.error(f"unknown {what} {kind!r} (allowed: {', '.join(allowed)})")
+        return kind
+
+    def relative_type(self, node: Node) -> str:
+        """A relative coordinate's ``type:`` for this file's dimension; a type of the other
+        dimension gets its own message."""
+        kind = node.string()
+        other = 5 - self.dimension
+        if kind in RELATIVE_TYPES_BY_DIMENSION[other]:
+            names = DIMENSION_NAMES
+            raise node.error(f"{kind!r} is a {names[other]} relative coordinate (dimension: "
+                             f"{other}); a {names[self.dimension]} file has "
+                             f"{', '.join(RELATIVE_TYPES_BY_DIMENSION[self.dimension])}")
+        return self.choice(node, RELATIVE_TYPES_BY_DIMENSION[self.dimension],
+                           "relative coordinate type")
 
     def section(self, key: str) -> list[Node]:
         node = self.keys.get(key)
@@ -296,10 +324,7 @@ class MechanismBuilder:
         sensors: list[Sensor] = []
         for k, node in enumerate(self.section("sensors")):
             keys = self.entry(node, "sensor")
-            kind = keys["type"].string()
-            if kind not in SENSOR_TARGET:
-                raise keys["type"].error(f"unknown sensor type {kind!r} "
-                                         f"(allowed: {', '.join(sorted(SENSOR_TARGET))})")
+            kind = self.choice(keys["type"], sorted(SENSOR_TARGET), "sensor type")
             target_key = SENSOR_TARGET[kind]
             if target_key not in keys:
                 raise node.error(f"a {kind} sensor needs the key {target_key!r}")

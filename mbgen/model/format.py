@@ -57,7 +57,8 @@ JOINT_TYPES = {"spherical": ("points",), "revolute": ("points", "axis"),
 #: The key that names what a sensor of each type measures.
 SENSOR_TARGET = {"encoder": "coordinate", "gyroscope": "body", "position": "point",
                  "velocity": "point"}
-DIMENSIONS = (2, 3)
+DIMENSION_NAMES = {2: "planar", 3: "spatial"}
+DIMENSIONS = tuple(DIMENSION_NAMES)
 
 _NAME = "an identifier (letters, digits, _) used in labels and to refer to it"
 

@@ -13,7 +13,6 @@ import sympy as sp
 
 from mbgen.errors import MechanismError
 from mbgen.model.builder import MechanismBuilder, distance, file_dimension
-from mbgen.model.format import PLANAR_RELATIVE_TYPES, RELATIVE_TYPES
 from mbgen.model.mechanism import (
     Body,
     Mechanism,
@@ -134,14 +133,7 @@ class PlanarBuilder(MechanismBuilder):
         angles: list[RelativeAngle] = []
         for k, node in enumerate(self.section("relative_coordinates")):
             keys = self.entry(node, "relative_coordinate")
-            kind = keys["type"].string()
-            if kind not in RELATIVE_TYPES:
-                raise keys["type"].error(f"unknown relative coordinate type {kind!r} "
-                                         f"(allowed: {', '.join(PLANAR_RELATIVE_TYPES)})")
-            if kind not in PLANAR_RELATIVE_TYPES:
-                raise keys["type"].error(f"{kind!r} is a spatial relative coordinate "
-                                         "(dimension: 3); a planar file has "
-                                         f"{', '.join(sorted(PLANAR_RELATIVE_TYPES))}")
+            kind = self.relative_type(keys["type"])
             if "points" not in keys:
                 raise node.error("missing required key 'points'")
             if kind == "RelativeAngleAbsoluteDOF":

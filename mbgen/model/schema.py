@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from mbgen.model.format import (
+    DIMENSION_NAMES,
     IDENTIFIER,
     RELATIVE_TYPES,
     RELATIVE_TYPES_BY_DIMENSION,
@@ -68,9 +69,6 @@ _KINDS: dict[str, dict[str, Any]] = {
 }
 
 
-_KIND_NAMES = {2: "planar", 3: "spatial"}
-
-
 def _value(key: Key, dimension: int) -> dict[str, Any]:
     if key.kind == "choice":
         choices = RELATIVE_TYPES_BY_DIMENSION[dimension] if (
@@ -78,7 +76,7 @@ def _value(key: Key, dimension: int) -> dict[str, Any]:
         schema: dict[str, Any] = {"enum": list(choices)}
     elif key.kind == "section":
         schema = {"type": ["array", "null"],
-                  "items": {"$ref": f"#/$defs/{_KIND_NAMES[dimension]}_{key.section}"}}
+                  "items": {"$ref": f"#/$defs/{DIMENSION_NAMES[dimension]}_{key.section}"}}
     else:
         schema = dict(_KINDS[key.kind])
     return {**schema, "description": key.doc}
@@ -103,7 +101,7 @@ def mechanism_schema() -> dict[str, Any]:
     """The whole schema as a JSON-ready dict (draft 2020-12): planar files, or spatial ones
     (``dimension: 3``), each with the keys of its dimension only."""
     definitions: dict[str, Any] = {}
-    for dimension, kind in _KIND_NAMES.items():
+    for dimension, kind in DIMENSION_NAMES.items():
         definitions[kind] = _object("mechanism", dimension)
         definitions.update({f"{kind}_{name}": _object(name, dimension)
                             for name in SECTIONS if name != "mechanism"})

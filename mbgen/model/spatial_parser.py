@@ -9,7 +9,7 @@ import numpy as np
 import sympy as sp
 
 from mbgen.model.builder import MechanismBuilder
-from mbgen.model.format import JOINT_TYPES, PLANAR_RELATIVE_TYPES, SPATIAL_RELATIVE_TYPES
+from mbgen.model.format import JOINT_TYPES
 from mbgen.model.mechanism import Mechanism
 from mbgen.model.spatial import (
     Direction,
@@ -190,13 +190,7 @@ class SpatialBuilder(MechanismBuilder):
         found: list[SpatialCoordinate] = []
         for k, node in enumerate(self.section("relative_coordinates")):
             keys = self.entry(node, "relative_coordinate")
-            kind = keys["type"].string()
-            if kind in PLANAR_RELATIVE_TYPES:
-                raise keys["type"].error(f"{kind!r} is a planar relative coordinate; a "
-                                         f"spatial file has {', '.join(SPATIAL_RELATIVE_TYPES)}")
-            if kind not in SPATIAL_RELATIVE_TYPES:
-                raise keys["type"].error(f"unknown relative coordinate type {kind!r} "
-                                         f"(allowed: {', '.join(SPATIAL_RELATIVE_TYPES)})")
+            kind = self.relative_type(keys["type"])
             wanted = ("axis", "from", "to") if kind == "Angle" else ("axis", "points")
             for key in wanted:
                 if key not in keys:
@@ -233,10 +227,7 @@ class SpatialBuilder(MechanismBuilder):
         joints: list[Joint] = []
         for k, node in enumerate(self.section("joints")):
             keys = self.entry(node, "joint")
-            kind = keys["type"].string()
-            if kind not in JOINT_TYPES:
-                raise keys["type"].error(f"unknown joint type {kind!r} "
-                                         f"(allowed: {', '.join(JOINT_TYPES)})")
+            kind = self.choice(keys["type"], list(JOINT_TYPES), "joint type")
             for key in JOINT_TYPES[kind]:
                 if key not in keys:
                     raise node.error(f"a {kind} joint needs the key {key!r}")
