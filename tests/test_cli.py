@@ -17,7 +17,7 @@ from conftest import REFERENCE_DATA, SHIPPED_DIR, reference
 
 from mbgen.cli.conventions import EXIT_BAD_INPUT, EXIT_UNTRUSTED, EXIT_USAGE, untrusted_path
 from mbgen.cli.main import cli
-from mbgen.estimation.particle_filter import RECOVERY_READINGS
+from mbgen.estimation.particle_filter import GIVE_UP_READINGS, RECOVERY_READINGS
 from mbgen.model.parser import load_mechanism
 
 
@@ -749,3 +749,27 @@ def test_estimate_that_started_over_is_not_trusted_until_it_recovers(
     assert rows[:, names.index("restart")].sum() == 1.0
     assert names[1:5] == ["x1", "x1_lo", "x1_hi", "x1_sigma"]
     assert np.all(rows[:, names.index("x1_sigma")] >= 0)
+
+
+def test_estimate_gives_up_when_no_fresh_belief_meets_the_readings(
+        run, tmp_path: Path, out_dir: Path) -> None:
+    """Readings far too precise for the particles (every one makes the filter start over):
+    it stops after GIVE_UP_READINGS of them in a row, exit 4, instead of spending the
+    whole file (7 minutes on the Furuta pendulum's 1 s at 1e-4 rad before)."""
+    path = tmp_path / "gyro.yaml"
+    path.write_text(reference("fourbars1").read_text()
+                    + "sensors:\n  - {type: gyroscope, body: 2, name: rocker_gyro}\n")
+    readings, estimate = tmp_path / "readings.csv", tmp_path / "est.csv"
+    code, output = run("simulate", str(path), "--t-end", "0.5", "--dt", "1e-3", "--out",
+                       str(tmp_path / "truth.csv"), "--sensors-out", str(readings),
+                       "--build-dir", str(out_dir))
+    assert code == 0, output
+    code, output = run("estimate", str(path), "--data", str(readings), "--noise-sensor",
+                       "1e-9", "--particles", "40", "--pool", "2", "--out", str(estimate),
+                       "--build-dir", str(out_dir))
+    text = " ".join(output.split())
+    assert code == EXIT_UNTRUSTED and "✓" not in text, text
+    assert f"started over at each of {GIVE_UP_READINGS} readings in a row" in text, text
+    names, rows = read_csv(untrusted_path(estimate))
+    assert len(rows) < 50  # of 501 steps
+    assert rows[-GIVE_UP_READINGS:, names.index("restart")].all()

@@ -139,7 +139,7 @@ def report(track: Track, name: str, step: float, particles: int, csv_path: Path,
            pictures: list[Path]) -> None:
     """✓ for a filter that never started over; ! when it did and has weighed enough
     readings since; ✗ and exit code 4 when it has not."""
-    from mbgen.estimation.particle_filter import RECOVERY_READINGS
+    from mbgen.estimation.particle_filter import GIVE_UP_READINGS, RECOVERY_READINGS
 
     final = np.round(track.branch_probability[-1], 3).tolist()
     restarts = track.restarts
@@ -153,6 +153,13 @@ def report(track: Track, name: str, step: float, particles: int, csv_path: Path,
                             f"readings at t = {at} s)" if restarts else ""))
     status_console.print(escape(f"  wrote {csv_path}"
                                 + "".join(f"\n  wrote {p}" for p in pictures)))
+    if track.gave_up:
+        raise UntrustedResultError(
+            f"the filter started over at each of {GIVE_UP_READINGS} readings in a row and "
+            f"stopped at t = {track.t[-1]:g} s: no particle of a fresh belief comes near "
+            f"the readings; the estimate so far is in {csv_path} (check --noise-sensor and "
+            "--noise-accel against the data; readings far more precise than the particles "
+            "can meet need a larger --noise-sensor or more --particles)")
     if not track.recovered:
         raise UntrustedResultError(
             f"the filter started over at t = {track.t[track.reinitialized][-1]:g} s and "

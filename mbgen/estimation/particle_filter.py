@@ -78,6 +78,10 @@ def branch_columns(names: list[str]) -> list[str]:
 #: trusted again: a fresh belief meets each new reading, and a few are needed before it
 #: has forgotten the uniform start.
 RECOVERY_READINGS = 10
+#: Readings in a row at which the filter started over before it gives up: its fresh
+#: belief meets no reading, so going on would only spend time (readings far more precise
+#: than a uniform belief over the configurations can meet, or a wrong model).
+GIVE_UP_READINGS = 20
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,7 @@ class Track:
     branch_probability: Array  # (N, branches)
     reinitialized: Array  # (N,) bool: every weight had vanished and the filter started over
     weighed: Array  # (N,) bool: the step weighed a reading
+    gave_up: bool = False  # stopped after GIVE_UP_READINGS readings in a row started over
 
     @property
     def restarts(self) -> int:
@@ -462,12 +467,14 @@ class ParticleFilter:
         NaN for no reading. Steps of dt (default: the readings' median period) from t[0];
         a step takes the reading within half a step of its time, if any. The first
         reading weighs the initial belief (no prediction before it). ``progress`` is
-        called after every step."""
+        called after every step. After GIVE_UP_READINGS readings in a row that each made
+        it start over, the filter stops there (``Track.gave_up``)."""
         t = np.asarray(t, dtype=float)
         times, step = filter_times(t, dt)
         row = np.searchsorted(t, times - step / 2)
-        estimates = []
+        estimates: list[Estimate] = []
         weighed = np.zeros(len(times), dtype=bool)
+        in_a_row = 0
         for k, now in enumerate(times):
             r = row[k]
             reading = readings[r] if r < len(t) and abs(t[r] - now) < step / 2 else None
@@ -479,12 +486,18 @@ class ParticleFilter:
                 estimates.append(self.estimate(bool(restarted)))
             if progress:
                 progress()
+            if weighed[k]:
+                in_a_row = in_a_row + 1 if estimates[-1].reinitialized else 0
+            if in_a_row >= GIVE_UP_READINGS:
+                break
+
         def stacked(name: str) -> Array:
             return np.array([getattr(e, name) for e in estimates])
 
-        return Track(times, stacked("mean"), stacked("low"), stacked("high"), stacked("sigma"),
-                     stacked("ess"), stacked("branch_probability"), stacked("reinitialized"),
-                     weighed)
+        done = len(estimates)
+        return Track(times[:done], stacked("mean"), stacked("low"), stacked("high"),
+                     stacked("sigma"), stacked("ess"), stacked("branch_probability"),
+                     stacked("reinitialized"), weighed[:done], done < len(times))
 
     def estimate(self, reinitialized: bool = False) -> Estimate:
         """Weighted mean and 95 % interval of every coordinate; angles by circular
