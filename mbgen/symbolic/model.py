@@ -4,7 +4,9 @@ Natural coordinates (García de Jalón): the unknowns are the x, y of every mobi
 plus relative coordinates. A planar body's inertia is expressed on its first two points
 (exact for any centre of mass, on or off the bar axis); its other points are kept rigid by
 distance constraints. The relative-angle constraint uses a smooth form (see docs/format.md)
-instead of the reference's switching cos/sin form.
+instead of the reference's switching cos/sin form. A spatial mechanism's constraints,
+mass matrix and gyroscopes come from :mod:`mbgen.symbolic.spatial`; springs, dampers,
+forces, friction and the other sensors are written once for both.
 """
 
 from __future__ import annotations
