@@ -225,6 +225,13 @@ def test_joint_and_vector_errors_are_located() -> None:
     with pytest.raises(MechanismError, match="same place in the file") as caught:
         parse_mechanism(apart, "bad.yaml")
     assert caught.value.key == "joints[0].points"
+    unshared = BASE.replace("  - {name: w, x: 0, y: 1, z: 0}\n", "  - {name: w, x: 0, y: 1, z: 0}\n"
+                            "  - {name: a, x: 1, y: 0, z: 0}\n").replace(
+        "vectors: [k, w]", "vectors: [k, w, a]") + (
+        "joints:\n  - {type: revolute, points: [O], axis: a}\n")
+    with pytest.raises(MechanismError, match="axis is a vector both bodies share") as caught:
+        parse_mechanism(unshared, "bad.yaml")
+    assert caught.value.key == "joints[0].axis"
     planar_in_spatial = BASE + "sliders:\n  - {point: P, line: [O, P]}\n"
     with pytest.raises(MechanismError, match="belongs to planar mechanisms"):
         parse_mechanism(planar_in_spatial, "bad.yaml")

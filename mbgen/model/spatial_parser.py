@@ -52,7 +52,7 @@ class SpatialBuilder(MechanismBuilder):
                               vectors=self.vectors, spatial_bodies=bodies)
         mechanism.spatial_coordinates = self.read_coordinates()
         mechanism.joints = self.read_joints(set(mechanism.coordinate_names),
-                                            mechanism.length_scale())
+                                            mechanism.length_scale(), bodies)
         return mechanism
 
     def body_count(self, mechanism: Mechanism) -> int:
@@ -222,8 +222,11 @@ class SpatialBuilder(MechanismBuilder):
                                                initial, node.line))
         return found
 
-    def read_joints(self, coordinates: set[str], scale: float) -> list[Joint]:
-        """Joints; ``scale`` (the mechanism's size) tells coinciding points apart."""
+    def read_joints(self, coordinates: set[str], scale: float,
+                    bodies: list[SpatialBody]) -> list[Joint]:
+        """Joints; ``scale`` (the mechanism's size) tells coinciding points apart. An axis
+        is what the two bodies share: it must be listed by two bodies, or be fixed (the
+        ground's) and listed by one."""
         joints: list[Joint] = []
         for k, node in enumerate(self.section("joints")):
             keys = self.entry(node, "joint")
@@ -238,6 +241,13 @@ class SpatialBuilder(MechanismBuilder):
                 raise keys["points"].error("a joint has one shared point or two, one per body")
             a, b = refs[0], refs[-1]
             axis = self.vector_ref(keys["axis"]) if "axis" in keys else None
+            if axis is not None:
+                holders = sum(axis in body.vectors for body in bodies)
+                if holders + self.vectors[axis].fixed < 2:
+                    raise keys["axis"].error(
+                        f"a {kind} joint's axis is a vector both bodies share: list "
+                        f"{self.vectors[axis].name!r} in the vectors of both (or make it "
+                        "fixed, shared with the ground)")
             axes = None
             if "axes" in keys:
                 u, v = self.vector_list(keys["axes"], count=2)
