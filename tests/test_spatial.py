@@ -370,3 +370,11 @@ def test_a_generated_spatial_chain_has_one_degree_of_freedom_per_rod(tmp_path: P
     mechanism = parse_mechanism(target.read_text(), str(target))
     assert len(mechanism.coordinate_names) == 24
     assert mobility_in_the_file(mechanism) == 4
+
+
+def test_identification_keeps_spatial_masses_and_moments_nonnegative() -> None:
+    """The parameters that stand alone for a spatial body's mass or a moment of its
+    inertia tensor are bounded at 0 by identification, like a planar body's m and I0."""
+    mechanism = parse_mechanism(FURUTA.read_text(), str(FURUTA))
+    assert {"m1", "m2", "J1p", "J1a", "J2p", "J2a"} <= set(mechanism.nonnegative_parameters())
+    assert not {"L1", "l1", "tilt", "offset2"} & set(mechanism.nonnegative_parameters())

@@ -194,9 +194,11 @@ class Mechanism:
 
     def nonnegative_parameters(self) -> list[str]:
         """Parameters that stand alone for a quantity no real mechanism has negative: a
-        body's mass or I0, a spring's stiffness or damping, a viscous or dry friction."""
+        body's mass or I0 (a spatial body's mass or a moment of its inertia tensor), a
+        spring's stiffness or damping, a viscous or dry friction."""
         quantities = ([q for b in self.bodies for q in (b.mass, b.inertia)]
-                      + [b.mass for b in self.spatial_bodies]
+                      + [q for b in self.spatial_bodies
+                         for q in (b.mass, *(b.inertia[k][k] for k in range(3)))]
                       + [q for s in self.springs for q in (s.stiffness, s.damping)]
                       + [q for f in self.frictions for q in (f.viscous, f.coulomb)])
         symbols = {q for q in quantities if isinstance(q, sp.Symbol)}
