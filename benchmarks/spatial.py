@@ -13,7 +13,14 @@ same number of consistent states; target: the Furuta pendulum's q̈ + Jacobians 
 q̈ per state; target: linear growth, the log–log slope of time against N at most 1.2
 over N ≥ 20. Up to about 10 rods the KKT factorization is unrolled into straight-line
 code (``codegen/kkt.py``'s operation budget), beyond it the core's generic sparse
-factorization runs: the cost per rod steps up once between the two.
+factorization runs: the cost per rod steps up once between the two. (3) A 6-DOF serial
+arm (the same chain, 6 rods, with its joint angles as the independent coordinates)
+against Pinocchio's model of it (revolute joints about y and z in turn, the rods'
+inertias): z̈ (``independent_dynamics``) against ``aba``, and z̈ with ∂z̈/∂z, ∂z̈/∂ż,
+∂z̈/∂Q against ``computeABADerivatives``, checked to agree first; target: within 2×
+Pinocchio's per-state time. Pinocchio has no batched call: its figure is a Python loop
+(its per-call overhead included). It is the optional peer of ``benchmarks/peers.py``; the
+arm's rows are skipped, with the reason, where it cannot be imported.
 
 Times are the best of repeated trials (``_common.best_time``), measured side by side in
 one run. Run: ``.venv/bin/python benchmarks/spatial.py [--quick]``. Writes
@@ -47,6 +54,7 @@ from _common import (
 import mbgen
 
 Z = ["theta1", "theta2"]
+ARM = 6  # joints of the serial arm
 
 
 def per_state(call, count: int, repeat: int) -> float:
@@ -65,6 +73,56 @@ def costs(mech, count: int, repeat: int, z: list[str] | None) -> dict[str, float
         found["zdd+J"] = per_state(lambda: mech.independent_dynamics(q, qd, z=z), count,
                                    repeat)
     return found
+
+
+def arm_against_pinocchio(directory: Path, count: int, repeat: int) -> dict[str, float]:
+    """Per-state times [s] of mbgen's z̈ and z̈ + J and Pinocchio's aba and its derivatives
+    on the same states of the 6-DOF arm, after checking that z̈ agrees (relative)."""
+    import pinocchio as pin
+
+    from mbgen.model.chain import spatial_chain_yaml
+
+    path = directory / "arm.yaml"
+    path.write_text(spatial_chain_yaml(ARM, joint_angles=True))
+    mech = mbgen.load(str(path), out_dir=str(directory))
+    z = [f"q{k + 1}" for k in range(ARM)]
+    model = pin.Model()
+    parent, rod = 0, mech.parameters
+    along = rod["m"] * 2 * (rod["L"] / 20) ** 2 / 12
+    across = rod["m"] * (rod["L"] ** 2 + (rod["L"] / 20) ** 2) / 12
+    for k in range(ARM):
+        placement = pin.SE3(np.eye(3), np.array([rod["L"] if k else 0.0, 0.0, 0.0]))
+        joint = pin.JointModelRY() if k % 2 == 0 else pin.JointModelRZ()
+        parent = model.addJoint(parent, joint, placement, f"joint{k}")
+        model.appendBodyToJoint(parent, pin.Inertia(rod["m"], np.array([rod["L"] / 2, 0, 0]),
+                                                    np.diag([along, across, across])),
+                                pin.SE3.Identity())
+    data = model.createData()
+    rng = np.random.default_rng(0)
+    angles, rates = rng.uniform(-0.4, 0.4, (count, ARM)), rng.normal(0.0, 1.0, (count, ARM))
+    guess = np.repeat(mech.q0[None], count, axis=0)
+    guess[:, mech.coordinate_indices(z)] = angles
+    q = mech.solve_position(guess, z=z)
+    qd = mech.solve_velocity(q, rates, z=z)
+    zdd = mech.independent_dynamics(q, qd, z=z, jacobians=False)  # z̈ alone: (count, 6)
+    torque = np.zeros(ARM)
+    reference = np.array([pin.aba(model, data, a, r, torque) for a, r in zip(angles, rates,
+                                                                             strict=True)])
+    agreement = float(np.max(np.abs(zdd - reference)) / np.max(np.abs(reference)))
+
+    def loop(call) -> None:
+        for a, r in zip(angles, rates, strict=True):
+            call(model, data, a, r, torque)
+
+    return {
+        "agreement": agreement,
+        "mbgen zdd": per_state(lambda: mech.independent_dynamics(q, qd, z=z, jacobians=False),
+                               count, repeat),
+        "mbgen zdd+J": per_state(lambda: mech.independent_dynamics(q, qd, z=z), count, repeat),
+        "pinocchio aba": per_state(lambda: loop(pin.aba), count, repeat),
+        "pinocchio aba+J": per_state(lambda: loop(pin.computeABADerivatives), count, repeat),
+        "version": pin.__version__,
+    }
 
 
 def spatial_chain(bodies: int, directory: Path) -> Path:
@@ -96,6 +154,10 @@ def main() -> None:
         for bodies in sizes:
             mech = mbgen.load(str(spatial_chain(bodies, work)), out_dir=str(work))
             chains[bodies] = costs(mech, max(64, count // bodies), repeat, None)["qdd"]
+        try:
+            arm: dict | str = arm_against_pinocchio(work, min(count, 2000), repeat)
+        except ImportError as exc:
+            arm = f"Pinocchio is not importable ({exc}): install the bench extra"
     finally:
         remove_dir(work)
     slope = loglog_slope(list(chains), list(chains.values()), smallest=20)
@@ -112,11 +174,26 @@ def main() -> None:
                 for bodies, seconds in chains.items()]
     figures.append(Figure("spatial chain: slope of log time against log N (N ≥ 20)",
                           slope, "", target=1.2, note="1 = linear"))
+    if isinstance(arm, str):
+        figures.append(Figure("6-DOF arm against Pinocchio: skipped", float("nan"), "",
+                              note=arm))
+    else:
+        figures += [
+            Figure("6-DOF arm: z̈ agrees with Pinocchio's aba", arm["agreement"], "relative"),
+            Figure("6-DOF arm: z̈ per state", arm["mbgen zdd"] * 1e6, "µs",
+                   note=f"Pinocchio {arm['version']} aba {arm['pinocchio aba'] * 1e6:.2f} µs "
+                        "(a Python loop)"),
+            Figure("6-DOF arm: z̈ + J / Pinocchio's aba + computeABADerivatives",
+                   arm["mbgen zdd+J"] / arm["pinocchio aba+J"], "x", target=2.0,
+                   note=f"{arm['mbgen zdd+J'] * 1e6:.1f} against "
+                        f"{arm['pinocchio aba+J'] * 1e6:.2f} µs per state"),
+        ]
     print_table("Spatial mechanisms: per-state cost", figures)
     write_results("spatial", figures, {"furuta_ns": {k: v * 1e9 for k, v in furuta.items()},
                                        "double_pendulum_ns": {k: v * 1e9
                                                               for k, v in planar.items()},
-                                       "chain_qdd_s": chains})
+                                       "chain_qdd_s": chains,
+                                       "arm": arm})
     plot(chains)
 
 

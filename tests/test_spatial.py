@@ -16,6 +16,7 @@ from independent import BricardChain, furuta_acceleration
 
 from mbgen.errors import MechanismError
 from mbgen.model import Mechanism, parse_mechanism
+from mbgen.model.chain import spatial_chain_yaml
 from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.simulation import simulate
 from mbgen.symbolic import build_symbolic_model
@@ -370,6 +371,9 @@ def test_a_generated_spatial_chain_has_one_degree_of_freedom_per_rod(tmp_path: P
     mechanism = parse_mechanism(target.read_text(), str(target))
     assert len(mechanism.coordinate_names) == 24
     assert mobility_in_the_file(mechanism) == 4
+    arm = parse_mechanism(spatial_chain_yaml(4, joint_angles=True), "arm.yaml")
+    assert arm.independent == ["q1", "q2", "q3", "q4"] and mobility_in_the_file(arm) == 4
+    assert arm.initial_coordinates()[-4:] == [0.0] * 4  # every rod along +x
 
 
 def test_identification_keeps_spatial_masses_and_moments_nonnegative() -> None:

@@ -31,10 +31,13 @@ def chain_yaml(bodies: int, length: float = 1.0, mass: float = 1.0) -> str:
     return "\n".join(lines) + "\n"
 
 
-def spatial_chain_yaml(bodies: int, length: float = 1.0, mass: float = 1.0) -> str:
+def spatial_chain_yaml(bodies: int, length: float = 1.0, mass: float = 1.0,
+                       joint_angles: bool = False) -> str:
     """A spatial chain of ``bodies`` rods joined by revolute joints whose axes alternate
     between y and z, hanging from a fixed pivot and released along +x (3-D natural
-    coordinates: 6 per rod, 5 equations per rod, one degree of freedom per joint)."""
+    coordinates: 6 per rod, 5 equations per rod, one degree of freedom per joint).
+    ``joint_angles``: also each joint's angle (q1 … qN, from the parent rod to the child,
+    the first from +x), the independent coordinates: a serial arm's joint space."""
     if bodies < 1:
         raise ValueError("a chain needs at least one body")
     lines = [
@@ -58,8 +61,18 @@ def spatial_chain_yaml(bodies: int, length: float = 1.0, mass: float = 1.0) -> s
         y = i % 2 == 0
         fixed = ", fixed: true" if i == 0 else ""
         lines.append(f"  - {{x: 0, y: {int(y)}, z: {int(not y)}{fixed}}}")
+    if joint_angles:
+        lines.append("  - {x: 1, y: 0, z: 0, fixed: true, name: ex}")
     lines.append("bodies:")
     for i in range(bodies):
         lines.append(f"  - {{points: [{i}, {i + 1}], vectors: [{i}, {i + 1}], mass: m, "
                      "cog: [L/2, 0, 0], inertia: [Jl, Jt, Jt]}")
+    if joint_angles:
+        lines.append("relative_coordinates:")
+        for i in range(bodies):
+            start = "ex" if i == 0 else f"[{i - 1}, {i}]"
+            lines.append(f"  - {{type: Angle, name: q{i + 1}, axis: {i}, from: {start}, "
+                         f"to: [{i}, {i + 1}]}}")
+        lines.append("independent_coordinates: ["
+                     + ", ".join(f"q{i + 1}" for i in range(bodies)) + "]")
     return "\n".join(lines) + "\n"
