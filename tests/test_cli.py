@@ -718,20 +718,28 @@ def test_estimate_refuses_to_make_up_a_sensor_noise(run, tmp_path: Path,
     assert code == 0 and "✓" in output and target.exists(), output
 
 
+def gyroscope_readings(run, tmp_path: Path, out_dir: Path, t_end: str,
+                       dt: str) -> tuple[Path, Path]:
+    """The reference four-bar with a gyroscope on its rocker, and the readings of a free
+    run of ``t_end`` seconds (``simulate --sensors-out``): (mechanism, readings) paths."""
+    path, readings = tmp_path / "gyro.yaml", tmp_path / "readings.csv"
+    path.write_text(reference("fourbars1").read_text()
+                    + "sensors:\n  - {type: gyroscope, body: 2, name: rocker_gyro}\n")
+    code, output = run("simulate", str(path), "--t-end", t_end, "--dt", dt, "--out",
+                       str(tmp_path / "truth.csv"), "--sensors-out", str(readings),
+                       "--build-dir", str(out_dir))
+    assert code == 0, output
+    return path, readings
+
+
 @pytest.mark.parametrize("hopeless_at", [-1, -(RECOVERY_READINGS + 2)])
 def test_estimate_that_started_over_is_not_trusted_until_it_recovers(
         run, tmp_path: Path, out_dir: Path, hopeless_at: int) -> None:
     """A reading no particle can explain makes the filter start over: the CSV marks the
     step (restart = 1); without RECOVERY_READINGS readings after it the run exits 4 and
     writes only <out>.untrusted.csv; after them it exits 0 with a warning, never ✓."""
-    path = tmp_path / "gyro.yaml"
-    path.write_text(reference("fourbars1").read_text()
-                    + "sensors:\n  - {type: gyroscope, body: 2, name: rocker_gyro}\n")
-    readings, estimate = tmp_path / "readings.csv", tmp_path / "est.csv"
-    code, output = run("simulate", str(path), "--t-end", "0.1", "--dt", "2e-3", "--out",
-                       str(tmp_path / "truth.csv"), "--sensors-out", str(readings),
-                       "--build-dir", str(out_dir))
-    assert code == 0, output
+    path, readings = gyroscope_readings(run, tmp_path, out_dir, "0.1", "2e-3")
+    estimate = tmp_path / "est.csv"
     header, data = read_csv(readings)
     data[hopeless_at, 1] = 1e6
     readings.write_text(",".join(header) + "\n"
@@ -756,14 +764,8 @@ def test_estimate_gives_up_when_no_fresh_belief_meets_the_readings(
     """Readings far too precise for the particles (every one makes the filter start over):
     it stops after GIVE_UP_READINGS of them in a row, exit 4, instead of spending the
     whole file (7 minutes on the Furuta pendulum's 1 s at 1e-4 rad before)."""
-    path = tmp_path / "gyro.yaml"
-    path.write_text(reference("fourbars1").read_text()
-                    + "sensors:\n  - {type: gyroscope, body: 2, name: rocker_gyro}\n")
-    readings, estimate = tmp_path / "readings.csv", tmp_path / "est.csv"
-    code, output = run("simulate", str(path), "--t-end", "0.5", "--dt", "1e-3", "--out",
-                       str(tmp_path / "truth.csv"), "--sensors-out", str(readings),
-                       "--build-dir", str(out_dir))
-    assert code == 0, output
+    path, readings = gyroscope_readings(run, tmp_path, out_dir, "0.5", "1e-3")
+    estimate = tmp_path / "est.csv"
     code, output = run("estimate", str(path), "--data", str(readings), "--noise-sensor",
                        "1e-9", "--particles", "40", "--pool", "2", "--out", str(estimate),
                        "--build-dir", str(out_dir))
