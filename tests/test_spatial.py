@@ -382,3 +382,28 @@ def test_identification_keeps_spatial_masses_and_moments_nonnegative() -> None:
     mechanism = parse_mechanism(FURUTA.read_text(), str(FURUTA))
     assert {"m1", "m2", "J1p", "J1a", "J2p", "J2a"} <= set(mechanism.nonnegative_parameters())
     assert not {"L1", "l1", "tilt", "offset2"} & set(mechanism.nonnegative_parameters())
+
+
+SPRUNG = FURUTA.read_text().replace(
+    "  - {name: T, x: L1, y: 0, z: -L2}",
+    "  - {name: T, x: L1, y: 0, z: -L2}\n  - {name: S, x: 0.1, y: 0.3, z: -0.2, fixed: true}"
+).replace("friction:", "springs:\n  - {points: [S, T], k: 40, c: c_spring, length: 0.2}\n"
+          "friction:").replace("  g: 9.81", "  g: 9.81\n  c_spring: 0")
+
+
+def test_a_spring_and_damper_act_in_3d(compiled: Compiled, tmp_path: Path) -> None:
+    """A spring from a fixed point off the plane to the pendulum's tip: with the joints'
+    damping off, T + V (the spring's energy included) is constant; with the spring's own
+    damper on, it only falls."""
+    path = tmp_path / "furuta-spring.yaml"
+    path.write_text(SPRUNG)
+    mech = compiled(path)
+    p = furuta_parameters(mech)
+    mech.set_parameters(b1=0.0, b2=0.0)
+    q0 = furuta_state(p, np.array([0.5, 1.0]))
+    free = simulate(mech, 1.0, 1e-3, "rk4", q0=q0)
+    assert np.ptp(free.q[:, mech.coordinate_index("theta1")]) > 0.1  # the spring pulls it
+    assert np.abs(free.energy - free.energy[0]).max() < 1e-8 * np.abs(free.energy).max()
+    mech.set_parameters(c_spring=0.5)
+    damped = simulate(mech, 1.0, 1e-3, "rk4", q0=q0)
+    assert np.all(np.diff(damped.energy) <= 1e-12) and damped.energy[-1] < damped.energy[0]
