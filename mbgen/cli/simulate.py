@@ -255,6 +255,9 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
                 f"{result.settings['mean_iterations']:.2f} iterations per step")
         if result.settings["z_switches"]:
             how += f", z chosen again {len(result.settings['z_switches'])} times"
+    if result.reselected:
+        how += (f", the redundant constraints' kept rows chosen again "
+                f"{len(result.reselected)} times (first at t = {result.reselected[0]:g} s)")
     status_console.print(
         f"{'[red]✗[/]' if violated else '[green]✓[/]'} {escape(mech.name)}: "
         f"{len(result.t) - 1} steps of {dt:g} s ({how}) in {elapsed:.3f} s; "

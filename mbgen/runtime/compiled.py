@@ -173,6 +173,8 @@ class CompiledMechanism:
 
     # -- constraint structure and solver settings (structure.Structure, options) -------------
     independent_constraints = Forward("structure", Structure.independent_constraints)
+    kept_rows_condition = Forward("structure", Structure.kept_rows_condition)
+    reselect_rows = Forward("structure", Structure.reselect)
 
     @property
     @documented_by(Structure.active_rows)

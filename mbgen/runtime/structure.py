@@ -43,11 +43,33 @@ class Structure:
 
     @property
     def active_rows(self) -> Array:
-        """Constraint rows used by the dynamics, int32 (r,): the independent rows at q0."""
+        """Constraint rows used by the dynamics, int32 (r,): the independent rows at q0,
+        until :meth:`reselect` chooses others."""
         if self._active_rows is None:
             kept, _ = self.independent_constraints()
             self._active_rows = np.array(kept, dtype=np.int32)
         return self._active_rows
+
+    def kept_rows_condition(self, q: Array) -> float:
+        """σ_min / σ_max of the active rows of Φq at one configuration q (n,): how far the
+        rows the dynamics use are from losing rank there (1: orthogonal, 0: dependent)."""
+        values = np.linalg.svd(self._phi_q(q)[self.active_rows], compute_uv=False)
+        return float(values[-1] / values[0]) if values.size and values[0] > 0 else 0.0
+
+    def reselect(self, q: Array) -> bool:
+        """Makes the active rows the best-conditioned set of as many rows at q (QR with
+        column pivoting of Φqᵀ: each next row the one farthest from those kept), with a
+        new plan for them; False when that set is the current one. A mechanism whose
+        redundant row at q0 becomes independent along its motion (the rows kept at q0
+        then lose rank together) goes on with rows that hold there."""
+        from scipy.linalg import qr  # here: SciPy's import would slow every CLI start
+
+        _, _, order = qr(self._phi_q(q).T, pivoting=True, mode="economic")
+        chosen = np.sort(order[:len(self.active_rows)]).astype(np.int32)
+        if np.array_equal(chosen, self.active_rows):
+            return False
+        self._active_rows, self._plan = chosen, None  # the old plan is freed with its owner
+        return True
 
     @property
     def rank(self) -> int:

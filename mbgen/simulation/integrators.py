@@ -36,6 +36,7 @@ class SimulationResult:
     settings: dict[str, Any] = field(default_factory=dict)
     forces: Mapping[str, ForceFunction] = field(default_factory=dict)  # the inputs applied
     sigma: Array | None = None  # (N, n) standard deviations of q (factor graph, asked for)
+    reselected: list[float] = field(default_factory=list)  # when the kept rows were chosen
 
     @property
     def coordinate_names(self) -> list[str]:
@@ -91,12 +92,18 @@ class SimulationResult:
         return header, np.column_stack(blocks)[decimated_rows(len(self.t), every)]
 
 
+#: σ_min/σ_max of the constraint rows the dynamics use under which a mechanism with
+#: redundant rows gets the best-conditioned set instead (checked between chunks).
+RESELECT_BELOW = 1e-3
+
+
 def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: str = "rk4",
              coords: str = "dependent", q0: Array | None = None, qd0: Array | None = None,
              forces: Mapping[str, ForceFunction] | None = None, project: str = "manifold",
              baumgarte: tuple[float, float] | None = None, z: list[str] | None = None,
              progress: Callable[[int, int], None] | None = None,
-             chunks: int = 50, spook: Mapping[str, Any] | None = None) -> SimulationResult:
+             chunks: int = 50, spook: Mapping[str, Any] | None = None,
+             reselect_below: float = RESELECT_BELOW) -> SimulationResult:
     """Integrate from (q0, q̇0) (default: the file's initial state, at rest) to ``t_end``.
 
     ``forces`` maps a coordinate name to F(t) (vectorized), added as a generalized force.
@@ -105,7 +112,10 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
     keeps its initial value; only for conservative models, no inputs or dampers). The
     variational integrators keep the constraints themselves and are never projected.
     ``progress(done_steps, total_steps)`` is called between chunks. ``spook``: the
-    ``compliance`` and ``damping`` of the SPOOK stepper.
+    ``compliance`` and ``damping`` of the SPOOK stepper. A mechanism with redundant
+    constraints (Bricard's linkage) is watched between chunks: when the rows its
+    dynamics use fall below ``reselect_below`` in σ_min/σ_max, the best-conditioned set
+    at that state replaces them (``result.reselected``: the times).
     """
     if integrator not in INTEGRATORS:
         raise ValueError(f"unknown integrator {integrator!r} (choose from "
@@ -134,6 +144,8 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
         mechanism.baumgarte = baumgarte
     out_q, out_qd, out_qdd = (np.empty((nsteps + 1, n)) for _ in range(3))
     bounds = np.linspace(0, nsteps, min(chunks, nsteps) + 1).astype(int)
+    redundant = mechanism.m > mechanism.rank
+    reselected: list[float] = []
     try:
         for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
             steps = int(stop - start)
@@ -151,6 +163,9 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
             out_qd[start:stop + 1] = seg_qd
             out_qdd[start:stop + 1] = seg_qdd
             q, qd = seg_q[-1].copy(), seg_qd[-1].copy()
+            if (redundant and mechanism.kept_rows_condition(q) < reselect_below
+                    and mechanism.reselect_rows(q)):
+                reselected.append(float(stop * dt))
             if progress is not None:
                 progress(int(stop), nsteps)
     finally:
@@ -158,7 +173,8 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
     t = np.arange(nsteps + 1) * dt
     settings = {"integrator": integrator, "coords": coords, "dt": dt, "t_end": t_end,
                 "project": project, "baumgarte": baumgarte, **dict(spook or {})}
-    return SimulationResult(mechanism, t, out_q, out_qd, out_qdd, settings, dict(forces or {}))
+    return SimulationResult(mechanism, t, out_q, out_qd, out_qdd, settings, dict(forces or {}),
+                            reselected=reselected)
 
 
 def step_count(t_end: float, dt: float) -> int:
