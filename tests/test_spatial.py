@@ -200,6 +200,7 @@ relative_coordinates:
      "triangle inequality"),
     ("inertia: [0.001, 0.08, 0.08]", "inertia: [0.08, 0.08, 0.08, 0.1, 0, 0]",
      "bodies[0].inertia", "not positive semi-definite"),
+    ("mass: 1, cog", "mass: -1, cog", "bodies[0].mass", "mass must not be negative"),
     ("vectors: [k, w]", "vectors: [k]", "bodies[0]", "three independent directions"),
     ("vectors: [k, w]", "vectors: [k, q]", "bodies[0].vectors[1]", "vector name"),
     ("{type: Angle, name: theta, axis: k,", "{type: RelativeAngle, name: theta, axis: k,",

@@ -152,26 +152,36 @@ class MechanismBuilder:
             raise node.error(f"expression does not evaluate to a {kind} number: {shown}")
         return value.real
 
-    def point_ref(self, node: Node) -> int:
+    def reference(self, node: Node, names: Mapping[str, int], count: int, what: str) -> int:
+        """One of ``count`` numbered things (points, vectors): its index or its name."""
         value = node.scalar()
-        if isinstance(value, str) and value in self.point_names:
-            return self.point_names[value]
+        if isinstance(value, str) and value in names:
+            return names[value]
         if isinstance(value, bool) or not isinstance(value, int):
-            raise node.error(f"expected a point index or point name, got {value!r}")
-        if not 0 <= value < len(self.points):
-            raise node.error(f"point {value} does not exist (there are {len(self.points)} points)")
+            raise node.error(f"expected a {what} index or {what} name, got {value!r}")
+        if not 0 <= value < count:
+            raise node.error(f"{what} {value} does not exist (there are {count} {what}s)")
         return value
+
+    def references(self, node: Node, names: Mapping[str, int], total: int, what: str,
+                   count: int | None, minimum: int, distinct: bool) -> list[int]:
+        """A list of :meth:`reference`, checked for length and distinctness."""
+        refs = [self.reference(item, names, total, what) for item in node.sequence()]
+        if count is not None and len(refs) != count:
+            raise node.error(f"expected exactly {count} {what}s, got {len(refs)}")
+        if len(refs) < minimum:
+            raise node.error(f"expected at least {minimum} {what}s, got {len(refs)}")
+        if distinct and len(set(refs)) != len(refs):
+            raise node.error(f"{what}s must be distinct, got {refs}")
+        return refs
+
+    def point_ref(self, node: Node) -> int:
+        return self.reference(node, self.point_names, len(self.points), "point")
 
     def point_list(self, node: Node, count: int | None = None, minimum: int = 2,
                    distinct: bool = True) -> list[int]:
-        refs = [self.point_ref(item) for item in node.sequence()]
-        if count is not None and len(refs) != count:
-            raise node.error(f"expected exactly {count} points, got {len(refs)}")
-        if len(refs) < minimum:
-            raise node.error(f"expected at least {minimum} points, got {len(refs)}")
-        if distinct and len(set(refs)) != len(refs):
-            raise node.error(f"points must be distinct, got {refs}")
-        return refs
+        return self.references(node, self.point_names, len(self.points), "point", count,
+                               minimum, distinct)
 
     def name(self, node: Node | None, default: str, taken: set[str]) -> str:
         if node is None:

@@ -81,23 +81,21 @@ class SpatialBuilder(MechanismBuilder):
 
     # -- references ----------------------------------------------------------------------
     def vector_ref(self, node: Node) -> int:
-        value = node.scalar()
-        if isinstance(value, str) and value in self.vector_names:
-            return self.vector_names[value]
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise node.error(f"expected a vector index or vector name, got {value!r}")
-        if not 0 <= value < len(self.vectors):
-            raise node.error(f"vector {value} does not exist (there are {len(self.vectors)} "
-                             "vectors)")
-        return value
+        return self.reference(node, self.vector_names, len(self.vectors), "vector")
 
     def vector_list(self, node: Node, count: int | None = None) -> list[int]:
-        refs = [self.vector_ref(item) for item in node.sequence()]
-        if count is not None and len(refs) != count:
-            raise node.error(f"expected exactly {count} vectors, got {len(refs)}")
-        if len(set(refs)) != len(refs):
-            raise node.error(f"vectors must be distinct, got {refs}")
-        return refs
+        return self.references(node, self.vector_names, len(self.vectors), "vector", count,
+                               0, True)
+
+    def exact_keys(self, node: Node, keys: dict[str, Node], wanted: tuple[str, ...],
+                   what: str) -> None:
+        """A spatial entry whose keys depend on its type: every key of ``wanted`` present,
+        no other besides type and name."""
+        for key in wanted:
+            if key not in keys:
+                raise node.error(f"{what} needs the key {key!r}")
+        for key in sorted(set(keys) - {*wanted, "type", "name"}):
+            raise keys[key].error(f"{what} has no key {key!r}")
 
     def direction(self, node: Node) -> Direction:
         """A vector (index or name) or a point pair [a, b] meaning r_b − r_a."""
@@ -145,10 +143,10 @@ class SpatialBuilder(MechanismBuilder):
             inertia = self.inertia(keys["inertia"], scope)
             tensor = np.array([[self.numeric(e, keys["inertia"]) for e in row]
                                for row in inertia])
-            problem = spatial_inertia_problem(self.numeric(mass, keys["mass"]), tensor)
+            weight = self.numeric(mass, keys["mass"])
+            problem = spatial_inertia_problem(weight, tensor)
             if problem is not None:
-                raise (keys["mass"] if "mass must" in problem else keys["inertia"]).error(
-                    problem)
+                raise (keys["mass"] if weight < 0 else keys["inertia"]).error(problem)
             visual = keys["visual"].plain() if "visual" in keys else None
             name = self.name(keys.get("name"), f"body{index}", {b.name for b in bodies})
             bodies.append(SpatialBody(index, name, tuple(points), tuple(vectors), origin,
@@ -165,12 +163,10 @@ class SpatialBuilder(MechanismBuilder):
             d = self.number_vector(self.direction_vector(element, origin), node)
             if np.linalg.norm(d) == 0:
                 raise node.error(f"the body's points {origin} and {element.index} coincide")
-            trial = [*directions, d]
-            if len(trial) == 1 or np.linalg.matrix_rank(
-                    np.array([t / np.linalg.norm(t) for t in trial]), tol=INDEPENDENCE
-            ) == len(trial):
+            trial = [*directions, d / np.linalg.norm(d)]
+            if np.linalg.matrix_rank(np.array(trial), tol=INDEPENDENCE) == len(trial):
                 chosen.append(element)
-                directions.append(d)
+                directions.append(trial[-1])
             if len(chosen) == 3:
                 return chosen[0], chosen[1], chosen[2]
         raise node.error(
@@ -192,11 +188,7 @@ class SpatialBuilder(MechanismBuilder):
             keys = self.entry(node, "relative_coordinate")
             kind = self.relative_type(keys["type"])
             wanted = ("axis", "from", "to") if kind == "Angle" else ("axis", "points")
-            for key in wanted:
-                if key not in keys:
-                    raise node.error(f"an {kind} needs the key {key!r}")
-            for key in set(keys) - {*wanted, "type", "name"}:
-                raise keys[key].error(f"an {kind} has no key {key!r}")
+            self.exact_keys(node, keys, wanted, f"an {kind}")
             axis = self.vector_ref(keys["axis"])
             u = self.direction_value(Direction(vector=axis))
             taken = {c.name for c in found}
@@ -231,11 +223,7 @@ class SpatialBuilder(MechanismBuilder):
         for k, node in enumerate(self.section("joints")):
             keys = self.entry(node, "joint")
             kind = self.choice(keys["type"], list(JOINT_TYPES), "joint type")
-            for key in JOINT_TYPES[kind]:
-                if key not in keys:
-                    raise node.error(f"a {kind} joint needs the key {key!r}")
-            for key in set(keys) - {*JOINT_TYPES[kind], "type", "name"}:
-                raise keys[key].error(f"a {kind} joint has no key {key!r}")
+            self.exact_keys(node, keys, JOINT_TYPES[kind], f"a {kind} joint")
             refs = self.point_list(keys["points"], minimum=1)
             if len(refs) > 2:
                 raise keys["points"].error("a joint has one shared point or two, one per body")
