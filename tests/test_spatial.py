@@ -427,3 +427,26 @@ def test_the_kept_rows_are_chosen_again_where_they_lose_condition(tmp_path: Path
     np.testing.assert_allclose(watched.q, plain.q, atol=1e-9)
     energy = watched.energy
     assert np.abs(energy - energy[0]).max() <= 1e-9 * abs(energy[0])
+
+
+@pytest.mark.parametrize(("mechanism", "view", "fragment"), [
+    (FURUTA, ["--view", "30"], "requires 2 arguments"),
+    (FURUTA, ["--view", "up", "30"], "not a valid float"),
+    (FURUTA, ["--view", "30", "1e9"], "within ±360"),
+    (SHIPPED_DIR / "fourbar.yaml", ["--view", "30", "-45"],
+     "planar mechanism is drawn in its plane"),
+])
+def test_a_bad_view_is_refused_naming_the_option(tmp_path: Path, out_dir: Path,
+                                                 mechanism: Path, view: list[str],
+                                                 fragment: str) -> None:
+    from click.testing import CliRunner
+
+    from mbgen.cli.conventions import EXIT_USAGE
+    from mbgen.cli.main import cli
+
+    picture = tmp_path / "view.png"
+    result = CliRunner().invoke(cli, ["draw", str(mechanism), "--out", str(picture),
+                                      "--build-dir", str(out_dir), *view])
+    text = " ".join(result.output.split())
+    assert result.exit_code == EXIT_USAGE and "--view" in text and fragment in text, text
+    assert "Traceback" not in text and not picture.exists()

@@ -21,8 +21,19 @@ from mbgen.cli.conventions import (
 
 VIEW = click.option(
     "--view", type=(float, float), default=None, metavar="ELEVATION AZIMUTH",
-    help="Spatial mechanisms: where the 3-D axes are seen from [degrees] (default 25 -60); "
+    help="Spatial mechanisms only: where the 3-D axes are seen from [degrees] (default 25 -60); "
     "90 -90 looks down the z axis.")
+
+
+def check_view(dimension: int, view: tuple[float, float] | None) -> None:
+    """--view turns 3-D axes: on a planar mechanism, drawn in its plane, it is refused."""
+    if view is not None and dimension != 3:
+        raise click.BadParameter("a planar mechanism is drawn in its plane; --view turns "
+                                 "the 3-D axes of spatial ones (dimension: 3)",
+                                 param_hint="--view")
+    if view is not None and not all(abs(angle) <= 360 for angle in view):
+        raise click.BadParameter(f"angles in degrees within ±360, got {view[0]:g} "
+                                 f"{view[1]:g}", param_hint="--view")
 
 
 @click.command(cls=Command, example="mbgen draw mechanisms/fourbar.yaml --out fourbar.png")
@@ -45,6 +56,7 @@ def draw(file: Path, png: Path, q_text: str | None, guess: str | None,
 
     check_paths({"FILE": file}, {"--out": png})
     mech, _ = load_with_status(file, build_dir)
+    check_view(int(mech.meta.get("dimension", 2)), view)
     q, _ = initial_state(mech, q_text, None, guess)
     drawing = draw_png(mech, q, png, title=f"{mech.name}" + ("" if q_text else " at q0"),
                        view=view)
@@ -98,6 +110,7 @@ def animate(csv_path: Path, file: Path, movie: Path, fps: int, trace: str | None
 
     check_paths({"CSV": csv_path, "--mechanism": file, "--truth": truth_path}, {"--out": movie})
     mech, _ = load_with_status(file, build_dir)
+    check_view(int(mech.meta.get("dimension", 2)), view)
     t, q, branches = read_states(csv_path, mech.coordinate_names)
     check_work((t[-1] - t[0]) * fps + 1, max_frames, f"frames ({t[-1] - t[0]:g} s at {fps} "
                "fps)", "--max-frames")
