@@ -74,14 +74,15 @@ def test_the_solve_in_lanes_indexes_every_array_per_lane() -> None:
                 single, "x|L|D")
 
 
-def test_a_kernel_keeps_its_parameters_shared() -> None:
+def test_a_kernel_reads_every_input_per_lane() -> None:
+    """Parameters too: the runs of a sweep, each its own parameter set, share a block."""
     q1, x0, p0 = sp.symbols("q1 x0 p0")
     elements = {q1: ("q", 1), x0: ("x", 0), p0: ("p", 0)}
     macros = template_environment().get_template("c.j2").module
     body = kernel_body([0, 0, p0 * sp.sin(q1) + x0], element_names(elements, LANE_ARRAYS))
     lines = macros.kernel_body(body, True, "").splitlines()
     assert lines[2] == ("out[2 * MB_LANES + l] = "
-                        "p[0]*sin(q[1 * MB_LANES + l]) + x[0 * MB_LANES + l];")
+                        "p[0 * MB_LANES + l]*sin(q[1 * MB_LANES + l]) + x[0 * MB_LANES + l];")
 
 
 def test_long_programs_have_no_lanes() -> None:

@@ -138,6 +138,21 @@ def test_lanes_give_the_states_of_one_at_a_time(compiled: Compiled, name: str,
     assert np.array_equal(qd, np.vstack([a[1] for a in alone]))
 
 
+@pytest.mark.parametrize("name", MECHANISMS)
+def test_lanes_take_a_parameter_set_per_state(compiled: Compiled, name: str) -> None:
+    """Batched q̈ with one parameter set per state goes through the lanes (each lane its
+    own parameters, as a sweep's runs) and gives, bit for bit, each state alone."""
+    mech = compiled(SHIPPED_DIR / f"{name}.yaml")
+    q, qd = states(mech, 19, seed=3)
+    params = mech.parameter_vector * np.random.default_rng(5).uniform(0.9, 1.1, (19, len(
+        mech.parameters)))
+    batch = mech.forward_dynamics(q, qd, params=params)
+    alone = np.array([mech.forward_dynamics(q[k], qd[k], params=params[k]) for k in range(19)])
+    assert np.array_equal(batch, alone)
+    shared = mech.forward_dynamics(q, qd)
+    assert np.abs(batch - shared).max() > 1e-3  # the parameters were used
+
+
 def test_the_choice_of_z_in_lanes_alone_gives_the_states_of_one_at_a_time(
         compiled: Compiled) -> None:
     """The robot's dynamics are too long for lane functions, but its blocks of 8 still

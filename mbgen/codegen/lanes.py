@@ -21,8 +21,9 @@ LANE_KERNELS = ("forces", "dphiq_qd", "phi", "phi_q", "mass")
 # ~190, the pick-and-place robot over 1 000): one loop body that long would slow the C
 # compiler more than the lanes gain; such mechanisms run the one-state code
 LANE_STATEMENTS = 1000
-# Kernel inputs that differ per lane; the parameters p are shared by all lanes
-LANE_ARRAYS = ("q", "x")
+# Kernel inputs that differ per lane: the parameters too, so that the runs of a sweep
+# (each its own parameter set) share a block; callers with one set copy it into every lane
+LANE_ARRAYS = ("q", "x", "p")
 
 
 def kkt_has_lanes(kkt: KktProgram) -> bool:

@@ -145,15 +145,23 @@ typedef struct {
     double *ph, *A, *res, *y, *delta; /* the projection's: m, r n, r, r, n */
     double *kv, *kx, *xs, *sx, *sv; /* RK4's stages, n each */
     double *f, *dd, *a, *mv, *b, *L, *D, *gamma;
+    double* p;  /* np: each lane's parameters, which the lane kernels read */
     int bad[MB_LANES];
 } mb_lanes;
 
 /* particles.c: the lanes' scratch (free() it) and q̈ of MB_LANES states at once, each
  * lane bit for bit what mb_dynamics_one gives it on the unrolled path */
 mb_lanes* mb_lanes_new(const mb_plan* plan);
+/* s->p from parameter sets p + l * stride (stride 0: one set in every lane) */
+void mb_lanes_load_p(mb_lanes* s, int np, const double* p, long stride);
 void mb_dynamics_lanes(const mb_plan* plan, const mb_options* options, mb_lanes* s,
-                       const double* q, const double* qd, const double* e, const double* p,
-                       int evaluated, double* qdd);
+                       const double* q, const double* qd, const double* e, int evaluated,
+                       double* qdd);
+/* One step of dt by MB_EULER, MB_SEMI_IMPLICIT_EULER or MB_RK4 for the lanes: (s->q, s->qd)
+ * under the force s->e to (s->x1, s->v1), given Φq and M at s->q in s->a and s->mv; each
+ * lane bit for bit what the one-state step gives it, s->bad[l] set where it failed. */
+void mb_integrate_lanes(const mb_plan* plan, const mb_options* options, mb_lanes* s,
+                        int method, double dt);
 
 /* Copy and clear a few doubles inline: at a small mechanism's sizes (n ~ 4-20) a call
  * into the C library costs more than the work (~10 % of the double pendulum's q̈ with

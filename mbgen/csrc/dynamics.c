@@ -341,7 +341,8 @@ int mb_forward_dynamics_one(mb_workspace* w, const double* q, const double* qd,
  * and the states after the last whole block alone. *done: how many were handled. */
 static int forward_dynamics_lanes(const mb_plan* plan, const mb_options* options, mb_ws* w,
     long count, const double* q, long q_stride, const double* qd, long qd_stride,
-    const double* Qext, long Q_stride, const double* p, double* qdd, int* status, long* done)
+    const double* Qext, long Q_stride, const double* p, long p_stride, double* qdd,
+    int* status, long* done)
 {
     enum { W = MB_LANES };
     const int n = plan->model->n;
@@ -357,14 +358,16 @@ static int forward_dynamics_lanes(const mb_plan* plan, const mb_options* options
                 s->e[i * W + l] = Qext ? Qext[(s0 + l) * Q_stride + i] : 0.0;
             }
         for (int l = 0; l < W; ++l) s->bad[l] = 0;
-        mb_dynamics_lanes(plan, options, s, s->q, s->qd, s->e, p, 0, s->x1);
+        mb_lanes_load_p(s, plan->model->np, p + s0 * p_stride, p_stride);
+        mb_dynamics_lanes(plan, options, s, s->q, s->qd, s->e, 0, s->x1);
         for (int l = 0; l < W; ++l) {
             const long k = s0 + l;
             double* out = qdd + k * n;
             if (s->bad[l]) {
                 status[k] = mb_forward_dynamics_one(w, q + k * q_stride, qd + k * qd_stride,
-                                                    Qext ? Qext + k * Q_stride : NULL, p,
-                                                    out, NULL, NULL, NULL, NULL);
+                                                    Qext ? Qext + k * Q_stride : NULL,
+                                                    p + k * p_stride, out, NULL, NULL, NULL,
+                                                    NULL);
                 if (status[k] != MB_OK) {
                     fill_nan(out, n);
                     failed++;
@@ -391,10 +394,10 @@ int mb_forward_dynamics(const mb_plan* plan, const mb_options* options, long cou
     int failed = 0;
     long first = 0;  /* the states before it are done in lanes */
     if (!w) return MB_NO_MEMORY;
-    if (qdd && !lam && !Jq && !Jqd && !JQ && p_stride == 0 && count >= MB_LANES &&
+    if (qdd && !lam && !Jq && !Jqd && !JQ && count >= MB_LANES &&
         mb_predict_uses_lanes(plan, options)) {
         failed = forward_dynamics_lanes(plan, options, w, count, q, q_stride, qd, qd_stride,
-                                        Qext, Q_stride, p, qdd, status, &first);
+                                        Qext, Q_stride, p, p_stride, qdd, status, &first);
         if (failed == MB_NO_MEMORY) {
             mb_ws_free(w);
             return MB_NO_MEMORY;

@@ -198,6 +198,24 @@ int mb_predict_particles(const mb_plan* plan, const mb_options* options, long co
  * the same states, bit for bit, in less time. */
 int mb_predict_uses_lanes(const mb_plan* plan, const mb_options* options);
 
+/* A sweep's runs (sweep.c): `count` runs, each with its own parameters p (count x np),
+ * constant generalized force Qext (count x n, NULL: none) and state q, q̇ (count x n each,
+ * in place: the start, then the end), advance by `steps` steps of dt as mb_simulate would
+ * (method, independent, project as there; not MB_PROJECT_ENERGY in lanes). out_q, out_qd
+ * (count x steps x n, NULL allowed) receive the state after every step. A run whose status
+ * is not MB_OK is skipped; one that fails gets its status and, in failed_step, the step of
+ * this call it could not take (its state stays the last good one). Returns MB_OK or
+ * MB_NO_MEMORY. */
+int mb_sweep(const mb_plan* plan, const mb_options* options, long count, double* q,
+    double* qd, const double* p, const double* Qext, int method, int independent,
+    int project, double dt, long steps, double* out_q, double* out_qd, int* status,
+    long* failed_step);
+
+/* Whether mb_sweep steps blocks of MB_LANES (8) runs at once for these settings (the
+ * explicit integrators in dependent coordinates, on a module with lane functions). */
+int mb_sweep_uses_lanes(const mb_plan* plan, const mb_options* options, int method,
+                        int independent, int project);
+
 /* Weighted quantiles of each column of values (count x columns, row-major) with weights
  * (count; zero or non-finite weights and non-finite values are left out): for every level in
  * levels (nlevels, in [0, 1]) the smallest value whose cumulative weight in ascending

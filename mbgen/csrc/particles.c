@@ -275,7 +275,8 @@ mb_lanes* mb_lanes_new(const mb_plan* plan)
                             (size_t)model->kernel[MB_K_DPHIQ_QD].nnz,
                             (size_t)model->kernel[MB_K_PHI_Q].nnz,
                             (size_t)model->kernel[MB_K_MASS].nnz, N,
-                            (size_t)(model->kkt ? model->kkt->nnz_l : 0) + 1, N, 1};
+                            (size_t)(model->kkt ? model->kkt->nnz_l : 0) + 1, N, 1,
+                            (size_t)model->np};
     size_t total = 0;
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; ++k) total += sizes[k] * W;
     lanes* s = (lanes*)malloc(sizeof(lanes) + sizeof(double) * total);
@@ -284,7 +285,7 @@ mb_lanes* mb_lanes_new(const mb_plan* plan)
     double** arrays[] = {&s->q, &s->qd, &s->e, &s->x1, &s->v1, &s->Re, &s->LU, &s->ph,
                          &s->A, &s->res, &s->y, &s->delta, &s->kv, &s->kx, &s->xs, &s->sx,
                          &s->sv, &s->f, &s->dd, &s->a, &s->mv, &s->b, &s->L, &s->D,
-                         &s->gamma};
+                         &s->gamma, &s->p};
     for (size_t k = 0; k < sizeof arrays / sizeof *arrays; ++k) {
         *arrays[k] = next;
         next += sizes[k] * W;
@@ -292,12 +293,20 @@ mb_lanes* mb_lanes_new(const mb_plan* plan)
     return s;
 }
 
-/* q̈ (n x lanes) at (q, q̇) under the extra force e; s->bad[l] |= 1 where lane l failed.
- * evaluated: s->a and s->mv hold Φq and M at this q already. */
-void mb_dynamics_lanes(const mb_plan* plan, const mb_options* options, lanes* s,
-                           const double* q, const double* qd, const double* e,
-                           const double* p, int evaluated, double* qdd)
+void mb_lanes_load_p(lanes* s, int np, const double* p, long stride)
 {
+    for (int k = 0; k < np; ++k)
+        for (int l = 0; l < MB_LANES; ++l) s->p[k * MB_LANES + l] = p[l * stride + k];
+}
+
+/* q̈ (n x lanes) at (q, q̇) under the extra force e with the lanes' parameters s->p;
+ * s->bad[l] |= 1 where lane l failed. evaluated: s->a and s->mv hold Φq and M at this q
+ * already. */
+void mb_dynamics_lanes(const mb_plan* plan, const mb_options* options, lanes* s,
+                       const double* q, const double* qd, const double* e, int evaluated,
+                       double* qdd)
+{
+    const double* p = s->p;
     enum { W = MB_LANES };
     const mb_model* model = plan->model;
     const mb_kernel *kf = &model->kernel[MB_K_FORCES], *ka = &model->kernel[MB_K_PHI_Q];
@@ -339,14 +348,14 @@ void mb_dynamics_lanes(const mb_plan* plan, const mb_options* options, lanes* s,
 }
 
 /* integrate() for the lanes: (s->q, s->qd) under s->e to (s->x1, s->v1), with Φq and M
- * at s->q in s->a and s->mv. */
-static void integrate_lanes(const mb_plan* plan, const mb_options* options, lanes* s,
-                            int method, const double* p, double dt)
+ * at s->q in s->a and s->mv; s->bad[l] set where lane l failed. */
+void mb_integrate_lanes(const mb_plan* plan, const mb_options* options, lanes* s, int method,
+                        double dt)
 {
     const int nw = plan->model->n * MB_LANES;
     double *kv = s->kv, *kx = s->kx, *xs = s->xs, *sx = s->sx, *sv = s->sv;
     for (int l = 0; l < MB_LANES; ++l) s->bad[l] = 0;
-    mb_dynamics_lanes(plan, options, s, s->q, s->qd, s->e, p, 1, kv);
+    mb_dynamics_lanes(plan, options, s, s->q, s->qd, s->e, 1, kv);
     mb_copy(s->x1, s->q, nw);
     mb_copy(s->v1, s->qd, nw);
     if (method != MB_RK4) {
@@ -363,7 +372,7 @@ static void integrate_lanes(const mb_plan* plan, const mb_options* options, lane
             xs[i] = s->q[i] + c[k] * dt * kx[i];
             kx[i] = s->qd[i] + c[k] * dt * kv[i];
         }
-        mb_dynamics_lanes(plan, options, s, xs, kx, s->e, p, 0, kv);
+        mb_dynamics_lanes(plan, options, s, xs, kx, s->e, 0, kv);
         add_scaled(sx, kx, weight[k], nw);
         add_scaled(sv, kv, weight[k], nw);
     }
@@ -385,8 +394,8 @@ static int start_lanes(predictor* P, lanes* s, long s0, int* status)
             s->q[i * W + l] = P->q[(s0 + l) * n + i];
             s->qd[i * W + l] = P->qd[(s0 + l) * n + i];
         }
-    model->kernel[MB_K_PHI_Q].lanes(s->q, NULL, P->p, s->a);
-    model->kernel[MB_K_MASS].lanes(s->q, NULL, P->p, s->mv);
+    model->kernel[MB_K_PHI_Q].lanes(s->q, NULL, s->p, s->a);
+    model->kernel[MB_K_MASS].lanes(s->q, NULL, s->p, s->mv);
     const int redo = mb_dense_partition_lanes(P->wk, s->a, s->LU, P->ind);
     for (int l = 0; l < W; ++l) {
         const long k = s0 + l;
@@ -459,7 +468,7 @@ static void chord_lanes(const predictor* P, lanes* s, int live, int* placed, int
         todo[l] = live >> l & 1;
     }
     for (int it = 0; it < CHORD_STEPS && any_lane(todo); ++it) {
-        P->model->kernel[MB_K_PHI].lanes(s->x1, NULL, P->p, s->ph);
+        P->model->kernel[MB_K_PHI].lanes(s->x1, NULL, s->p, s->ph);
         for (int l = 0; l < W; ++l) err[l] = 0.0;
         for (int i = 0; i < r; ++i)
             for (int l = 0; l < W; ++l) {
@@ -476,7 +485,7 @@ static void chord_lanes(const predictor* P, lanes* s, int live, int* placed, int
     }
     /* velocities: Φq at x dense once, then the residual row by row (project()) */
     if (!any_lane(placed)) return;
-    ka->lanes(s->x1, NULL, P->p, s->a);
+    ka->lanes(s->x1, NULL, s->p, s->a);
     mb_dense_build_A_lanes(plan, s->a, A);
     for (int l = 0; l < W; ++l) todo[l] = placed[l];
     for (int it = 0; it < CHORD_STEPS && any_lane(todo); ++it) {
@@ -517,7 +526,7 @@ static int predict_block(predictor* P, lanes* s, long s0, double* e, double* x1,
     int failed = 0, live = 0, placed[W], moving[W];
     const int alone = start_lanes(P, s, s0, status);
     if (P->integrate_lanes)
-        integrate_lanes(P->w->plan, P->options, s, P->method, P->p, P->dt);
+        mb_integrate_lanes(P->w->plan, P->options, s, P->method, P->dt);
     else
         for (int l = 0; l < W; ++l) s->bad[l] = 1;
     for (int l = 0; l < W; ++l) {
@@ -598,6 +607,7 @@ int mb_predict_particles(const mb_plan* plan, const mb_options* options, long co
         P.work = P.Re + n;
         P.mass = P.work + 5 * n;
         P.gram = P.mass + mass_nnz;
+        if (s) mb_lanes_load_p(s, model->np, p, 0);
         long k = 0;
         for (; use_lanes && k + MB_LANES <= count; k += MB_LANES)
             failed += predict_block(&P, s, k, e, x1, v1, status);

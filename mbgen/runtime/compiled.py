@@ -269,6 +269,8 @@ class CompiledMechanism:
     integrate_variational = Forward("integrators", Integrators.integrate_variational)
     integrate_spook = Forward("integrators", Integrators.integrate_spook)
     variational_residual = Forward("integrators", Integrators.variational_residual)
+    advance_runs = Forward("integrators", Integrators.advance_runs)
+    sweep_uses_lanes = Forward("integrators", Integrators.sweep_uses_lanes)
 
     # -- particle filters (particles.Particles: particles.c, stats.c) ------------------------
     predict_particles = Forward("particles", Particles.predict_particles)

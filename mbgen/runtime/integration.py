@@ -72,6 +72,33 @@ class VariationalRun:
     iterations: Array
 
 
+@dataclass
+class Runs:
+    """Many runs of one mechanism, advanced together by :meth:`Integrators.advance_runs`
+    (in place): each run's state ``q``, ``qd`` (N, n), parameters ``params`` (N, np),
+    constant generalized force ``forces`` (N, n) or None, ``status`` (N,) int32 (0 while
+    it runs, else the core's status of the step it could not take) and ``failed_step``
+    (N,) int64 (that step, counted from the start; -1 while it runs)."""
+
+    q: Array
+    qd: Array
+    params: Array
+    forces: Array | None
+    status: Array
+    failed_step: Array
+    steps_done: int = 0
+
+    @classmethod
+    def start(cls, q: Array, qd: Array, params: Array, forces: Array | None = None) -> Runs:
+        def owned(array: Array) -> Array:
+            return np.array(array, dtype=np.float64, order="C")
+
+        count = len(q)
+        return cls(owned(q), owned(qd), owned(params),
+                   None if forces is None else owned(forces), np.zeros(count, np.int32),
+                   np.full(count, -1, np.int64))
+
+
 class Integrators(PlanPart):
     """Time stepping from one consistent state, on the mechanism's plan and options."""
 
@@ -138,6 +165,50 @@ class Integrators(PlanPart):
             core.doubles(table), *(core.doubles(o) for o in out), failed)
         self._raise_failed(status, int(failed[0]), out, q0)
         return out[0], out[1], out[2]
+
+    def advance_runs(self, runs: Runs, dt: float, steps: int, integrator: str = "rk4",
+                     coords: str = "dependent", project: str = "manifold",
+                     record: bool = True) -> tuple[Array, Array] | None:
+        """``steps`` steps of dt for every run still going (mb_sweep, in C: blocks of runs
+        in SIMD lanes where the module has them), ``runs`` updated in place. ``record``:
+        return the states after every step, (N, steps, n) each (NaN after a failure)."""
+        core = self._core
+        if integrator not in STEPPERS:
+            raise ValueError(f"a sweep runs the fixed-step integrators "
+                             f"({', '.join(STEPPERS)}), not {integrator!r}")
+        if project == "energy":
+            raise ValueError("a sweep projects onto the manifold or not at all, not onto "
+                             "the initial energy")
+        count, n, np_ = len(runs.q), self._n, len(core.parameters.values)
+        shapes = {"q": (runs.q, (count, n)), "qd": (runs.qd, (count, n)),
+                  "params": (runs.params, (count, np_))}
+        if runs.forces is not None:
+            shapes["forces"] = (runs.forces, (count, n))
+        for name, (array, shape) in shapes.items():
+            if array.shape != shape or array.dtype != np.float64 or not array.flags.c_contiguous:
+                raise ValueError(f"runs.{name} must be a C-contiguous float64 array of shape "
+                                 f"{shape}, got {array.dtype} {array.shape}")
+        out = [np.full((count, steps, n), np.nan) for _ in range(2)] if record else None
+        failed = np.full(count, -1, np.int64)
+        status = core.lib.mb_sweep(
+            self._structure.plan, self._options.struct, count, core.doubles(runs.q),
+            core.doubles(runs.qd), core.doubles(runs.params), core.doubles(runs.forces),
+            STEPPERS[integrator], int(coords == "independent"), PROJECTIONS[project], dt,
+            steps, core.doubles(out[0]) if out else core.null,
+            core.doubles(out[1]) if out else core.null, core.ints(runs.status),
+            core.ffi.cast("long *", failed.ctypes.data))
+        core.checked(status)
+        now_failed = failed >= 0
+        runs.failed_step[now_failed] = runs.steps_done + failed[now_failed]
+        runs.steps_done += steps
+        return (out[0], out[1]) if out else None
+
+    def sweep_uses_lanes(self, integrator: str = "rk4", coords: str = "dependent",
+                         project: str = "manifold") -> bool:
+        """Whether :meth:`advance_runs` steps blocks of 8 runs side by side."""
+        return bool(self._core.lib.mb_sweep_uses_lanes(
+            self._structure.plan, self._options.struct, STEPPERS.get(integrator, -1),
+            int(coords == "independent"), PROJECTIONS.get(project, 2)))
 
     def integrate_variational(self, q0: Any, qd0: Any, dt: float, steps: int, *,
                               newton: bool = False, order: int = 2,
