@@ -22,6 +22,10 @@ EXIT_USAGE = 2  # Click's own: unknown option, missing argument, malformed value
 EXIT_INTERNAL = 3  # a bug in mbgen
 EXIT_UNTRUSTED = 4  # the command ran, but its result is not to be trusted
 
+#: Default --phi-tol of the commands that integrate (simulate, sweep): max ‖Φ‖ / size²
+#: above it makes a run untrusted.
+PHI_TOL = 1e-3
+
 #: Picture formats Matplotlib writes, by suffix; animations by the encoder they need.
 PICTURE_SUFFIXES = (".png", ".jpg", ".jpeg", ".svg", ".pdf")
 ANIMATION_SUFFIXES = (".gif", ".mp4")
@@ -148,9 +152,10 @@ MAX_STEPS = 10_000_000
 MAX_FRAMES = 10_000
 
 
-def max_steps_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def max_steps_option(what: str, default: int = MAX_STEPS,
+                     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """``--max-steps``: the most ``what`` a command runs without refusing."""
-    return click.option("--max-steps", type=click.IntRange(min=1), default=MAX_STEPS,
+    return click.option("--max-steps", type=click.IntRange(min=1), default=default,
                         show_default=True, help=f"Refuse to start more {what} than this "
                         "(the estimate is printed first); raise it for a longer run.")
 

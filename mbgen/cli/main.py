@@ -394,6 +394,7 @@ from mbgen.cli.identify import identify  # noqa: E402
 from mbgen.cli.inverse import inverse  # noqa: E402
 from mbgen.cli.pictures import animate, draw  # noqa: E402
 from mbgen.cli.simulate import simulate  # noqa: E402
+from mbgen.cli.sweep import sweep  # noqa: E402
 
 cli.add_command(simulate)
 cli.add_command(inverse)
@@ -402,3 +403,4 @@ cli.add_command(animate)
 cli.add_command(check)
 cli.add_command(estimate)
 cli.add_command(identify)
+cli.add_command(sweep)

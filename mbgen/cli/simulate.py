@@ -14,6 +14,7 @@ from rich.markup import escape
 from mbgen.cli import BUILD_DIR, status_console
 from mbgen.cli.conventions import (
     NON_NEGATIVE,
+    PHI_TOL,
     POSITIVE,
     Command,
     check_paths,
@@ -25,8 +26,6 @@ from mbgen.cli.states import initial_state
 from mbgen.io.figures import plot_paths
 from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.runtime.integration import INTEGRATORS
-
-PHI_TOL = 1e-3  # default --phi-tol: max ‖Φ‖ / size² above it is reported as an error
 
 
 def parse_forces(specs: tuple[str, ...], mech: CompiledMechanism,

@@ -79,10 +79,11 @@ static void min_norm_step_lanes(const double* A, const double* G, int r, int n, 
             for (int l = 0; l < W; ++l) b[i * W + l] -= G[(k * r + i) * W + l] * b[k * W + l];
         for (int l = 0; l < W; ++l) b[i * W + l] /= G[(i * r + i) * W + l];
     }
+    for (int i = 0; i < r; ++i)  /* lanes not to move step by 0: no branch in the loop below */
+        for (int l = 0; l < W; ++l) b[i * W + l] = todo[l] ? b[i * W + l] : 0.0;
     for (int i = 0; i < r; ++i)
         for (int j = 0; j < n; ++j)
-            for (int l = 0; l < W; ++l)
-                if (todo[l]) x[j * W + l] -= A[(i * n + j) * W + l] * b[i * W + l];
+            for (int l = 0; l < W; ++l) x[j * W + l] -= A[(i * n + j) * W + l] * b[i * W + l];
 }
 
 /* (s->x1, s->v1) onto Φ = 0 (best effort to SWEEP_PROJECT_TOL, as mb_simulate) and

@@ -20,6 +20,7 @@ class Node:
     raw: yaml.Node
     file: str
     key: str
+    key_line: int = 0  # the line of its key in the parent mapping (0: not in a mapping)
 
     @property
     def line(self) -> int:
@@ -41,23 +42,29 @@ class Node:
                 listed: AbstractSet[str] | None = None) -> dict[str, Node]:
         """The mapping's children by key; unknown keys and missing required keys fail (an
         unknown key's error lists ``listed``, by default ``allowed``)."""
+        children = self.children()
+        for name, child in children.items():
+            if name not in allowed:
+                raise MechanismError(
+                    f"unknown key {name!r} (allowed: "
+                    f"{', '.join(sorted(allowed if listed is None else listed))})",
+                    self.file, child.key_line, child.key)
+        for name in sorted(required - children.keys()):
+            raise self.error(f"missing required key {name!r}")
+        return children
+
+    def children(self) -> dict[str, Node]:
+        """The mapping's children by key, whatever the keys (a duplicate key fails)."""
         if not self.is_mapping():
             raise self.error("expected a mapping of keys to values")
         children: dict[str, Node] = {}
         for key_node, value_node in self.raw.value:
             name = key_name(key_node, self.file, self.key)
             path = f"{self.key}.{name}" if self.key else name
-            if name not in allowed:
-                raise MechanismError(
-                    f"unknown key {name!r} (allowed: "
-                    f"{', '.join(sorted(allowed if listed is None else listed))})",
-                    self.file, key_node.start_mark.line + 1, path)
             if name in children:
                 raise MechanismError(f"duplicate key {name!r}", self.file,
                                      key_node.start_mark.line + 1, path)
-            children[name] = Node(value_node, self.file, path)
-        for name in sorted(required - children.keys()):
-            raise self.error(f"missing required key {name!r}")
+            children[name] = Node(value_node, self.file, path, key_node.start_mark.line + 1)
         return children
 
     def sequence(self) -> Iterator[Node]:

@@ -1,0 +1,1 @@
+"""Studies of many runs (``mbgen sweep``): the study file, its runs, their results."""
