@@ -10,6 +10,7 @@ is not a regular file (a directory, a symlink, a FIFO, a device) is refused firs
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import stat
 from collections.abc import Callable
@@ -43,6 +44,17 @@ def same_file(a: Path, b: Path) -> bool:
     return a.resolve() == b.resolve()
 
 
+TEMPORARY_BYTES = 6  # random bytes in a temporary's name, written as hex
+_TEMPORARY = re.compile(rf"\.(.+)\.[0-9a-f]{{{2 * TEMPORARY_BYTES}}}")
+
+
+def temporary_target(name: str) -> str | None:
+    """The name of the file that a temporary of :func:`atomic_write` named ``name`` was to
+    become (what a killed process leaves behind), else None."""
+    match = _TEMPORARY.fullmatch(name)
+    return match.group(1) if match else None
+
+
 def atomic_write(path: Path, write: Callable[[Path], object], parents: bool = True) -> None:
     """Run ``write(tmp_path)`` then rename over ``path``: readers never see half a file.
     The temporary's name is fixed before it is created, so a signal at any moment (SIGTERM
@@ -52,7 +64,7 @@ def atomic_write(path: Path, write: Callable[[Path], object], parents: bool = Tr
     check_writable(path)
     if parents:
         path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}"
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(TEMPORARY_BYTES)}"
     try:
         try:
             os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))

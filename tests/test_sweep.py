@@ -7,15 +7,24 @@ its block or its chunk."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SHIPPED_DIR
+from click.testing import CliRunner, Result
+from conftest import REPO, SHIPPED_DIR
 
+from mbgen.cli.conventions import EXIT_BAD_INPUT, EXIT_UNTRUSTED, untrusted_path
+from mbgen.cli.main import cli
 from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.runtime.integration import Runs
 from mbgen.simulation.integrators import simulate
+from mbgen.sweep.study import study_schema
 
 FOURBAR = SHIPPED_DIR / "fourbar.yaml"
 
@@ -111,3 +120,301 @@ def test_forces_act_per_run(compiled: Callable[..., CompiledMechanism]) -> None:
     expected = [simulate(mech, 0.1, 1e-3, q0=q0[k], forces={"y1": lambda t, f=f: f + 0 * t}).q[-1]
                 for k, f in enumerate(forces[:, 1])]
     assert np.abs(runs.q - np.array(expected)).max() < 1e-11
+
+
+# -- the study file and the command --------------------------------------------------------
+
+def study_text(mechanism: Path = FOURBAR, samples: int = 20, t_end: float = 0.2,
+               extra: str = "") -> str:
+    """A small Monte Carlo study of the shipped four-bar."""
+    return f"""\
+mechanism: {mechanism}
+samples: {samples}
+seed: 7
+chunk: 8
+parameters:
+  L: {{distribution: uniform, tolerance: 0.01}}
+  xb: {{distribution: normal, std: 0.01, low: 3.98, high: 4.02}}
+run: {{integrator: rk4, dt: 0.001, t_end: {t_end}}}
+record:
+  figures:
+    - {{of: x2, stats: [min, max, mean, rms]}}
+    - {{of: coupler_gyro, stats: [max]}}
+    - {{of: energy}}
+  trajectories: {{of: [x2, y2_dot], every: 20}}
+{extra}"""
+
+
+def write_study(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def columns(path: Path) -> dict[str, np.ndarray]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    return {name: table[name].to_numpy(zero_copy_only=False) for name in table.column_names}
+
+
+def sweep(tmp_path: Path, out_dir: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["sweep", *args, "--build-dir", str(out_dir)],
+                              catch_exceptions=False)
+
+
+def test_every_run_of_a_study_is_the_simulation_of_its_values(
+        compiled: Callable[..., CompiledMechanism], tmp_path: Path, out_dir: Path) -> None:
+    """Figures, final states and trajectories of each run against simulate() run with the
+    run's parameters, and the drawn values against the study's distributions."""
+    study = write_study(tmp_path, study_text())
+    result = sweep(tmp_path, out_dir, str(study), "--out", str(tmp_path / "r.parquet"))
+    assert result.exit_code == 0, result.output
+    assert "✓ fourbar: 20 runs of 200 steps" in result.output
+    runs = columns(tmp_path / "r.parquet")
+    traces = columns(tmp_path / "r.trajectories.parquet")
+    assert not (tmp_path / "r.parquet.partial").exists()  # the chunks were merged, then removed
+    assert runs["run"].tolist() == list(range(20)) and set(runs["status"]) == {"ok"}
+    assert np.abs(runs["L"] - 1.0).max() <= 0.01 and np.ptp(runs["L"]) > 0.01
+    assert (np.abs(runs["xb"] - 4.0) <= 0.02).all()
+    mech = compiled(FOURBAR)
+    nominal = dict(mech.parameters)
+    try:
+        for k in (0, 9, 19):
+            mech.set_parameters(L=runs["L"][k], xb=runs["xb"][k])
+            q0 = mech.solve_position(mech.q0, minimum_norm=True)
+            run = simulate(mech, 0.2, 1e-3, q0=q0)
+            x2 = run.q[:, 2]
+            assert runs["x2_min"][k] == pytest.approx(x2.min(), abs=1e-10)
+            assert runs["x2_max"][k] == pytest.approx(x2.max(), abs=1e-10)
+            assert runs["x2_mean"][k] == pytest.approx(x2.mean(), abs=1e-10)
+            assert runs["x2_rms"][k] == pytest.approx(np.sqrt((x2**2).mean()), abs=1e-10)
+            gyro = mech.sensors(run.q, run.qd).reshape(len(run.t), -1)[:, 0]
+            assert runs["coupler_gyro_max"][k] == pytest.approx(gyro.max(), abs=1e-9)
+            assert runs["energy_min"][k] == pytest.approx(run.energy.min(), abs=1e-9)
+            assert runs["energy_max"][k] == pytest.approx(run.energy.max(), abs=1e-9)
+            final = [runs[f"{c}_final"][k] for c in mech.coordinate_names]
+            assert np.abs(np.array(final) - run.q[-1]).max() < 1e-10
+            mine = traces["run"] == k
+            assert traces["t"][mine] == pytest.approx(run.t[::20])
+            assert np.abs(traces["x2"][mine] - run.q[::20, 2]).max() < 1e-10
+            assert np.abs(traces["y2_dot"][mine] - run.qd[::20, 3]).max() < 1e-10
+    finally:
+        mech.set_parameters(**nominal)
+
+
+def test_grids_and_fixed_values(tmp_path: Path, out_dir: Path) -> None:
+    """A grid over the crank length times a grid of initial crank heights y1, twice each
+    (samples), with a fixed initial velocity: every combination, in order, each start
+    assembled with the named values met."""
+    study = write_study(tmp_path, f"""\
+mechanism: {FOURBAR}
+samples: 2
+parameters:
+  L: {{grid: [0.9, 1.0, 1.1]}}
+  xb: {{distribution: uniform, low: 3.9, high: 4.1}}
+initial:
+  y1: {{grid: {{from: 0.1, to: 0.2, count: 2}}}}
+velocity:
+  y1: 0.5
+run: {{dt: 0.001, t_end: 0.01}}
+""")
+    result = sweep(tmp_path, out_dir, str(study), "--out", str(tmp_path / "g.parquet"))
+    assert result.exit_code == 0, result.output
+    runs = columns(tmp_path / "g.parquet")
+    assert runs["L"].tolist() == [0.9] * 4 + [1.0] * 4 + [1.1] * 4
+    assert runs["y1_initial"].tolist() == [0.1, 0.1, 0.2, 0.2] * 3
+    assert "y1_dot_initial" not in runs  # fixed, not varied: not a column
+    assert set(runs["status"]) == {"ok"}
+    assert len(set(runs["xb"].tolist())) == 12
+
+
+def test_the_same_seed_gives_the_same_runs_and_another_seed_others(
+        tmp_path: Path, out_dir: Path) -> None:
+    outs = []
+    for k, seed in enumerate((7, 7, 8)):
+        study = write_study(tmp_path, study_text(t_end=0.01).replace("seed: 7",
+                                                                     f"seed: {seed}"),
+                            f"s{k}.yaml")
+        assert sweep(tmp_path, out_dir, str(study), "--out",
+                     str(tmp_path / f"s{k}.parquet")).exit_code == 0
+        outs.append(columns(tmp_path / f"s{k}.parquet"))
+    assert np.array_equal(outs[0]["L"], outs[1]["L"])
+    assert np.array_equal(outs[0]["x2_max"], outs[1]["x2_max"])
+    assert not np.array_equal(outs[0]["L"], outs[2]["L"])
+
+
+def test_failed_runs_are_marked_and_make_the_study_untrusted(
+        tmp_path: Path, out_dir: Path) -> None:
+    """A crank of no length cannot be assembled (Φq loses rank): that run is marked, the
+    others finish; beyond --max-failed the study exits 4 and is written as untrusted,
+    within it the study is trusted with a warning."""
+    study = write_study(tmp_path, f"""\
+mechanism: {FOURBAR}
+parameters:
+  L: {{grid: [1.0, 0.0, 1.1]}}
+run: {{dt: 0.001, t_end: 0.05}}
+""")
+    out = tmp_path / "f.parquet"
+    result = sweep(tmp_path, out_dir, str(study), "--out", str(out))
+    assert result.exit_code == EXIT_UNTRUSTED, result.output
+    assert "1 of 3 runs failed" in result.output and "✓" not in result.output
+    assert not out.exists()
+    runs = columns(untrusted_path(out))
+    assert runs["status"][0] == runs["status"][2] == "ok"
+    assert runs["status"][1].startswith("assembly: ") and runs["failed_at"][1] == 0.0
+    assert np.isnan(runs["x1_final"][1]) and np.isfinite(runs["x1_final"][[0, 2]]).all()
+    result = sweep(tmp_path, out_dir, str(study), "--out", str(out), "--max-failed", "1")
+    assert result.exit_code == 0 and "!" in result.output and out.exists()
+
+
+def test_a_study_cut_off_resumes_with_the_chunks_it_finished(
+        tmp_path: Path, out_dir: Path) -> None:
+    """Killed (SIGKILL) once some chunks are written, the same command takes them up and
+    computes the rest: the same results as a study never interrupted."""
+    study = write_study(tmp_path, study_text(samples=400, t_end=2.0).replace(
+        "chunk: 8", "chunk: 16"))
+    out = tmp_path / "k.parquet"
+    command = [str(Path(sys.executable).parent / "mbgen"), "sweep", str(study), "--out", str(out),
+               "--build-dir", str(out_dir), "--workers", "1"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    partial = tmp_path / "k.parquet.partial"
+    deadline = time.monotonic() + 120
+    while len(list(partial.glob("runs-*.parquet"))) < 3 and time.monotonic() < deadline:
+        assert process.poll() is None, "the study ended before it could be cut off"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    done = len(list(partial.glob("runs-*.parquet")))
+    assert 3 <= done < 25 and not out.exists()
+    for part in partial.glob("*.parquet"):  # under its own name only when whole
+        columns(part)
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{done} of 25 chunks taken up from an earlier run" in resumed.stderr
+    assert not partial.exists()  # its temporaries too
+    whole = tmp_path / "whole.parquet"
+    assert sweep(tmp_path, out_dir, str(study), "--out", str(whole)).exit_code == 0
+    for name, values in columns(whole).items():
+        assert np.array_equal(values, columns(out)[name]) if values.dtype == object else \
+            np.array_equal(values, columns(out)[name], equal_nan=True), name
+
+
+def test_a_work_directory_of_another_study_is_refused(tmp_path: Path, out_dir: Path) -> None:
+    study = write_study(tmp_path, study_text(t_end=0.01))
+    out = tmp_path / "o.parquet"
+    partial = tmp_path / "o.parquet.partial"
+    partial.mkdir()
+    (partial / "mine.txt").write_text("the user's")
+    result = sweep(tmp_path, out_dir, str(study), "--out", str(out))
+    assert result.exit_code == EXIT_BAD_INPUT and "not made by mbgen" in result.output
+    assert (partial / "mine.txt").read_text() == "the user's"
+
+
+def test_on_a_dask_cluster_the_results_are_the_same_to_the_bit(
+        tmp_path: Path, out_dir: Path) -> None:
+    distributed = pytest.importorskip("distributed", reason="Dask's distributed: mbgen[cluster]")
+    study = write_study(tmp_path, study_text(samples=40))
+    local, remote = tmp_path / "local.parquet", tmp_path / "cluster.parquet"
+    assert sweep(tmp_path, out_dir, str(study), "--out", str(local)).exit_code == 0
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        result = sweep(tmp_path, out_dir, str(study), "--out", str(remote), "--scheduler",
+                       cluster.scheduler_address)
+    assert result.exit_code == 0, result.output
+    assert "on the Dask cluster" in result.output
+    for suffix in ("", ".trajectories"):
+        a = columns(local.with_name(f"local{suffix}.parquet"))
+        b = columns(remote.with_name(f"cluster{suffix}.parquet"))
+        for name in a:
+            assert np.array_equal(a[name], b[name]) if a[name].dtype == object else \
+                np.array_equal(a[name], b[name], equal_nan=True), name
+
+
+def test_without_distributed_a_scheduler_names_the_extra(
+        tmp_path: Path, out_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import fails
+    study = write_study(tmp_path, study_text(t_end=0.01))
+    result = sweep(tmp_path, out_dir, str(study), "--out", str(tmp_path / "d.parquet"),
+                   "--scheduler", "tcp://127.0.0.1:1")
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert "pip install 'mbgen[cluster]'" in result.output
+
+
+def test_a_scheduler_that_is_not_there_is_a_clear_error(tmp_path: Path, out_dir: Path) -> None:
+    pytest.importorskip("distributed", reason="Dask's distributed: mbgen[cluster]")
+    study = write_study(tmp_path, study_text(t_end=0.01).replace(
+        "chunk: 8", "dask: {scheduler: 'tcp://127.0.0.1:9'}\nchunk: 8"))
+    begin = time.monotonic()
+    result = sweep(tmp_path, out_dir, str(study), "--out", str(tmp_path / "n.parquet"))
+    assert result.exit_code == EXIT_BAD_INPUT and "no Dask scheduler reached" in result.output
+    assert time.monotonic() - begin < 60
+
+
+BAD_STUDIES = [
+    ("samples: 20", "samples: 0", 2, "samples", "expected a whole number ≥ 1"),
+    ("samples: 20", "samples: many", 2, "samples", "expected an integer"),
+    ("  L: {distribution: uniform, tolerance: 0.01}", "  L: {distribution: gamma}", 6,
+     "parameters.L.distribution", "unknown value 'gamma'"),
+    ("  L: {distribution: uniform, tolerance: 0.01}", "  L: {distribution: uniform, low: 2, "
+     "high: 1}", 6, "parameters.L", "low (2) must be below high (1)"),
+    ("  L: {distribution: uniform, tolerance: 0.01}", "  L: {distribution: normal, mean: 1}",
+     6, "parameters.L", "needs std > 0"),
+    ("  L: {distribution: uniform, tolerance: 0.01}", "  L: {distribution: uniform, std: 1, "
+     "tolerance: 0.1}", 6, "parameters.L.std", "a uniform distribution takes"),
+    ("  L: {distribution: uniform, tolerance: 0.01}", "  L: {grid: []}", 6, "parameters.L.grid",
+     "at least one value"),
+    ("  L: {distribution: uniform, tolerance: 0.01}", "  L: .nan", 6, "parameters.L",
+     "expected a finite number"),
+    ("  L: {distribution: uniform, tolerance: 0.01}", "  Lx: 2", 6, "parameters.Lx",
+     "'Lx' is not one of the mechanism's parameters (L, xb)"),
+    ("run: {integrator: rk4, dt: 0.001, t_end: 0.2}", "run: {integrator: rk5, dt: 0.001, "
+     "t_end: 0.2}", 8, "run.integrator", "unknown value 'rk5'"),
+    ("run: {integrator: rk4, dt: 0.001, t_end: 0.2}", "run: {dt: 0.003, t_end: 0.2}", 8,
+     "run.t_end", "not a whole number of steps"),
+    ("run: {integrator: rk4, dt: 0.001, t_end: 0.2}", "run: {dt: 0.001}", 8, "run",
+     "missing required key 't_end'"),
+    ("    - {of: energy}", "    - {of: power}", 13, "record.figures[2].of",
+     "no quantity 'power' to record"),
+    ("    - {of: energy}", "    - {of: energy, stats: [max, max]}", 13,
+     "record.figures[2].stats",
+     "at most once"),
+    ("chunk: 8", "chunks: 8", 4, "chunks", "unknown key 'chunks'"),
+    ("seed: 7", "seed: -1", 3, "seed", "a seed is a whole number"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "line", "key", "message"), BAD_STUDIES,
+                         ids=[case[4][:30] for case in BAD_STUDIES])
+def test_a_bad_study_file_is_a_located_error(tmp_path: Path, out_dir: Path, old: str, new: str,
+                                             line: int, key: str, message: str) -> None:
+    text = study_text()
+    assert old in text
+    study = write_study(tmp_path, text.replace(old, new))
+    out = tmp_path / "bad.parquet"
+    result = sweep(tmp_path, out_dir, str(study), "--out", str(out))
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    assert f"{study}:{line} [{key}]: " in result.output and message in result.output
+    assert not out.exists() and not (tmp_path / "bad.parquet.partial").exists()
+
+
+#: Mistakes of shape, which the JSON Schema sees as well as the reader (the rest are about
+#: the mechanism's names or the numbers' relations: the reader's alone)
+SCHEMA_CASES = [case for case in BAD_STUDIES if case[4] in (
+    "expected a whole number ≥ 1", "expected an integer", "unknown value 'gamma'",
+    "at least one value", "unknown value 'rk5'", "missing required key 't_end'",
+    "at most once", "unknown key 'chunks'", "a seed is a whole number")]
+
+
+def test_the_schema_accepts_the_example_and_rejects_mistakes_of_shape() -> None:
+    import jsonschema
+    import yaml
+
+    jsonschema.Draft202012Validator.check_schema(study_schema())
+    validator = jsonschema.Draft202012Validator(study_schema())
+    example = yaml.safe_load((REPO / "examples" / "fourbar-tolerances.yaml").read_text())
+    assert not list(validator.iter_errors(example))
+    assert not list(validator.iter_errors(yaml.safe_load(study_text())))
+    assert len(SCHEMA_CASES) == 9
+    for old, new, *_ in SCHEMA_CASES:
+        assert list(validator.iter_errors(yaml.safe_load(study_text().replace(old, new)))), new

@@ -58,7 +58,7 @@ MAX_RUN_STEPS = 2_000_000_000
               "each figure with each varied quantity.")
 @click.option("--phi-tol", type=POSITIVE, default=PHI_TOL, show_default=True,
               help="Largest accepted constraint error ‖Φ‖ of a run, times the mechanism's "
-              "size squared; a run above it is marked as drifted.")
+              "size squared [dimensionless]; a run above it is marked as drifted.")
 @click.option("--max-failed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Runs that may fail (not assembled, a singular step, drift) with the "
               "study still trusted; beyond it the study ends with exit code 4 and its "

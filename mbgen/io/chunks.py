@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,11 @@ from typing import Any
 import numpy as np
 
 from mbgen.errors import MbgenError
-from mbgen.files import atomic_write, atomic_write_text
+from mbgen.files import atomic_write, atomic_write_text, temporary_target
 
 MANIFEST = "mbgen-chunks.json"
 TABLES = ("runs", "trajectories")
+PART = re.compile(rf"(?:{'|'.join(TABLES)})-\d{{6}}\.parquet")  # see ChunkStore.part
 
 
 def parquet_table(columns: Mapping[str, np.ndarray]) -> Any:
@@ -66,6 +68,7 @@ class ChunkStore:
                 raise MbgenError(f"{self.directory} holds the chunks of another study (or of "
                                  "this one before it changed): remove it to start over, or "
                                  "choose another --out")
+            self._remove_temporaries()
             return {index for index in range(self.count) if self.part("runs", index).is_file()}
         self.directory.mkdir(parents=True)
         atomic_write_text(manifest, json.dumps({"key": self.key, "chunks": self.count}))
@@ -88,6 +91,14 @@ class ChunkStore:
             parts = [pq.read_table(self.part(name, index)) for index in range(self.count)]
             write_parquet(target, pa.concat_tables(parts))
 
+    def _remove_temporaries(self) -> None:
+        """The temporaries of chunks a killed run was writing (atomic_write's names for
+        this store's parts; a kill -9 leaves them, nothing else can)."""
+        for path in self.directory.iterdir():
+            target = temporary_target(path.name)
+            if target is not None and PART.fullmatch(target):
+                path.unlink(missing_ok=True)
+
     def remove(self) -> None:
         """Remove the chunks and the manifest this store wrote, then the directory if that
         leaves it empty (anything else in it is not mbgen's to delete)."""
@@ -95,5 +106,6 @@ class ChunkStore:
             for name in TABLES:
                 self.part(name, index).unlink(missing_ok=True)
         (self.directory / MANIFEST).unlink(missing_ok=True)
+        self._remove_temporaries()
         with contextlib.suppress(OSError):  # not empty: what is left is not ours
             os.rmdir(self.directory)

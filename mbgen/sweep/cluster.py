@@ -70,11 +70,12 @@ def run_on_cluster(prepared: Any, address: str, todo: list[int], build_dir: Path
                    ) -> Iterator[tuple[int, ChunkResult]]:
     """The chunks ``todo`` of a prepared study (execute.Prepared) on the cluster at
     ``address``, as they finish."""
-    from distributed import as_completed
-
     study = prepared.study
     text = study.mechanism.read_text(encoding="utf-8")
     with client(address) as dask:
+        from distributed import as_completed
+
+
         design = dask.scatter(prepared.design, broadcast=True)
         chunks = prepared.chunks
         futures = {dask.submit(cluster_chunk, study, design, chunks[index],

@@ -66,6 +66,7 @@ class Figure:
     of: str
     stats: tuple[str, ...]
     line: int
+    key: str  # where it is in the file, for errors
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ class Study:
                 raise self.error(f"no quantity {figure.of!r} to record (coordinates, their "
                                  f"velocities <name>_dot, sensors, {', '.join(DERIVED)}: "
                                  f"{', '.join(quantities)})", figure.line,
-                                 "record.figures")
+                                 f"{figure.key}.of")
         for name in self.trajectories:
             if name not in quantities:
                 raise self.error(f"no quantity {name!r} to record ({', '.join(quantities)})",
@@ -250,7 +251,7 @@ def _figure(node: Node) -> Figure:
     if not stats or len(set(stats)) != len(stats):
         raise keys["stats"].error(f"list each of {', '.join(STATISTICS)} at most once, and "
                                   "one at least")
-    return Figure(keys["of"].string(), stats, node.line)
+    return Figure(keys["of"].string(), stats, node.line, node.key)
 
 
 def _number(node: Node) -> float:
