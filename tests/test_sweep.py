@@ -91,16 +91,19 @@ def test_a_run_does_not_depend_on_its_block_or_chunk(
                                                                          whole.qd[part])
 
 
+@pytest.mark.parametrize("integrator", ["rk4", "trapezoidal"])  # in lanes, alone
 def test_a_failed_run_is_marked_and_the_others_go_on(
-        compiled: Callable[..., CompiledMechanism]) -> None:
+        compiled: Callable[..., CompiledMechanism], integrator: str) -> None:
     mech = compiled(FOURBAR)
     params, q0 = varied_starts(mech, 9, seed=3)
     bad = params.copy()
     bad[4, 0] = np.nan  # a crank of no length: every step of run 4 fails
     clean, broken = (Runs.start(q0, np.zeros_like(q0), p) for p in (params, bad))
     for runs in (clean, broken):
-        mech.advance_runs(runs, 1e-3, 50, record=False)
-        out = mech.advance_runs(runs, 1e-3, 50)
+        first = mech.advance_runs(runs, 1e-3, 50, integrator=integrator)
+        out = mech.advance_runs(runs, 1e-3, 50, integrator=integrator)
+    assert out is not None and first is not None and first[1] is not None
+    assert np.isnan(first[0][4]).all() and np.isnan(first[1][4]).all()
     assert out is not None
     assert broken.status[4] != 0 and broken.failed_step[4] == 0  # its very first step
     assert np.isnan(out[0][4]).all()  # skipped from then on, nothing recorded
@@ -418,3 +421,19 @@ def test_the_schema_accepts_the_example_and_rejects_mistakes_of_shape() -> None:
     assert len(SCHEMA_CASES) == 9
     for old, new, *_ in SCHEMA_CASES:
         assert list(validator.iter_errors(yaml.safe_load(study_text().replace(old, new)))), new
+
+
+def test_mbgen_schema_study_prints_the_study_schema() -> None:
+    import json
+
+    result = CliRunner().invoke(cli, ["schema", "--study"])
+    assert result.exit_code == 0 and json.loads(result.output) == study_schema()
+
+
+def test_a_study_beyond_the_work_limit_is_refused_before_it_starts(
+        tmp_path: Path, out_dir: Path) -> None:
+    study = write_study(tmp_path, study_text(samples=1000, t_end=1.0))
+    result = sweep(tmp_path, out_dir, str(study), "--out", str(tmp_path / "w.parquet"),
+                   "--max-steps", "100000")
+    assert result.exit_code == 2 and "1e+06 time steps" in result.output
+    assert not list(tmp_path.glob("w.*"))

@@ -6,6 +6,7 @@ command in its own module, register it in the section at the bottom of this file
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import time
@@ -261,15 +262,22 @@ def _table(title: str, *columns: str) -> Table:
 @cli.command(example="mbgen schema --out mechanism.schema.json")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the schema to this file instead of printing it.")
-def schema(out: Path | None) -> None:
+@click.option("--study", is_flag=True, help="The schema of `mbgen sweep`'s study files "
+              "instead of the mechanism format's.")
+def schema(out: Path | None, study: bool) -> None:
     """Print the JSON Schema of the mechanism format, for editors with a YAML language
     server (`# yaml-language-server: $schema=<file>` as a file's first line)."""
     from mbgen.model.schema import schema_text
 
+    text = schema_text()
+    if study:
+        from mbgen.sweep.study import study_schema
+
+        text = json.dumps(study_schema(), indent=2) + "\n"
     if out is None:
-        click.echo(schema_text(), nl=False)
+        click.echo(text, nl=False)
         return
-    _write_atomic(out, schema_text())
+    _write_atomic(out, text)
     status_console.print(f"wrote [bold]{escape(str(out))}[/]")
 
 

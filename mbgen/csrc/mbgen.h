@@ -202,10 +202,10 @@ int mb_predict_uses_lanes(const mb_plan* plan, const mb_options* options);
  * constant generalized force Qext (count x n, NULL: none) and state q, q̇ (count x n each,
  * in place: the start, then the end), advance by `steps` steps of dt as mb_simulate would
  * (method, independent, project as there; not MB_PROJECT_ENERGY in lanes). out_q, out_qd
- * (count x steps x n, NULL allowed) receive the state after every step. A run whose status
- * is not MB_OK is skipped; one that fails gets its status and, in failed_step, the step of
- * this call it could not take (its state stays the last good one). Returns MB_OK or
- * MB_NO_MEMORY. */
+ * (count x steps x n, NULL allowed) receive the state after every step, NaN where a run
+ * has none. A run whose status is not MB_OK is skipped; one that fails gets its status
+ * and, in failed_step (-1 on entry), the steps of this call it took (its state stays the
+ * last good one). Returns MB_OK or MB_NO_MEMORY. */
 int mb_sweep(const mb_plan* plan, const mb_options* options, long count, double* q,
     double* qd, const double* p, const double* Qext, int method, int independent,
     int project, double dt, long steps, double* out_q, double* out_qd, int* status,

@@ -203,10 +203,11 @@ static void sweep_alone(const mb_plan* plan, const mb_options* options, long k, 
     const int st = mb_simulate(plan, options, q + k * n, qd + k * n, p + k * plan->model->np,
                                NULL, 0, method, independent, project, dt, steps,
                                Qext ? table : NULL, pq, pqd, pqdd, &failed);
-    const long good = st ? failed : steps + 1;  /* rows surely written */
+    /* path rows surely written: 0 .. failed - 1 whichever way mb_simulate failed */
+    const long good = st ? failed : steps + 1;
     if (st) {
         status[k] = st;
-        failed_step[k] = failed;
+        failed_step[k] = failed > 0 ? failed - 1 : 0;  /* the steps it took */
     }
     if (good > 1) {
         mb_copy(q + k * n, pq + (good - 1) * n, n);
@@ -247,6 +248,14 @@ int mb_sweep(const mb_plan* plan, const mb_options* options, long count, double*
             if (status[k] == MB_OK)
                 sweep_alone(plan, options, k, q, qd, p, Qext, method, independent, project,
                             dt, steps, out_q, out_qd, status, failed_step, table, path);
+    }
+    for (long k = 0; k < count && !st; ++k) {  /* NaN where a run has no state */
+        if (status[k] == MB_OK) continue;
+        const long first = failed_step[k] >= 0 ? failed_step[k] : 0;
+        for (long i = first * n; i < steps * n; ++i) {
+            if (out_q) out_q[k * steps * n + i] = NAN;
+            if (out_qd) out_qd[k * steps * n + i] = NAN;
+        }
     }
     free(scratch);
     free(s);

@@ -168,10 +168,12 @@ class Integrators(PlanPart):
 
     def advance_runs(self, runs: Runs, dt: float, steps: int, integrator: str = "rk4",
                      coords: str = "dependent", project: str = "manifold",
-                     record: bool = True) -> tuple[Array, Array] | None:
+                     record: bool = True, velocities: bool = True,
+                     ) -> tuple[Array, Array | None] | None:
         """``steps`` steps of dt for every run still going (mb_sweep, in C: blocks of runs
         in SIMD lanes where the module has them), ``runs`` updated in place. ``record``:
-        return the states after every step, (N, steps, n) each (NaN after a failure)."""
+        return q and q̇ (None without ``velocities``) after every step, (N, steps, n) each
+        (NaN where a run has failed)."""
         core = self._core
         if integrator not in STEPPERS:
             raise ValueError(f"a sweep runs the fixed-step integrators "
@@ -188,20 +190,20 @@ class Integrators(PlanPart):
             if array.shape != shape or array.dtype != np.float64 or not array.flags.c_contiguous:
                 raise ValueError(f"runs.{name} must be a C-contiguous float64 array of shape "
                                  f"{shape}, got {array.dtype} {array.shape}")
-        out = [np.full((count, steps, n), np.nan) for _ in range(2)] if record else None
+        out = [np.empty((count, steps, n)) for _ in range(1 + velocities)] if record else None
         failed = np.full(count, -1, np.int64)
         status = core.lib.mb_sweep(
             self._structure.plan, self._options.struct, count, core.doubles(runs.q),
             core.doubles(runs.qd), core.doubles(runs.params), core.doubles(runs.forces),
             STEPPERS[integrator], int(coords == "independent"), PROJECTIONS[project], dt,
             steps, core.doubles(out[0]) if out else core.null,
-            core.doubles(out[1]) if out else core.null, core.ints(runs.status),
+            core.doubles(out[1]) if out and velocities else core.null, core.ints(runs.status),
             core.ffi.cast("long *", failed.ctypes.data))
         core.checked(status)
         now_failed = failed >= 0
         runs.failed_step[now_failed] = runs.steps_done + failed[now_failed]
         runs.steps_done += steps
-        return (out[0], out[1]) if out else None
+        return (out[0], out[1] if velocities else None) if out else None
 
     def sweep_uses_lanes(self, integrator: str = "rk4", coords: str = "dependent",
                          project: str = "manifold") -> bool:

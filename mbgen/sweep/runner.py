@@ -25,7 +25,7 @@ Array = np.ndarray
 
 #: Recorded states (runs x steps) per segment of a chunk: bounds the memory of a segment
 #: (two arrays of n doubles per state) whatever the chunk and the run length.
-SEGMENT_STATES = 1 << 18
+SEGMENT_STATES = 1 << 15
 OK = "ok"
 
 
@@ -84,27 +84,37 @@ def start_states(mech: CompiledMechanism, design: Design, rows: Array, nominal_q
     return np.ascontiguousarray(q), np.ascontiguousarray(qd), status
 
 
+def needs_velocities(mech: CompiledMechanism, names: list[str]) -> bool:
+    """Whether any of the quantities ``names`` depends on q̇ (phi_norm and the coordinates
+    do not: their runs need not copy out q̇ at every step)."""
+    return any(name not in mech.coordinate_names and name != "phi_norm" for name in names)
+
+
 class Quantities:
     """The recorded quantities of states (runs, steps, n) of runs with parameters (runs,
-    np), each (runs, steps), evaluated once per segment."""
+    np), each (runs, steps), evaluated once per segment; ``qd`` None when none of them
+    needs it (see needs_velocities)."""
 
-    def __init__(self, mech: CompiledMechanism, q: Array, qd: Array, params: Array) -> None:
+    def __init__(self, mech: CompiledMechanism, q: Array, qd: Array | None,
+                 params: Array) -> None:
         self.mech, self.q, self.qd = mech, q, qd
         self.flat_params = np.repeat(params, q.shape[1], axis=0)
         self._sensors: Array | None = None
 
     def __call__(self, name: str) -> Array:
         mech, (runs, steps, n) = self.mech, self.q.shape
-        flat_q, flat_qd = self.q.reshape(-1, n), self.qd.reshape(-1, n)
+        flat_q = self.q.reshape(-1, n)
         if name in mech.coordinate_names:
             return self.q[:, :, mech.coordinate_index(name)]
+        if name == "phi_norm":
+            phi = mech.phi(flat_q, params=self.flat_params).reshape(runs, steps, -1)
+            return np.linalg.norm(phi, axis=2)
+        assert self.qd is not None, f"{name} needs the velocities"
+        flat_qd = self.qd.reshape(-1, n)
         if name.endswith("_dot") and name[:-4] in mech.coordinate_names:
             return self.qd[:, :, mech.coordinate_index(name[:-4])]
         if name == "energy":
             return mech.energy(flat_q, flat_qd, params=self.flat_params).reshape(runs, steps)
-        if name == "phi_norm":
-            phi = mech.phi(flat_q, params=self.flat_params).reshape(runs, steps, -1)
-            return np.linalg.norm(phi, axis=2)
         if self._sensors is None:
             self._sensors = mech.sensors(flat_q, flat_qd, params=self.flat_params).reshape(
                 runs, steps, -1)
@@ -169,7 +179,7 @@ def run_chunk(mech: CompiledMechanism, study: Study, design: Design, rows: Array
     traces: list[Array] = []  # per segment: (count, kept there, quantities)
     phi_max = np.zeros(count)
 
-    def take(q: Array, qd: Array, first_step: int) -> None:
+    def take(q: Array, qd: Array | None, first_step: int) -> None:
         quantities = Quantities(mech, q, qd, params)
         figures.add(quantities)
         phi = np.linalg.norm(mech.phi(q[:, -1], params=params).reshape(count, -1), axis=1)
@@ -180,12 +190,13 @@ def run_chunk(mech: CompiledMechanism, study: Study, design: Design, rows: Array
                                    axis=-1))
 
     record = bool(study.figures or study.trajectories)
+    velocities = needs_velocities(mech, [*figures.names, *study.trajectories])
     take(q0[:, None], qd0[:, None], 0)
     segment = max(1, SEGMENT_STATES // max(count, 1))
     for first in range(0, steps, segment):
         length = min(segment, steps - first)
         out = mech.advance_runs(runs, dt, length, study.integrator, study.coords,
-                                study.projection, record=record)
+                                study.projection, record=record, velocities=velocities)
         if out is not None:
             take(out[0], out[1], first + 1)
     if not record:
