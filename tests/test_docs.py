@@ -63,6 +63,7 @@ def test_every_block_of_the_document_runs(document: Path, tmp_path: Path, out_di
            f"{os.environ.get('PATH', '')}", "MBGEN_OUT": str(out_dir), "MPLBACKEND": "Agg"}
     monkeypatch.chdir(root)
     monkeypatch.setenv("MBGEN_OUT", str(out_dir))
+    monkeypatch.setenv("PATH", env["PATH"])  # python blocks may run `mbgen` too
     namespace: dict[str, object] = {"__name__": "__doc__"}
     for block in blocks(document):
         where = f"{document.name}:{block.line}"
