@@ -437,3 +437,14 @@ def test_a_study_beyond_the_work_limit_is_refused_before_it_starts(
                    "--max-steps", "100000")
     assert result.exit_code == 2 and "1e+06 time steps" in result.output
     assert not list(tmp_path.glob("w.*"))
+
+
+def test_a_symlinked_work_directory_is_refused(tmp_path: Path, out_dir: Path) -> None:
+    """Chunks written through a link would land, and be removed, in the user's directory."""
+    study = write_study(tmp_path, study_text(t_end=0.01))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "l.parquet.partial").symlink_to(elsewhere)
+    result = sweep(tmp_path, out_dir, str(study), "--out", str(tmp_path / "l.parquet"))
+    assert result.exit_code == EXIT_BAD_INPUT and "is a symlink" in result.output
+    assert not list(elsewhere.iterdir())

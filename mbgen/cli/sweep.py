@@ -76,7 +76,7 @@ def sweep(study_file: Path, out: Path, scheduler: str | None, workers: int | Non
     trajectories = trajectories_path(out) if study.trajectories else None
     varied = any(spec.varied for spec in study.specs)
     pictures = picture_paths(out, trajectories is not None, varied) if plot else None
-    check_paths({"STUDY": study_file, "mechanism:": study.mechanism},
+    check_paths({"STUDY": study_file, "mechanism": study.mechanism},
                 {"--out": out, "trajectories": trajectories, "--plot": pictures})
     check_work(study.runs * study.steps, max_steps,
                f"time steps ({study.runs:,} runs of {study.steps:,} steps)", "--max-steps")

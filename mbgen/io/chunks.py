@@ -57,7 +57,10 @@ class ChunkStore:
         """Make the directory, or take up the one a run of the same work left: the chunks
         already done."""
         manifest = self.directory / MANIFEST
-        if self.directory.exists() or self.directory.is_symlink():
+        if self.directory.is_symlink():  # its chunks would land, and be removed, elsewhere
+            raise MbgenError(f"{self.directory} is a symlink: mbgen keeps a study's chunks "
+                             "only in a directory of its own")
+        if self.directory.exists():
             try:
                 found = json.loads(manifest.read_text(encoding="utf-8"))
             except (OSError, ValueError):
