@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner, Result
-from conftest import REPO, SHIPPED_DIR
+from conftest import REPO, SHIPPED, SHIPPED_DIR
 
 from mbgen.cli.conventions import EXIT_BAD_INPUT, EXIT_UNTRUSTED, untrusted_path
 from mbgen.cli.main import cli
@@ -452,3 +452,21 @@ def test_a_symlinked_work_directory_is_refused(tmp_path: Path, out_dir: Path) ->
     result = sweep(tmp_path, out_dir, str(study), "--out", str(tmp_path / "l.parquet"))
     assert result.exit_code == EXIT_BAD_INPUT and "is a symlink" in result.output
     assert not list(elsewhere.iterdir())
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_every_shipped_mechanism_sweeps_as_it_simulates(
+        compiled: Callable[..., CompiledMechanism], path: Path) -> None:
+    """Planar and spatial, with and without lanes, redundant rows included: three runs
+    with their parameters 1 % apart follow simulate() run by run."""
+    mech = compiled(path)
+    params = mech.parameter_vector * np.array([[1.0], [1.01], [0.99]])
+    q0, status = mech.solve_position(np.tile(mech.q0, (3, 1)), minimum_norm=True,
+                                     params=params, errors="status")
+    assert (status == 0).all()
+    runs = Runs.start(q0, np.zeros_like(q0), params)
+    out = mech.advance_runs(runs, 1e-3, 100)
+    assert out is not None and (runs.status == 0).all()
+    expected = one_by_one(mech, params, q0, 100, 1e-3)
+    for path_q, run in zip(expected, out[0], strict=True):
+        assert np.abs(run - path_q[1:]).max() < 1e-9 * max(1.0, mech.size)
