@@ -111,3 +111,98 @@ class BricardChain:
             inertia += (self.MASS * velocity @ velocity
                         + omega @ rotation @ self.inertia[k] @ rotation.T @ omega)
         return float(np.sqrt(2 * (energy - potential) / inertia))
+
+
+class FlyballGovernor:
+    """The stiff flyball governor (IFToMM A05) in its four joint coordinates q = (φ, s,
+    β1, β2): the spindle's angle about z, the slider's height, and each rod's angle about
+    the spindle's y axis from the spindle's z (the rods' directions (sin β, 0, cos β) in the
+    spindle's frame). Lagrange's equations of T and V written out with SymPy, the dampers
+    by their dissipation function; integrated by SciPy's Radau (the problem is stiff).
+    Geometry, masses and forces as ``tests/data/flyball-governor.yaml`` (from the OpenSim
+    implementation of the benchmark library)."""
+
+    def __init__(self, rho: float = 3000.0, ball: float = 5.0, stiffness: float = 8e5,
+                 damping: float = 4e4, rest: float = 0.5, gravity: float = 9.81) -> None:
+        import sympy as sp
+
+        phi, s, b1, b2 = q = sp.symbols("phi s beta1 beta2", real=True)
+        rates = sp.symbols("phi_d s_d beta1_d beta2_d", real=True)
+        rod, slider = rho * 1e-4, rho * 1e-3
+        lc = (rod * 0.5 + ball) / (rod + ball)
+        across = rod * (0.005**2 + 0.25) / 3 + rod * (0.5 - lc) ** 2 + ball * (1 - lc) ** 2
+        along = rod * 2 * 0.005**2 / 3
+        spin = sp.Matrix([[sp.cos(phi), -sp.sin(phi), 0], [sp.sin(phi), sp.cos(phi), 0],
+                          [0, 0, 1]])
+
+        def tilt(b: sp.Symbol) -> sp.Matrix:
+            return sp.Matrix([[sp.cos(b), 0, sp.sin(b)], [0, 1, 0], [-sp.sin(b), 0, sp.cos(b)]])
+
+        def time_derivative(expr: sp.Expr) -> sp.Expr:
+            return sum(sp.diff(expr, qi) * vi for qi, vi in zip(q, rates, strict=True))
+
+        kinetic = (along * rates[0] ** 2 / 2  # the spindle about its axis
+                   + slider * rates[1] ** 2 / 2 + slider * 2 * 0.05**2 / 3 * rates[0] ** 2 / 2)
+        potential = gravity * slider * s
+        springs = []
+        for side, angle in ((1, b1), (-1, b2)):
+            pivot = sp.Matrix([0.05 * side, 0, 1])
+            direction = tilt(angle) * sp.Matrix([0, 0, 1])
+            centre = spin * (pivot + lc * direction)
+            velocity = centre.applyfunc(time_derivative)
+            frame = spin * tilt(angle)
+            omega = rates[0] * sp.Matrix([0, 0, 1]) + rates[2 if side > 0 else 3] * (
+                spin * sp.Matrix([0, 1, 0]))
+            inertia = frame * sp.diag(across, across, along) * frame.T
+            kinetic += ((rod + ball) * velocity.dot(velocity) + (omega.T * inertia * omega)[0]) / 2
+            potential += gravity * (rod + ball) * centre[2]
+            gap = pivot + direction / 2 - sp.Matrix([0.05 * side, 0, s])
+            length = sp.sqrt(gap.dot(gap))
+            potential += stiffness * (length - rest) ** 2 / 2
+            springs.append(length)
+        dissipation = sum(damping * time_derivative(ell) ** 2 / 2 for ell in springs)
+        velocities = sp.Matrix(rates)
+        mass = sp.hessian(kinetic, rates)
+        momentum = mass * velocities
+        rhs = (sp.Matrix([sp.diff(kinetic - potential, qi) for qi in q])
+               - momentum.jacobian(q) * velocities
+               - sp.Matrix([sp.diff(dissipation, v) for v in rates]))
+        args = (q, rates)
+        self._mass = sp.lambdify(args, mass, "numpy")
+        self._rhs = sp.lambdify(args, rhs, "numpy")
+        self._energy = sp.lambdify(args, kinetic + potential, "numpy")
+        self._spin_momentum = sp.lambdify(args, momentum[0], "numpy")
+        #: the start: rods 30° below the horizontal, the slider at 0.5 m, 2π rad/s
+        self.q0 = np.array([0.0, 0.5, 2 * np.pi / 3, -2 * np.pi / 3])
+        self.qd0 = np.array([2 * np.pi, 0.0, 0.0, 0.0])
+
+    def acceleration(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+        return np.linalg.solve(np.asarray(self._mass(q, qd), dtype=float),
+                               np.asarray(self._rhs(q, qd), dtype=float).ravel())
+
+    def spin_momentum(self, q: np.ndarray, qd: np.ndarray) -> float:
+        """The angular momentum about z, ∂T/∂φ̇: no torque about z acts."""
+        return float(self._spin_momentum(q, qd))
+
+    def energy(self, q: np.ndarray, qd: np.ndarray) -> float:
+        return float(self._energy(q, qd))
+
+    def run(self, times: np.ndarray, rtol: float = 1e-11) -> tuple[np.ndarray, np.ndarray]:
+        """(q, q̇) at ``times`` (from 0), each (len(times), 4)."""
+        from scipy.integrate import solve_ivp
+
+        def f(_: float, x: np.ndarray) -> np.ndarray:
+            return np.concatenate([x[4:], self.acceleration(x[:4], x[4:])])
+
+        def jacobian(t: float, x: np.ndarray) -> np.ndarray:
+            """Central differences of fixed step: SciPy's adaptive ones blow up on φ's
+            column, which is zero (φ is cyclic)."""
+            step = 1e-7 * np.maximum(1.0, np.abs(x))
+            return np.column_stack([(f(t, x + e) - f(t, x - e)) / (2 * e[k]) for k, e in
+                                    enumerate(np.diag(step))])
+
+        solution = solve_ivp(f, (0.0, float(times[-1])), np.concatenate([self.q0, self.qd0]),
+                             method="Radau", t_eval=times, rtol=rtol, atol=1e-12,
+                             jac=jacobian)
+        assert solution.success, solution.message
+        return solution.y[:4].T, solution.y[4:].T

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import sympy as sp
 from conftest import SHIPPED_DIR
-from independent import BricardChain, furuta_acceleration
+from independent import BricardChain, FlyballGovernor, furuta_acceleration
 
 from mbgen.errors import MechanismError
 from mbgen.model import Mechanism, parse_mechanism
@@ -242,6 +242,7 @@ def test_joint_and_vector_errors_are_located() -> None:
 
 
 BRICARD = SHIPPED_DIR / "bricard.yaml"
+FLYBALL = Path(__file__).parent / "data" / "flyball-governor.yaml"
 
 
 def test_bricard_moves_with_one_redundant_row_and_conserves_energy(compiled: Compiled,
@@ -285,6 +286,26 @@ def test_bricard_follows_an_independent_solution(compiled: Compiled) -> None:
     elapsed, _ = quad(lambda a: 1 / chain.speed(a, energy), theta[start], theta[end],
                       epsabs=1e-10, epsrel=1e-10, limit=200)
     assert abs(elapsed - (result.t[end] - result.t[start])) <= 1e-6
+
+
+def test_the_stiff_flyball_governor_follows_an_independent_solution(
+        compiled: Compiled) -> None:
+    """IFToMM A05: the slider and the rods over the first second (one swing of the balls
+    out and back) against the Lagrangian in the joint coordinates (:class:`FlyballGovernor`,
+    Radau), and the angular momentum about the spin axis, on which no torque acts."""
+    mech = compiled(FLYBALL)
+    model = FlyballGovernor()
+    joints = ["phi", "s", "beta1", "beta2"]
+    qd0 = mech.solve_velocity(mech.q0, model.qd0, z=joints)
+    result = simulate(mech, 1.0, 1e-4, "rk4", qd0=qd0)
+    rows = np.arange(0, len(result.t), 500)
+    q = result.q[rows][:, [mech.coordinate_index(c) for c in joints]]
+    qd = result.qd[rows][:, [mech.coordinate_index(c) for c in joints]]
+    expected, _ = model.run(result.t[rows])
+    np.testing.assert_allclose(q, expected, atol=1e-9)
+    assert np.ptp(q[:, 1]) > 0.2  # the slider rose and fell by more than 0.2 m
+    momentum = [model.spin_momentum(a, b) for a, b in zip(q, qd, strict=True)]
+    assert np.ptp(momentum) <= 1e-9 * abs(momentum[0])
 
 
 def test_every_command_runs_on_the_spatial_mechanisms(tmp_path: Path, out_dir: Path) -> None:
