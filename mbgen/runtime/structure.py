@@ -15,6 +15,8 @@ from mbgen.runtime.coordinates import Coordinates
 from mbgen.runtime.options import SolverOptions
 
 Array = np.ndarray
+#: How much better conditioned a new set of kept rows must be to replace the current one
+RESELECT_GAIN = 2.0
 
 
 class Structure:
@@ -53,20 +55,30 @@ class Structure:
     def kept_rows_condition(self, q: Array) -> float:
         """σ_min / σ_max of the active rows of Φq at one configuration q (n,): how far the
         rows the dynamics use are from losing rank there (1: orthogonal, 0: dependent)."""
-        values = np.linalg.svd(self._phi_q(q)[self.active_rows], compute_uv=False)
+        return self._condition(self._phi_q(q), self.active_rows)
+
+    @staticmethod
+    def _condition(phi_q: Array, rows: Array) -> float:
+        values = np.linalg.svd(phi_q[rows], compute_uv=False)
         return float(values[-1] / values[0]) if values.size and values[0] > 0 else 0.0
 
     def reselect(self, q: Array) -> bool:
         """Makes the active rows the best-conditioned set of as many rows at q (QR with
         column pivoting of Φqᵀ: each next row the one farthest from those kept), with a
-        new plan for them; False when that set is the current one. A mechanism whose
-        redundant row at q0 becomes independent along its motion (the rows kept at q0
-        then lose rank together) goes on with rows that hold there."""
+        new plan for them; False when that set is the current one or not RESELECT_GAIN
+        times better conditioned: pivoting does not always find a better set, and
+        near-ties would flip back and forth (a mechanism whose rows are badly scaled, not
+        near dependence, keeps them). A mechanism
+        whose redundant row at q0 becomes independent along its motion (the rows kept at
+        q0 then lose rank together) goes on with rows that hold there."""
         from scipy.linalg import qr  # here: SciPy's import would slow every CLI start
 
-        _, _, order = qr(self._phi_q(q).T, pivoting=True, mode="economic")
+        phi_q = self._phi_q(q)
+        current = self._condition(phi_q, self.active_rows)
+        _, _, order = qr(phi_q.T, pivoting=True, mode="economic")
         chosen = np.sort(order[:len(self.active_rows)]).astype(np.int32)
-        if np.array_equal(chosen, self.active_rows):
+        better = self._condition(phi_q, chosen)
+        if np.array_equal(chosen, self.active_rows) or better < RESELECT_GAIN * current:
             return False
         self._active_rows, self._plan = chosen, None  # the old plan is freed with its owner
         return True
