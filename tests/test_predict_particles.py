@@ -153,6 +153,24 @@ def test_lanes_take_a_parameter_set_per_state(compiled: Compiled, name: str) -> 
     assert np.abs(batch - shared).max() > 1e-3  # the parameters were used
 
 
+@pytest.mark.parametrize("name", ["fourbar", "double-pendulum", "slider-crank"])
+def test_jacobians_in_lanes_are_those_of_one_state_at_a_time(compiled: Compiled,
+                                                              name: str) -> None:
+    """q̈, ∂q̈/∂q, ∂q̈/∂q̇ and ∂q̈/∂Q of 19 states, each with its parameters and a force, in
+    blocks of 8 lanes and a tail alone, give bit for bit what each state gives alone."""
+    mech = compiled(SHIPPED_DIR / f"{name}.yaml")
+    q, qd = states(mech, 19, seed=11)
+    rng = np.random.default_rng(2)
+    params = mech.parameter_vector * rng.uniform(0.9, 1.1, (19, len(mech.parameters)))
+    forces = rng.normal(0.0, 1.0, q.shape)
+    batch = mech.forward_dynamics_jacobians(q, qd, forces, params=params)
+    alone = [mech.forward_dynamics_jacobians(q[k], qd[k], forces[k], params=params[k])
+             for k in range(19)]
+    assert len(batch) == len(alone[0]) == 4  # q̈, ∂q̈/∂q, ∂q̈/∂q̇, ∂q̈/∂Q
+    for part, values in enumerate(batch):
+        assert np.array_equal(values, np.array([one[part] for one in alone])), part
+
+
 def test_the_choice_of_z_in_lanes_alone_gives_the_states_of_one_at_a_time(
         compiled: Compiled) -> None:
     """The robot's dynamics are too long for lane functions, but its blocks of 8 still

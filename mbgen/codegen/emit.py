@@ -10,7 +10,13 @@ import sympy as sp
 
 from mbgen.codegen.c_printer import element_names, eliminate
 from mbgen.codegen.kkt import KktProgram, kkt_program
-from mbgen.codegen.lanes import LANE_ARRAYS, LANE_KERNELS, kkt_has_lanes
+from mbgen.codegen.lanes import (
+    JACOBIAN_LANE_KERNELS,
+    LANE_ARRAYS,
+    LANE_KERNELS,
+    jacobians_have_lanes,
+    kkt_has_lanes,
+)
 from mbgen.codegen.ordering import coupling_graph, minimum_degree_order
 from mbgen.codegen.templates import render
 from mbgen.redundancy import independent_rows
@@ -45,11 +51,14 @@ def kernel_elements(kernels: KernelSet) -> dict[sp.Symbol, tuple[str, int]]:
             for k, symbol in enumerate(symbols)}
 
 
-def kernel_data(kernel: Kernel, elements: dict[sp.Symbol, tuple[str, int]]) -> dict[str, Any]:
+def kernel_data(kernel: Kernel, elements: dict[sp.Symbol, tuple[str, int]],
+                jacobian_lanes: bool = False) -> dict[str, Any]:
     """What mechanism.c.j2 writes a kernel from: its pattern and its printed expressions,
-    once per state and, for the kernels the batched prediction uses, once per lane."""
+    once per state and, for the kernels the batched prediction (and, with
+    ``jacobian_lanes``, the batched Jacobians) uses, once per lane."""
     eliminated = eliminate([e for _, e in kernel.entries])
-    lanes = kernel.name in LANE_KERNELS
+    lanes = kernel.name in LANE_KERNELS or (jacobian_lanes
+                                            and kernel.name in JACOBIAN_LANE_KERNELS)
     return {
         "name": kernel.name, "doc": kernel.doc, "nnz": kernel.nnz,
         "rows": [index[0] for index, _ in kernel.entries],
@@ -86,16 +95,17 @@ def generate(kernels: KernelSet, progress: Any = None) -> GeneratedSource:
     model = kernels.model
     mechanism = model.mechanism
     elements = kernel_elements(kernels)
-    rendered = []
-    for k in kernels.kernels:
-        if progress is not None:
-            progress(k.name)
-        rendered.append(kernel_data(k, elements))
     order = coordinate_order(kernels)
     patterns = {k.name: [index for index, _ in k.entries] for k in kernels.kernels}
     kkt = kkt_program(model.n, rows_independent_at_q0(kernels), order, patterns)
     kkt_lanes = kkt is not None and kkt_has_lanes(kkt)
-    groups = kkt_costs(kkt, kkt_lanes) if kkt is not None else {}
+    jacobian_lanes = jacobians_have_lanes(kkt)
+    rendered = []
+    for k in kernels.kernels:
+        if progress is not None:
+            progress(k.name)
+        rendered.append(kernel_data(k, elements, jacobian_lanes))
+    groups = kkt_costs(kkt, kkt_lanes, jacobian_lanes) if kkt is not None else {}
     parts, where = assign_parts([*map(kernel_cost, rendered), *groups.values()])
     for kernel, part in zip(rendered, where, strict=False):
         kernel["part"] = part
@@ -104,7 +114,8 @@ def generate(kernels: KernelSet, progress: Any = None) -> GeneratedSource:
         "mechanism.c.j2", version=__version__, source=mechanism.source, name=mechanism.name,
         n=model.n, m=model.m, np=len(model.params), length=repr(mechanism.length_scale()),
         kernels=rendered, order=order, kkt=kkt,
-        kkt_lanes=kkt_lanes, kkt_parts=kkt_parts, parts=parts)
+        kkt_lanes=kkt_lanes, jacobian_lanes=jacobian_lanes, kkt_parts=kkt_parts,
+        parts=parts)
     return GeneratedSource(c_source, build_meta(kernels), parts)
 
 
@@ -117,7 +128,7 @@ def kernel_cost(data: dict[str, Any]) -> int:
     return cost * (LANES if data["lane_body"] is not None else 1)
 
 
-def kkt_costs(kkt: KktProgram, lanes: bool) -> dict[str, int]:
+def kkt_costs(kkt: KktProgram, lanes: bool, jacobian_lanes: bool = False) -> dict[str, int]:
     """The same for each group of the unrolled KKT functions (kkt_functions.c.j2)."""
     factor = kkt.prologue.statements + sum(c.statements for body in kkt.factor for c in body)
     solve = sum(map(len, kkt.solve))
@@ -129,14 +140,19 @@ def kkt_costs(kkt: KktProgram, lanes: bool) -> dict[str, int]:
     if kkt.jacobians:
         statements["jacobians"] = sum(len(column.sums) + len(column.outputs)
                                       for block in kkt.jacobians for column in block.columns)
+    if jacobian_lanes:
+        statements.update(inverse_lanes=3 * statements["inverse"],
+                          jacobians_lanes=3 * statements["jacobians"])
     return {group: KKT_STATEMENT_COST * count for group, count in statements.items()}
 
 
 def assign_parts(costs: list[int]) -> tuple[int, list[int]]:
-    """Pieces of the given costs spread over parts of about PART_COST each, the largest
-    first onto the lightest part: the number of parts and each piece's part (part 0 also
-    holds the tables)."""
+    """Pieces of the given costs spread over parts of about PART_COST each (an even number
+    of them beyond one: machines have an even number of cores), the largest first onto
+    the lightest part: the number of parts and each piece's part (part 0 also holds the
+    tables)."""
     count = min(MAX_PARTS, max(1, round(sum(costs) / PART_COST)))
+    count -= count % 2 if count > 1 else 0  # even: three parts on two cores take two rounds
     load = [0] * count
     parts = [0] * len(costs)
     for index in sorted(range(len(costs)), key=lambda i: -costs[i]):

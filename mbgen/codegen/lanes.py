@@ -17,6 +17,10 @@ from mbgen.codegen.kkt import KktProgram
 
 # Kernels the batched prediction evaluates in lanes (particles.c)
 LANE_KERNELS = ("forces", "dphiq_qd", "phi", "phi_q", "mass")
+# ... and those of batched q̈ with its Jacobians (dynamics.c, jacobian_terms), for a
+# mechanism whose KKT inverse and Jacobian products are unrolled and have lanes
+JACOBIAN_LANE_KERNELS = ("forces_q", "forces_qd", "mass_v_q", "phiqT_lam_q", "dphiq_qd_q",
+                         "dphiq_qd_qd", "phiq_v_q")
 # Statements of the factor and solve above which there are no KKT lanes (the five-bar has
 # ~190, the pick-and-place robot over 1 000): one loop body that long would slow the C
 # compiler more than the lanes gain; such mechanisms run the one-state code
@@ -28,3 +32,10 @@ LANE_ARRAYS = ("q", "x", "p")
 
 def kkt_has_lanes(kkt: KktProgram) -> bool:
     return kkt.factor_and_solve_statements <= LANE_STATEMENTS
+
+
+def jacobians_have_lanes(kkt: KktProgram | None) -> bool:
+    """Whether ∂q̈/∂q, ∂q̈/∂q̇ get lane functions too: the unrolled inverse and products
+    exist, and the factor has lanes."""
+    return (kkt is not None and kkt_has_lanes(kkt) and kkt.inverse is not None
+            and bool(kkt.jacobians))

@@ -336,20 +336,99 @@ int mb_forward_dynamics_one(mb_workspace* w, const double* q, const double* qd,
     return st;
 }
 
-/* q̈ of the states [0, count) in blocks of MB_LANES side by side (the module's lane
- * functions, in SIMD registers); a lane that fails is done again alone for its status,
- * and the states after the last whole block alone. *done: how many were handled. */
+/* The kernels of dynamics.c's jacobian_terms that the lanes evaluate (no Baumgarte terms:
+ * the lanes run without stabilization) */
+static const int jacobian_lane_kernels[] = {MB_K_FORCES_Q, MB_K_MASS_V_Q, MB_K_PHIQT_LAM_Q,
+    MB_K_DPHIQ_QD_Q, MB_K_PHIQ_V_Q, MB_K_FORCES_QD, MB_K_DPHIQ_QD_QD};
+enum { JACOBIAN_LANE_KERNELS = sizeof jacobian_lane_kernels / sizeof *jacobian_lane_kernels };
+
+/* Whether the module has lane functions for ∂q̈/∂q, ∂q̈/∂q̇ and ∂q̈/∂Q too. */
+static int jacobians_have_lanes(const mb_model* model)
+{
+    const mb_kkt* kkt = model->kkt;
+    if (!kkt || !kkt->inverse_lanes || !kkt->jacobians_lanes) return 0;
+    for (int k = 0; k < JACOBIAN_LANE_KERNELS; ++k) {
+        const mb_kernel* kernel = &model->kernel[jacobian_lane_kernels[k]];
+        if (kernel->nnz && !kernel->lanes) return 0;
+    }
+    return 1;
+}
+
+/* Scratch of the Jacobians in lanes, [entry][lane]: the multipliers on every row, the
+ * kernels' values (kv by MB_K_*), K⁻¹ and the two Jacobians. */
+typedef struct {
+    double *lam, *Z, *Jq, *Jqd;
+    double* kv[MB_KERNEL_COUNT];
+    double* block;
+} jacobian_lanes;
+
+static int jacobian_lanes_new(const mb_plan* plan, jacobian_lanes* J)
+{
+    const mb_model* model = plan->model;
+    const size_t n = (size_t)model->n, N = n + (size_t)plan->r, W = MB_LANES;
+    size_t total = (size_t)model->m + N * N + 2 * n * n;
+    for (int k = 0; k < JACOBIAN_LANE_KERNELS; ++k)
+        total += (size_t)model->kernel[jacobian_lane_kernels[k]].nnz + 1;
+    memset(J, 0, sizeof *J);
+    J->block = (double*)malloc(sizeof(double) * total * W);
+    if (!J->block) return MB_NO_MEMORY;
+    double* next = J->block;
+    J->lam = next; next += (size_t)model->m * W;
+    J->Z = next; next += N * N * W;
+    J->Jq = next; next += n * n * W;
+    J->Jqd = next; next += n * n * W;
+    for (int k = 0; k < JACOBIAN_LANE_KERNELS; ++k) {
+        J->kv[jacobian_lane_kernels[k]] = next;
+        next += ((size_t)model->kernel[jacobian_lane_kernels[k]].nnz + 1) * W;
+    }
+    return MB_OK;
+}
+
+/* After mb_dynamics_lanes (s->b: [q̈; λ of the kept rows] in node order, s->x1: q̈): the
+ * lanes' ∂q̈/∂q, ∂q̈/∂q̇ (J->Jq, J->Jqd) and K⁻¹ (J->Z), as mb_dynamics_jacobians gives
+ * each state on the unrolled path. */
+static void jacobians_in_lanes(const mb_plan* plan, mb_lanes* s, jacobian_lanes* J,
+                               int want_q, int want_qd)
+{
+    enum { W = MB_LANES };
+    const mb_model* model = plan->model;
+    const mb_kernel* K = model->kernel;
+    const int n = model->n, r = plan->r;
+    mb_zero(J->lam, (long)model->m * W);
+    for (int k = 0; k < r; ++k)
+        mb_copy(J->lam + (long)plan->rows[k] * W, s->b + (long)(n + k) * W, W);
+    const double* x[JACOBIAN_LANE_KERNELS] = {s->qd, s->x1, J->lam, s->qd, s->x1, s->qd,
+                                              s->qd};
+    for (int k = 0; k < JACOBIAN_LANE_KERNELS; ++k) {
+        const mb_kernel* kernel = &K[jacobian_lane_kernels[k]];
+        if (kernel->nnz) kernel->lanes(s->q, x[k], s->p, J->kv[jacobian_lane_kernels[k]]);
+    }
+    model->kkt->inverse_lanes(s->L, s->D, J->Z);
+    model->kkt->jacobians_lanes(J->Z, J->kv, NULL, 0.0, 0.0, want_q ? J->Jq : NULL,
+                                want_qd ? J->Jqd : NULL);
+}
+
+/* q̈ (and, with Jq, Jqd, JQ, its Jacobians) of the states [0, count) in blocks of MB_LANES
+ * side by side (the module's lane functions, in SIMD registers), each state its own
+ * parameters; a lane that fails is done again alone for its status, and the states after
+ * the last whole block alone. *done: how many were handled. */
 static int forward_dynamics_lanes(const mb_plan* plan, const mb_options* options, mb_ws* w,
     long count, const double* q, long q_stride, const double* qd, long qd_stride,
     const double* Qext, long Q_stride, const double* p, long p_stride, double* qdd,
-    int* status, long* done)
+    double* Jq, double* Jqd, double* JQ, int* status, long* done)
 {
     enum { W = MB_LANES };
-    const int n = plan->model->n;
+    const int n = plan->model->n, N = n + plan->r;
+    const long nn = (long)n * n;
+    const int jacobians = Jq || Jqd || JQ;
     int failed = 0;
+    jacobian_lanes J;
     mb_lanes* s = mb_lanes_new(plan);
     *done = 0;
-    if (!s) return MB_NO_MEMORY;
+    if (!s || (jacobians && jacobian_lanes_new(plan, &J))) {
+        free(s);
+        return MB_NO_MEMORY;
+    }
     for (long s0 = 0; s0 + W <= count; s0 += W) {
         for (int i = 0; i < n; ++i)
             for (int l = 0; l < W; ++l) {
@@ -360,26 +439,36 @@ static int forward_dynamics_lanes(const mb_plan* plan, const mb_options* options
         for (int l = 0; l < W; ++l) s->bad[l] = 0;
         mb_lanes_load_p(s, plan->model->np, p + s0 * p_stride, p_stride);
         mb_dynamics_lanes(plan, options, s, s->q, s->qd, s->e, 0, s->x1);
+        if (jacobians) jacobians_in_lanes(plan, s, &J, Jq != NULL, Jqd != NULL);
         for (int l = 0; l < W; ++l) {
             const long k = s0 + l;
-            double* out = qdd + k * n;
+            double* out[4] = {qdd ? qdd + k * n : NULL, Jq ? Jq + k * nn : NULL,
+                              Jqd ? Jqd + k * nn : NULL, JQ ? JQ + k * nn : NULL};
             if (s->bad[l]) {
                 status[k] = mb_forward_dynamics_one(w, q + k * q_stride, qd + k * qd_stride,
                                                     Qext ? Qext + k * Q_stride : NULL,
-                                                    p + k * p_stride, out, NULL, NULL, NULL,
-                                                    NULL);
+                                                    p + k * p_stride, out[0], NULL, out[1],
+                                                    out[2], out[3]);
                 if (status[k] != MB_OK) {
-                    fill_nan(out, n);
+                    fill_nan(out[0], n);
+                    for (int a = 1; a < 4; ++a) fill_nan(out[a], nn);
                     failed++;
                 }
-            } else {
-                for (int i = 0; i < n; ++i) out[i] = s->x1[i * W + l];
-                status[k] = MB_OK;
+                continue;
             }
+            status[k] = MB_OK;
+            for (int i = 0; i < n && out[0]; ++i) out[0][i] = s->x1[i * W + l];
+            for (long e = 0; e < nn; ++e) {
+                if (out[1]) out[1][e] = J.Jq[e * W + l];
+                if (out[2]) out[2][e] = J.Jqd[e * W + l];
+            }
+            for (int a = 0; a < n && out[3]; ++a)  /* ∂q̈/∂Q: K⁻¹'s q block */
+                for (int b = 0; b < n; ++b) out[3][a * n + b] = J.Z[((long)a * N + b) * W + l];
         }
         *done = s0 + W;
     }
     free(s);
+    if (jacobians) free(J.block);
     return failed;
 }
 
@@ -394,10 +483,11 @@ int mb_forward_dynamics(const mb_plan* plan, const mb_options* options, long cou
     int failed = 0;
     long first = 0;  /* the states before it are done in lanes */
     if (!w) return MB_NO_MEMORY;
-    if (qdd && !lam && !Jq && !Jqd && !JQ && count >= MB_LANES &&
-        mb_predict_uses_lanes(plan, options)) {
+    if (!lam && count >= MB_LANES && mb_predict_uses_lanes(plan, options) &&
+        (!(Jq || Jqd || JQ) || jacobians_have_lanes(plan->model))) {
         failed = forward_dynamics_lanes(plan, options, w, count, q, q_stride, qd, qd_stride,
-                                        Qext, Q_stride, p, p_stride, qdd, status, &first);
+                                        Qext, Q_stride, p, p_stride, qdd, Jq, Jqd, JQ, status,
+                                        &first);
         if (failed == MB_NO_MEMORY) {
             mb_ws_free(w);
             return MB_NO_MEMORY;

@@ -58,6 +58,11 @@ typedef struct {
     void (*factor_lanes)(const double* mv, const double* a, double mass_tol,
                          double pivot_tol, double* L, double* D, double* gamma, int* bad);
     void (*solve_lanes)(const double* L, const double* D, double* x);
+    /* inverse and jacobians for MB_LANES states at once ([entry][lane] arrays, kv's
+     * arrays too); NULL unless both exist and the factor has lanes */
+    void (*inverse_lanes)(const double* L, const double* D, double* Z);
+    void (*jacobians_lanes)(const double* Z, double* const* kv, const double* aux,
+                            double alpha, double beta, double* Jq, double* Jqd);
 } mb_kkt;
 
 struct mb_model {
