@@ -457,13 +457,16 @@ static int forward_dynamics_lanes(const mb_plan* plan, const mb_options* options
                 continue;
             }
             status[k] = MB_OK;
-            for (int i = 0; i < n && out[0]; ++i) out[0][i] = s->x1[i * W + l];
-            for (long e = 0; e < nn; ++e) {
-                if (out[1]) out[1][e] = J.Jq[e * W + l];
-                if (out[2]) out[2][e] = J.Jqd[e * W + l];
-            }
-            for (int a = 0; a < n && out[3]; ++a)  /* ∂q̈/∂Q: K⁻¹'s q block */
-                for (int b = 0; b < n; ++b) out[3][a * n + b] = J.Z[((long)a * N + b) * W + l];
+            if (out[0])
+                for (int i = 0; i < n; ++i) out[0][i] = s->x1[i * W + l];
+            if (out[1])
+                for (long e = 0; e < nn; ++e) out[1][e] = J.Jq[e * W + l];
+            if (out[2])
+                for (long e = 0; e < nn; ++e) out[2][e] = J.Jqd[e * W + l];
+            if (out[3])  /* ∂q̈/∂Q: K⁻¹'s q block */
+                for (int a = 0; a < n; ++a)
+                    for (int b = 0; b < n; ++b)
+                        out[3][a * n + b] = J.Z[((long)a * N + b) * W + l];
         }
         *done = s0 + W;
     }
