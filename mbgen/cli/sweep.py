@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.markup import escape
@@ -31,7 +30,7 @@ from mbgen.cli.conventions import (
 )
 from mbgen.errors import UntrustedResultError
 from mbgen.runtime.parallel import usable_cores
-from mbgen.sweep.execute import Prepared, finish, prepare, run_study, trajectories_path
+from mbgen.sweep.execute import finish, prepare, run_study, trajectories_path
 from mbgen.sweep.plots import picture_paths
 from mbgen.sweep.study import Study, read_study
 
@@ -121,32 +120,20 @@ def sweep(study_file: Path, out: Path, scheduler: str | None, workers: int | Non
                              f"the status column ({reasons})")
     written = [out] + ([trajectories] if trajectories else [])
     if plot:
-        written += _pictures(study, prepared, mech.name, out, trajectories)
+        written += _pictures(study, mech.name, out, trajectories)
     status_console.print(escape("\n".join(f"  wrote {path}" for path in written)))
     if not trusted:
         raise UntrustedResultError(f"{outcome.failed:,} runs failed, more than --max-failed "
                                    f"{max_failed}")
 
 
-def _pictures(study: Study, prepared: Prepared, title: str, out: Path,
-              trajectories: Path | None) -> list[Path]:
+def _pictures(study: Study, title: str, out: Path, trajectories: Path | None) -> list[Path]:
     """The --plot pictures from the written results."""
-    import pyarrow.parquet as pq
-
+    from mbgen.io.chunks import read_parquet_columns
     from mbgen.sweep.design import column_name
     from mbgen.sweep.plots import write_pictures
 
-    runs = {name: column.to_numpy(zero_copy_only=False)
-            for name, column in zip(*_named_columns(pq.read_table(out)), strict=True)}
     figures = [f"{f.of}_{stat}" for f in study.figures for stat in f.stats]
     varied = [column_name(spec) for spec in study.specs if spec.varied]
-    traces = None
-    if trajectories is not None:
-        table = pq.read_table(trajectories)
-        traces = {name: column.to_numpy() for name, column in zip(*_named_columns(table),
-                                                                   strict=True)}
-    return write_pictures(runs, figures, varied, traces, out, title)
-
-
-def _named_columns(table: Any) -> tuple[list[str], list[Any]]:
-    return table.column_names, table.columns
+    traces = None if trajectories is None else read_parquet_columns(trajectories)
+    return write_pictures(read_parquet_columns(out), figures, varied, traces, out, title)

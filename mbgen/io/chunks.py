@@ -36,6 +36,14 @@ def parquet_table(columns: Mapping[str, np.ndarray]) -> Any:
                      else pa.array(values) for name, values in columns.items()})
 
 
+def read_parquet_columns(path: Path) -> dict[str, np.ndarray]:
+    """A Parquet file's columns as NumPy arrays (text as object arrays)."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    return {name: table[name].to_numpy(zero_copy_only=False) for name in table.column_names}
+
+
 def write_parquet(path: Path, table: Any) -> None:
     import pyarrow.parquet as pq
 

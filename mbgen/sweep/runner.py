@@ -210,10 +210,10 @@ def run_chunk(mech: CompiledMechanism, study: Study, design: Design, rows: Array
     columns: dict[str, Array] = {"run": rows.astype(np.int64), **design.columns(rows),
                                  **figures.columns()}
     if study.final:
-        done = (runs.status == 0)[:, None]
-        columns |= {f"{c}_final": np.where(done[:, 0], runs.q[:, i], np.nan)
+        done = runs.status == 0
+        columns |= {f"{c}_final": np.where(done, runs.q[:, i], np.nan)
                     for i, c in enumerate(mech.coordinate_names)}
-        columns |= {f"{c}_dot_final": np.where(done[:, 0], runs.qd[:, i], np.nan)
+        columns |= {f"{c}_dot_final": np.where(done, runs.qd[:, i], np.nan)
                     for i, c in enumerate(mech.coordinate_names)}
     columns["phi_max"] = phi_max
     columns["status"] = np.array(status, dtype=object)
