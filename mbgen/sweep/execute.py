@@ -73,12 +73,13 @@ def run_local(prepared: Prepared, mech: CompiledMechanism, todo: list[int], work
     """The chunks ``todo`` on ``workers`` threads (the C calls release the GIL), as they
     finish."""
     chunks = prepared.chunks
-    pool = ThreadPoolExecutor(max_workers=max(1, workers))
+    workers = max(1, min(workers, len(todo)))  # no idle threads (--workers 1000)
+    pool = ThreadPoolExecutor(max_workers=workers)
     try:
         pending: dict[Future[ChunkResult], int] = {}
         queue = list(todo)
         while queue or pending:
-            while queue and len(pending) < 2 * max(1, workers):
+            while queue and len(pending) < 2 * workers:
                 index = queue.pop(0)
                 pending[pool.submit(run_chunk, mech, prepared.study, prepared.design,
                                     chunks[index], prepared.nominal_q,
