@@ -14,7 +14,7 @@ import sympy as sp
 from conftest import SHIPPED_DIR
 from independent import BricardChain, FlyballGovernor, furuta_acceleration
 
-from mbgen.errors import MechanismError
+from mbgen.errors import MechanismError, SingularConfigurationError
 from mbgen.model import Mechanism, parse_mechanism
 from mbgen.model.chain import spatial_chain_yaml
 from mbgen.runtime.compiled import CompiledMechanism
@@ -309,6 +309,10 @@ def test_the_stiff_flyball_governor_follows_an_independent_solution(
     assert mech.kept_rows_condition(mech.q0) < 1e-3 and result.reselected == []
     momentum = [model.spin_momentum(a, b) for a, b in zip(q, qd, strict=True)]
     assert np.ptp(momentum) <= 1e-9 * abs(momentum[0])
+    # a millisecond is too long for its dampers (m/C = 0.1 ms): the error says what to do
+    for integrator in ("trapezoidal", "variational"):
+        with pytest.raises(SingularConfigurationError, match="try a smaller dt"):
+            simulate(mech, 0.2, 1e-3, integrator, qd0=qd0)
 
 
 def test_every_command_runs_on_the_spatial_mechanisms(tmp_path: Path, out_dir: Path) -> None:

@@ -320,6 +320,11 @@ class Integrators(PlanPart):
         if status == 0:
             return
         last = out[0][step - 1] if step > 0 else q0
-        raise self._core.status_error(
-            status, f"step {step}", f"; last state [{self._coordinates.describe(last)}]",
+        core = self._core
+        hint = (" (a step too long for the mechanism's stiffness fails so: try a smaller dt)"
+                if core.is_status(status, "NO_CONVERGENCE") or core.is_status(status,
+                                                                              "NOT_FINITE")
+                else "")
+        raise core.status_error(
+            status, f"step {step}", f"{hint}; last state [{self._coordinates.describe(last)}]",
             lambda message: IntegrationError(message, step, [o[:step] for o in out]))
