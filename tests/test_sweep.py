@@ -467,3 +467,20 @@ def test_every_shipped_mechanism_sweeps_as_it_simulates(
     expected = one_by_one(mech, params, q0, 100, 1e-3)
     for path_q, run in zip(expected, out[0], strict=True):
         assert np.abs(run - path_q[1:]).max() < 1e-9 * max(1.0, mech.size)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--out", "r.csv"], "r.csv"),
+    (["--out", "r.parquet", "--workers", "0"], "--workers"),
+    (["--out", "r.parquet", "--phi-tol", "nan"], "not a finite number"),
+    (["--out", "r.parquet", "--max-failed", "-1"], "--max-failed"),
+    (["--out", "study.parquet"], "never writes an output over an input"),
+], ids=["suffix", "workers", "phi-tol", "max-failed", "over-the-study"])
+def test_bad_sweep_options_are_refused_before_any_work(
+        tmp_path: Path, out_dir: Path, monkeypatch: pytest.MonkeyPatch, args: list[str],
+        message: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    study = write_study(tmp_path, study_text(t_end=0.01), "study.parquet")  # any name reads
+    result = sweep(tmp_path, out_dir, str(study), *args)
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["study.parquet"]
