@@ -27,11 +27,11 @@ from mbgen.version import __version__
 ARRAY_NAMES = {"q": "q", "qd": "x", "v": "x", "lam": "x", "p": "p"}
 
 # The generated file is compiled as several translation units side by side (parts, one
-# gcc each: build.py). What a piece of it costs gcc -O2, in µs, measured on the four-bar and
-# a 100-bar chain (within a factor 2): per statement and per character of a kernel, the
-# kernels' lane variants (vectorized) LANES times over, per statement of the unrolled KKT
-# code (its lane functions counted three times over); a part is about PART_COST (a part of
-# its own costs ~20 ms: starting gcc, reading the headers)
+# gcc each: build.py). What a piece of it costs gcc (at -O2, in µs; -O1 keeps the shares),
+# measured on the four-bar and a 100-bar chain (within a factor 2): per statement and per
+# character of a kernel, the kernels' lane variants (vectorized) LANES times over, per
+# statement of the unrolled KKT code (its lane functions counted three times over); a part
+# is about PART_COST (a part of its own costs ~20 ms: starting gcc, reading the headers)
 STATEMENT_COST, CHARACTER_COST, LANES = 250, 10, 4
 KKT_STATEMENT_COST = 270
 PART_COST = 150_000
