@@ -14,14 +14,17 @@ equations are homogeneous in them: a bar's m·a and I + m·a² scale with the ga
 its mass), nor separate a bar's mass from its centre-of-mass offset on a fixed pivot:
 masses and offsets get priors of 0.5 % (bars weighed and balanced on an edge), as in
 practice; the other nine parameters come from the data alone. Method settings: two
-midpoint steps per sample (5 ms) and an impulse noise of 2e-5 N m s per sample.
+midpoint steps per sample (5 ms) and an impulse noise of 2e-5 N m s per sample, with the
+step check (``--step-check``: the values of a second solve at 2.5 ms, each σ that of the
+noise and how far the value moved together).
 
 Figures: each parameter's error against the truth (target ≤ 2 %) and its distance to the
 truth in linearized standard deviations (target ≤ 3), the wall time (target ≤ 10 s), and
 the robustness of the result: the largest change of any parameter (relative to its true
 value) when the weight of the dynamics residuals changes by 0.1× and 10× (two orders of
 magnitude) and when the identification step halves (target ≤ 1 %), each run from the
-same poor start, also in units of its standard deviation. As context, the weight changes
+same poor start without the step check, also in units of its standard deviation (the
+noise's alone). As context, the weight changes
 with Gaussian encoder noise of 1e-4 rad instead (3.6 times the rounding error: the second
 joint's small viscous friction b2 = 0.004, a torque of about 0.01 N m, is then determined
 to ~3 % only, and moves by about that much with the weight), and the largest error of the
@@ -101,29 +104,35 @@ def main() -> None:
     priors = {n: (truth[n] * (1 + 0.005 * rng.normal()), 0.005 * truth[n]) for n in WEIGHED}
     bounds = {n: (0.0, np.inf) for n in NAMES if n not in ("tilt", "offset2")}
 
-    def run(data: Recording = data, **settings: float | str) -> tuple:
+    def run(data: Recording = data, **settings: float | str | bool) -> tuple:
         start = time.perf_counter()
         result = identify(mech, data, NAMES, initial=initial, bounds=bounds, priors=priors,
                           settings=Settings(**settings))
         return result, time.perf_counter() - start
 
-    base, seconds = run(impulse_noise=IMPULSE_NOISE, substeps=SUBSTEPS)
+    base, seconds = run(impulse_noise=IMPULSE_NOISE, substeps=SUBSTEPS, step_check=True)
     figures = [Figure("wall time, 13 parameters", seconds, "s", 10.0,
-                      f"{base.iterations} iterations, {len(base.t)} states"
-                      + ("" if base.converged else ", NOT converged"))]
+                      f"{base.iterations} iterations, {len(base.t)} states, with the step "
+                      "check" + ("" if base.converged else ", NOT converged"))]
     figures += parameter_figures(NAMES, base.values, base.std, truth, initial)
+    moved = base.step_change / np.sqrt(np.maximum(base.std**2 - base.step_change**2, 1e-300))
+    figures.append(Figure("step check: largest move at half the step / σ of the noise",
+                          float(moved.max()), "σ", None,
+                          f"of {NAMES[int(np.argmax(moved))]}: joins its σ"))
+    # the robustness rows: each run and its reference without the step check
+    plain, _ = run(impulse_noise=IMPULSE_NOISE, substeps=SUBSTEPS)
     scale = np.abs([truth[n] for n in NAMES])
     variants = (("dynamics weight ×0.1", {"impulse_noise": 10 * IMPULSE_NOISE}),
                 ("dynamics weight ×10", {"impulse_noise": IMPULSE_NOISE / 10}),
                 ("step halved", {"impulse_noise": IMPULSE_NOISE, "substeps": 2 * SUBSTEPS}))
     for label, settings in variants:
         other, _ = run(**({"substeps": SUBSTEPS} | settings))
-        relative = np.abs(other.values - base.values) / scale
+        relative = np.abs(other.values - plain.values) / scale
         figures.append(Figure(f"robustness, {label}: largest change",
                               float(relative.max()) * 100, "%", 1.0,
                               f"of {NAMES[int(np.argmax(relative))]}"
                               + ("" if other.converged else ", NOT converged")))
-        in_std = np.abs(other.values - base.values) / base.std
+        in_std = np.abs(other.values - plain.values) / plain.std
         figures.append(Figure(f"robustness, {label}: largest change / std",
                               float(in_std.max()), "σ", None,
                               f"of {NAMES[int(np.argmax(in_std))]}"))

@@ -255,19 +255,22 @@ def rk4_recording(mech: CompiledMechanism, seconds: float = 4.0, noise: float = 
     return Recording(t, readings, motor_command(t)[:, None])
 
 
-@pytest.mark.parametrize(("scheme", "data"), [("spook", spook_recording),
-                                              ("midpoint", rk4_recording)])
+@pytest.mark.parametrize(("scheme", "data", "step_check"),
+                         [("spook", spook_recording, False),
+                          ("midpoint", rk4_recording, True)])
 def test_identify_recovers_parameters_from_a_poor_guess(motor_pendulum, scheme: str,
-                                                        data) -> None:
+                                                        data, step_check: bool) -> None:
     # SPOOK on its own data: the truth is the exact minimum up to the noise. The
-    # midpoint residuals (the default) on data from the continuous model.
+    # midpoint residuals (the default) on data from the continuous model: the step moves
+    # a and K by 7 and 5 σ of the noise, which the step check measures and adds
     from mbgen.estimation.identify import Settings, identify
 
     recording = data(motor_pendulum)
     guess = {name: value * (1.3 if k % 2 else 0.7) for k, (name, value) in
              enumerate(TRUTH.items())}
     result = identify(motor_pendulum, recording, list(TRUTH), initial=guess,
-                      settings=Settings(impulse_noise=1e-4, scheme=scheme))
+                      settings=Settings(impulse_noise=1e-4, scheme=scheme,
+                                        step_check=step_check))
     assert result.converged
     assert result.identifiable.all()
     for name, value, std in zip(result.names, result.values, result.std, strict=True):
@@ -297,10 +300,12 @@ def test_identify_reports_a_parameter_the_data_cannot_see(motor_pendulum) -> Non
     assert not result.trusted
 
 
-def test_correlations_are_those_of_the_dense_covariance(motor_pendulum) -> None:
-    """The reported std and correlations equal the parameters' block of the dense
-    (JᵀJ)⁻¹ of the whole problem at the solution (the states eliminated by a plain
-    inverse, not the banded Schur complement), scaled by the residual variance."""
+def test_covariance_is_the_dense_sandwich(motor_pendulum) -> None:
+    """The reported std and correlations are the parameters' block of the sandwich
+    H⁻¹ M H⁻¹ of the whole problem at the solution, formed densely (H = JᵀJ inverted
+    whole, not by the banded Schur complement): M takes the impulses step by step with
+    their residuals, the readings and the initial constraints by their stated noise or
+    their mean square if larger."""
     from mbgen.estimation.identify import (
         IdentificationProblem,
         Recording,
@@ -318,13 +323,67 @@ def test_correlations_are_those_of_the_dense_covariance(motor_pendulum) -> None:
     x = problem.pack(result.q, result.v, result.values)
     residuals, jac = problem(x, True)
     dense = dense_jacobian(jac, len(residuals), len(x), problem.state_size)
-    covariance = np.linalg.inv(dense.T @ dense)[-3:, -3:]
-    redundancy = len(residuals) - len(x)
-    variance = max(1.0, float(residuals @ residuals) / redundancy)
-    std = np.sqrt(variance * np.diag(covariance))
+    through = dense @ np.linalg.inv(dense.T @ dense)[:, -3:]  # J H⁻¹ P, (rows, 3)
+    ends = np.cumsum([0, *(g.band.shape[0] * g.band.shape[1] for g in jac.groups)])
+    steps, rows = jac.groups[0].band.shape[:2]
+    u = (through[:ends[1]] * residuals[:ends[1], None]).reshape(steps, rows, 3).sum(axis=1)
+    meat = u.T @ u
+    for group in range(1, len(jac.groups)):
+        part = slice(ends[group], ends[group + 1])
+        stated = 1.0 if group == 3 else max(1.0, float(np.mean(residuals[part] ** 2)))
+        meat += stated * through[part].T @ through[part]
+    std = np.sqrt(np.diag(meat))
     assert np.allclose(result.std, std, rtol=1e-6)
-    assert np.allclose(result.correlation, covariance / np.outer(std, std) * variance,
-                       rtol=1e-6, atol=1e-9)
+    assert np.allclose(result.correlation, meat / np.outer(std, std), rtol=1e-6, atol=1e-9)
+    # the impulses' stated noise (1e-4) is far above what the fit leaves: a σ of H⁻¹
+    # alone would be several times the sandwich's
+    assert (np.sqrt(np.diag(np.linalg.inv(dense.T @ dense))[-3:]) > 2 * std).all()
+
+
+def test_step_check_reports_the_solve_at_half_the_step(motor_pendulum) -> None:
+    """With the step check, the values are those of a solve at twice the substeps, the
+    change is the distance to the solve at the asked step, and each σ is the noise's
+    and that change together."""
+    from mbgen.estimation.identify import Settings, identify
+
+    recording = rk4_recording(motor_pendulum, seconds=2.0)
+    names = list(TRUTH)
+
+    def run(**settings) -> object:
+        return identify(motor_pendulum, recording, names, initial=TRUTH,
+                        settings=Settings(impulse_noise=1e-4, **settings))
+
+    coarse, fine, checked = run(), run(substeps=2), run(step_check=True)
+    assert coarse.converged and fine.converged and checked.converged
+    assert np.isnan(coarse.step_change).all()
+    # the same minimum from two starts: equal to the solver's tolerance, 1 % of a σ
+    assert (np.abs(checked.values - fine.values) < 0.01 * fine.std).all()
+    assert (np.abs(checked.step_change - np.abs(fine.values - coarse.values))
+            < 0.01 * fine.std).all()
+    assert np.allclose(checked.std, np.hypot(fine.std, checked.step_change), rtol=1e-2)
+    assert (checked.step_change > coarse.std).any()  # a and K: the step moves them most
+    assert len(checked.t) == 2 * len(coarse.t) - 1
+
+
+def test_refined_states_follow_a_cubic_exactly() -> None:
+    """The states at the midpoints of a cubic trajectory, from its positions and
+    velocities at the steps: exact (cubic Hermite)."""
+    from mbgen.estimation.identify import refined_states
+
+    h = 0.1
+    t = np.arange(6) * h
+    coefficients = np.array([[0.3, -1.0, 2.0, 0.5], [1.0, 0.2, -0.7, 3.0]])  # (n, 4)
+
+    def q(at: np.ndarray) -> np.ndarray:
+        return np.stack([np.polyval(c, at) for c in coefficients], axis=1)
+
+    def v(at: np.ndarray) -> np.ndarray:
+        return np.stack([np.polyval(np.polyder(c), at) for c in coefficients], axis=1)
+
+    fine_q, fine_v = refined_states(q(t), v(t), h)
+    half = np.arange(11) * h / 2
+    assert np.allclose(fine_q, q(half), atol=1e-13)
+    assert np.allclose(fine_v, v(half), atol=1e-12)
 
 
 def test_impossible_values_are_named(motor_pendulum) -> None:
@@ -450,6 +509,20 @@ def test_cli_identify_writes_parameters_and_fit_plot(motor_pendulum, tmp_path) -
     matrix = np.array([[float(c) for c in row[1:].split()] for row in rows])
     assert matrix.shape == (3, 3) and np.allclose(np.diag(matrix), 1.0, atol=1e-3)
     assert np.allclose(matrix, matrix.T, atol=1e-3) and np.all(np.abs(matrix) <= 1.0005)
+    # --step-check: the move at half the step shown and written, and within each σ
+    checked = tmp_path / "checked.yaml"
+    again = [*args, "--step-check"]
+    again[again.index(str(out))] = str(checked)
+    result = CliRunner().invoke(cli, again, catch_exceptions=False)
+    assert result.exit_code == 0 and "moved at half the step" in result.output, result.output
+    text = checked.read_text()
+    moves = re.search(r"# moved at half the step \(in each sigma\): (.*)", text)
+    assert moves is not None, text
+    moved = dict(zip(moves.group(1).split()[::2], map(float, moves.group(1).split()[1::2]),
+                     strict=True))
+    for name in ("b", "c", "K"):
+        sigma = float(re.search(rf"  {name}: \S+  # ± (\S+)", text).group(1))
+        assert 0 < moved[name] <= sigma * (1 + 1e-2)
 
     bad = CliRunner().invoke(cli, [*args[:8], "--params", "b,zeta", *args[10:]])
     assert bad.exit_code == EXIT_BAD_INPUT and "unknown parameter(s) zeta" in bad.output, \

@@ -79,6 +79,9 @@ def _pairs(values: tuple[str, ...], option: str, parts: int) -> dict[str, tuple[
 @click.option("--max-iterations", type=click.IntRange(min=1), default=100,
               show_default=True, help="Levenberg–Marquardt iterations before the run is "
               "called not converged (exit code 4).")
+@click.option("--step-check", is_flag=True, help="Solve again at half the step and "
+              "report that solution, each σ including how far its value moved (the σ of "
+              "the noise alone do not cover what the step does; about twice the time).")
 @click.option("--plot", is_flag=True, help="Also write <out>_fit.png: measured against "
               "fitted readings.")
 @max_steps_option("time steps (samples × substeps)")
@@ -86,8 +89,8 @@ def _pairs(values: tuple[str, ...], option: str, parts: int) -> dict[str, tuple[
 def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
              out_path: Path, initial: tuple[str, ...], bounds: tuple[str, ...],
              prior: tuple[str, ...], impulse_noise: float, scheme: str, compliance: float,
-             substeps: int, max_iterations: int, plot: bool, max_steps: int,
-             build_dir: Path | None) -> None:
+             substeps: int, max_iterations: int, step_check: bool, plot: bool,
+             max_steps: int, build_dir: Path | None) -> None:
     """Identify parameters of FILE (and its state trajectory) from recorded sensor data,
     by least squares on inverse-dynamics impulses and the sensor residuals. A run that
     does not converge, or a parameter the data do not determine, ends with exit code 4."""
@@ -107,12 +110,14 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
     names = [name.strip() for name in params.split(",") if name.strip()]
     t, readings = read_readings(data_path, mech.sensor_labels)
     commands = None if inputs_path is None else read_commands(mech, file, inputs_path, t)
-    steps = (len(t) - 1) * substeps  # the Jacobian's blocks: about 60 n² doubles a step
+    # the Jacobian's blocks: about 60 n² doubles a step (twice the steps for the check)
+    steps = (len(t) - 1) * substeps * (2 if step_check else 1)
     check_work(steps, max_steps, f"time steps ({len(t)} samples × {substeps} substeps)",
                "--max-steps", 8.0 * (60 * mech.n**2 + 20 * mech.n * len(names)))
     start = {name: value[0] for name, value in _pairs(initial, "--initial", 1).items()}
     settings = Settings(scheme=scheme, impulse_noise=impulse_noise, compliance=compliance,
-                        substeps=substeps, max_iterations=max_iterations)
+                        substeps=substeps, max_iterations=max_iterations,
+                        step_check=step_check)
     with Progress(SpinnerColumn(), TextColumn("[bold]identifying[/] {task.description}"),
                   TimeElapsedColumn(), console=status_console, transient=True) as bar:
         task = bar.add_task("", total=None)
@@ -179,11 +184,14 @@ def print_result(result: Identification, trusted: bool, written: Path) -> None:
     """The parameters as a table, then whether the run is trusted and where it went."""
     from rich.table import Table
 
-    table = Table("parameter", "initial", "identified", "std (1σ)", title="identified")
-    for name, first, value, std in zip(result.names, result.initial, result.values,
-                                       result.std, strict=True):
+    checked = bool(np.isfinite(result.step_change).any())
+    table = Table("parameter", "initial", "identified", "std (1σ)",
+                  *(["moved at half the step"] if checked else []), title="identified")
+    for name, first, value, std, moved in zip(result.names, result.initial, result.values,
+                                              result.std, result.step_change, strict=True):
         table.add_row(name, f"{first:.6g}", f"{value:.6g}",
-                      f"{std:.3g}" if np.isfinite(std) else "not identifiable")
+                      f"{std:.3g}" if np.isfinite(std) else "not identifiable",
+                      *([f"{moved:.3g}"] if checked else []))
     status_console.print(table)
     strong = strong_correlations(result)
     if len(result.names) <= CORRELATION_TABLE and len(result.names) > 1:
@@ -224,6 +232,10 @@ def _write_yaml(path: Path, result: Identification, source: Path, data: Path) ->
     for name, value, std in zip(result.names, result.values, result.std, strict=True):
         note = f"± {std:.3g} (1 sigma)" if np.isfinite(std) else "not identifiable"
         lines.append(f"  {name}: {value:.10g}  # {note}")
+    if np.isfinite(result.step_change).any():
+        lines.append("# moved at half the step (in each sigma): " + " ".join(
+            f"{name} {moved:.3g}" for name, moved in zip(result.names, result.step_change,
+                                                        strict=True)))
     lines.append("# correlation (rows and columns in the order above; nan: not identifiable):")
     lines += ["#   " + " ".join(f"{c:+.3f}" for c in row) for row in result.correlation]
     lines += [f"# not determined by the data: {combination}"

@@ -13,9 +13,11 @@ Residuals, each divided by its standard deviation (the weights):
 
 The Jacobian is sparse (banded in the states, a dense border for θ) and exact; the
 solver is :func:`~mbgen.numerics.least_squares.levenberg_marquardt`. Standard deviations
-come from the linearized covariance s² (JᵀJ)⁻¹ restricted to θ (s² the residual
-variance); directions the data cannot see (an exact null space of the parameters'
-information) are reported as not identifiable instead of as huge numbers.
+come from the linearized sandwich covariance of the fit restricted to θ, the impulses
+entering as the fit leaves them and the readings at least at their stated noise
+(:func:`parameter_uncertainty`); directions the data cannot see (an exact
+null space of the parameters' information) are reported as not identifiable instead of
+as huge numbers.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from mbgen.model.mechanism import Mechanism
 from mbgen.numerics.least_squares import (
     BlockJacobian,
     BorderedMatrix,
+    BorderedSystem,
     LeastSquaresResult,
     RowBlocks,
     levenberg_marquardt,
@@ -65,7 +68,8 @@ class Settings:
     SPOOK scheme always uses it); ``substeps``: steps per sample; ``impulse_noise``: the
     standard deviation of the impulse residuals over one sample period (white process
     noise: a substep's is impulse_noise/√substeps, so the model does not change with the
-    step)."""
+    step); ``step_check``: solve again at half the step, report that solution and fold
+    how far the values moved into each σ (:func:`identify`)."""
 
     scheme: str = "midpoint"
     friction: str = "smooth"
@@ -75,6 +79,7 @@ class Settings:
     damping: float | None = None
     substeps: int = 1
     max_iterations: int = 100
+    step_check: bool = False
     warm_iterations: int = 20
 
 
@@ -82,7 +87,7 @@ class Settings:
 class Identification:
     names: list[str]
     values: Array  # identified θ
-    std: Array  # linearized standard deviations (inf: not identifiable)
+    std: Array  # standard deviations (inf: not identifiable): noise and step_change
     identifiable: Array  # bool per parameter
     correlation: Array  # (P, P) linearized correlations (NaN where not identifiable)
     undetermined: list[str]  # combinations the data cannot see, e.g. "0.71 I1 - 0.70 a1"
@@ -98,6 +103,8 @@ class Identification:
     seconds: float
     message: str
     history: list[float] = field(default_factory=list)
+    # how far each value moved when the step halved (Settings.step_check; NaN: not checked)
+    step_change: Array = field(default_factory=lambda: np.full(0, np.nan))
 
     def as_dict(self) -> dict[str, float]:
         return dict(zip(self.names, self.values.tolist(), strict=True))
@@ -239,7 +246,7 @@ class IdentificationProblem:
         count = len(self.prior_index)
         priors = np.zeros((count, 1, len(sel)))
         priors[np.arange(count), 0, self.prior_index] = self.prior_weight
-        groups = [
+        groups = [  # impulses (IMPULSES), readings, initial constraints, priors
             RowBlocks(2 * n * np.arange(steps), dynamics * w_dyn, dynamics_p * w_dyn),
             RowBlocks(2 * n * self.obs_state, (np.hstack([hq, hv]) * w_obs[:, None])[:, None],
                       (hp * w_obs[:, None])[:, None]),
@@ -355,6 +362,8 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
     coefficient on its own at or above 0, and an identified I0 at or above m|cog|² (the
     solver's unknown is then the inertia about the centre of mass,
     :mod:`mbgen.estimation.centroidal`), unless ``bounds`` says otherwise.
+    With ``settings.step_check``, the values are those of a second solve at half the step
+    and each σ is hypot(σ of the noise, how far the value moved).
     """
     settings = settings or Settings()
     names = list(params)
@@ -377,17 +386,61 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
         centroidal = CentroidalInertias(model, names, list(mech.parameters), bounds or {})
         _check_centroidal_start(centroidal, guess, problem.base)
     result = _fit(problem, recording, guess, lower, upper, record, centroidal or None)
+    step_change = np.full(len(names), np.nan)
+    if settings.step_check and result.converged:
+        coarse = result.x[problem.state_size:]
+        problem, result = _at_half_the_step(problem, recording, names, priors or {}, result,
+                                            lower, upper, record, centroidal or None)
+        step_change = np.abs(result.x[problem.state_size:] - coarse)
     assert result.normal is not None  # asked for: final_normal defaults to True
-    uncertainty = parameter_uncertainty(result.normal, result.cost,
-                                        len(result.residuals) - len(result.x), names)
+    residuals, jacobian = problem(result.x, True)
+    assert jacobian is not None  # asked for
+    uncertainty = parameter_uncertainty(result.normal, jacobian, residuals, names)
+    std = np.hypot(uncertainty.std, np.nan_to_num(step_change))
     seconds = time.perf_counter() - start
     q, v, p = problem.split(result.x)
-    return Identification(names, result.x[problem.state_size:], uncertainty.std,
+    return Identification(names, result.x[problem.state_size:], std,
                           uncertainty.identifiable, uncertainty.correlation,
                           uncertainty.undetermined, physical_problems(mech, p, model), guess,
                           problem.t, q, v, problem.fitted(result.x, readings.shape),
-                          result.cost, result.iterations, result.converged, seconds,
-                          result.message, history)
+                          result.cost, len(history), result.converged, seconds,
+                          result.message, history, step_change)
+
+
+def _at_half_the_step(problem: IdentificationProblem, recording: Recording, names: list[str],
+                      priors: Mapping[str, tuple[float, float]], result: LeastSquaresResult,
+                      lower: Array, upper: Array, record: Callable[[int, float], None],
+                      centroidal: CentroidalInertias | None,
+                      ) -> tuple[IdentificationProblem, LeastSquaresResult]:
+    """The problem again with twice the substeps, solved from ``result`` (its states at
+    the new midpoints by cubic Hermite interpolation). Why: the σ of the noise do not cover
+    what the method's step does to the values (the midpoint rule on data of a continuous
+    model: 7 σ at one substep, tests/test_identification.py); how far they move when it
+    halves measures it. Not only the step's truncation error moves them (the impulses'
+    weights change with it too), so the whole change joins the σ, not a Richardson
+    fraction of it."""
+    finer = IdentificationProblem(problem.mech, recording, names,
+                                  replace(problem.settings,
+                                          substeps=2 * problem.settings.substeps), priors)
+    finer.base = problem.base.copy()
+    q, v, _ = problem.split(result.x)
+    fine = _fit(finer, recording, result.x[problem.state_size:], lower, upper, record,
+                centroidal, refined_states(q, v, problem.h))
+    if not fine.converged:
+        fine = replace(fine, message=f"at half the step: {fine.message}")
+    return finer, fine
+
+
+def refined_states(q: Array, v: Array, h: float) -> tuple[Array, Array]:
+    """States (2K + 1, n) at every step of h and every midpoint from those (K + 1, n) at
+    the steps: the cubic Hermite curve through (q, v) and its derivative."""
+    middle_q = 0.5 * (q[:-1] + q[1:]) + h / 8.0 * (v[:-1] - v[1:])
+    middle_v = 1.5 * (q[1:] - q[:-1]) / h - 0.25 * (v[:-1] + v[1:])
+    out_q = np.empty((2 * len(q) - 1, q.shape[1]))
+    out_v = np.empty_like(out_q)
+    out_q[0::2], out_q[1::2] = q, middle_q
+    out_v[0::2], out_v[1::2] = v, middle_v
+    return out_q, out_v
 
 
 def _starting_values(mech: CompiledMechanism, names: list[str],
@@ -448,14 +501,15 @@ def _checked_readings(mech: CompiledMechanism, recording: Recording) -> Array:
 
 def _fit(problem: IdentificationProblem, recording: Recording, guess: Array, lower: Array,
          upper: Array, record: Callable[[int, float], None],
-         centroidal: CentroidalInertias | None) -> LeastSquaresResult:
+         centroidal: CentroidalInertias | None,
+         states: tuple[Array, Array] | None = None) -> LeastSquaresResult:
     """The states first, with the parameters held (the data lie on the rigid constraint
     manifold, SPOOK's states a little off it: a stiff direction best settled alone), then
     states and parameters together (in ``centroidal``'s unknowns when given; the result
     in θ)."""
     settings = problem.settings
     free = np.full(problem.state_size, np.inf)
-    q, v = _initial_states(problem, recording)
+    q, v = states if states is not None else _initial_states(problem, recording)
     warm = levenberg_marquardt(problem, problem.pack(q, v, guess), problem.state_size,
                                np.concatenate([-free, guess]), np.concatenate([free, guess]),
                                settings.warm_iterations, final_normal=False)
@@ -547,27 +601,44 @@ class Uncertainty:
 #: Relative shifts tried on the states' information when rounding leaves it not
 #: positive definite (a very stiff compliance): far below what changes a σ's 3 digits.
 INFORMATION_SHIFTS = (0.0, 1e-12, 1e-10, 1e-8)
+#: The residual groups of IdentificationProblem.__call__: impulses, readings, initial
+#: constraints, priors; the first is read off the fit (parameter_uncertainty)
+IMPULSES = 0
 
 
-def parameter_uncertainty(normal: BorderedMatrix, cost: float, redundancy: int,
+def parameter_uncertainty(normal: BorderedMatrix, jacobian: BlockJacobian, residuals: Array,
                           names: Sequence[str]) -> Uncertainty:
-    """Linearized standard deviations of the parameters: the inverse of their information
-    after eliminating the states (Schur complement of JᵀJ), scaled up by s² = 2 cost /
-    (rows − unknowns) when the residuals are larger than their stated noise (never down:
-    priors and sensor noise are absolute, and a fit better than the stated noise does not
-    make a prior tighter); parameters that share a null direction of the information are
-    not identifiable (std = inf), and each null direction is named as a combination of
-    the parameters (in units of their information's diagonal)."""
-    schur = _parameter_information(normal)
-    scale = np.sqrt(np.maximum(np.diag(schur), 1e-300))
-    values, vectors = np.linalg.eigh(schur / np.outer(scale, scale))
+    """Linearized standard deviations and correlations of the parameters: the sandwich
+    covariance H⁻¹ M H⁻¹ of the fit (H = JᵀJ = ``normal`` over states and parameters)
+    restricted to the parameters, the residual groups of :class:`IdentificationProblem`
+    entering M as follows:
+
+    - the impulses as the fit leaves them, step by step (Σ_k u_k u_kᵀ, u_k the step's
+      residuals through J_k H⁻¹). The impulse noise is the method's choice, not a property
+      of the data: stated at 2e-5 where synthetic data need far less, it made every σ 2-4
+      times what the estimates scatter (benchmarks/identification_sigma.py);
+    - the readings and the initial constraints by their stated noise, scaled up by their
+      mean square when the fit is worse than it, never down;
+    - the priors as stated (knowledge from outside the data).
+
+    With every group at its stated noise, M = H and this is the inverse of the parameters'
+    information after eliminating the states (the Schur complement S of H). Parameters
+    that share a null direction of S are not identifiable (std = inf), and each null
+    direction is named as a combination of the parameters (in units of S's diagonal)."""
+    system = _information_system(normal)
+    scale = np.sqrt(np.maximum(np.diag(system.schur), 1e-300))
+    values, vectors = np.linalg.eigh(system.schur / np.outer(scale, scale))
     null = values < 1e-10 * max(values.max(), 1e-300)
     identifiable = np.all(np.abs(vectors[:, null]) < 1e-3, axis=1)
-    inverse = (vectors[:, ~null] / values[~null]) @ vectors[:, ~null].T
-    variance = max(1.0, 2.0 * cost / max(redundancy, 1))
-    std = np.sqrt(variance * np.maximum(np.diag(inverse), 0.0)) / scale
-    root = np.sqrt(np.maximum(np.diag(inverse), 1e-300))
-    correlation = inverse / np.outer(root, root)
+    inverse = (vectors[:, ~null] / values[~null]) @ vectors[:, ~null].T / np.outer(scale, scale)
+    columns = system.border_columns(inverse)
+    _, readings, initial, _ = jacobian.mean_squares(residuals)
+    covariance = (jacobian.clustered_gram(columns, residuals, IMPULSES)
+                  + jacobian.weighted_gram(columns, [0.0, max(1.0, readings),
+                                                     max(1.0, initial), 1.0]))
+    std = np.sqrt(np.maximum(np.diag(covariance), 0.0))
+    root = np.sqrt(np.maximum(np.diag(covariance), 1e-300))
+    correlation = covariance / np.outer(root, root)
     correlation[~identifiable, :] = np.nan
     correlation[:, ~identifiable] = np.nan
     undetermined = [_combination(vector, names) for vector in vectors[:, null].T]
@@ -575,15 +646,15 @@ def parameter_uncertainty(normal: BorderedMatrix, cost: float, redundancy: int,
                        undetermined)
 
 
-def _parameter_information(normal: BorderedMatrix) -> Array:
-    """The Schur complement of the states in JᵀJ; when rounding leaves the states' block
-    not positive definite (a very stiff compliance), with the smallest shift of
-    INFORMATION_SHIFTS that factors."""
+def _information_system(normal: BorderedMatrix) -> BorderedSystem:
+    """``normal`` factored for its Schur complement of the states; when rounding leaves
+    the states' block not positive definite (a very stiff compliance), with the smallest
+    shift of INFORMATION_SHIFTS that factors."""
     diagonal = normal.diagonal()[:normal.banded]
     for shift in INFORMATION_SHIFTS:
         try:
             return normal.factor(shift * np.concatenate([diagonal, np.zeros(
-                len(normal.corner))]) if shift else None, factor_border=False).schur
+                len(normal.corner))]) if shift else None, factor_border=False)
         except np.linalg.LinAlgError:
             continue
     raise IdentificationError("the states' information is not positive definite even "

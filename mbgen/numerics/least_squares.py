@@ -11,7 +11,7 @@ estimators that both use it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,6 +97,13 @@ class BorderedSystem:
             raise linalg.LinAlgError(f"banded triangular solve failed (info {info})")
         return solved if rhs.ndim == 2 else solved[:, 0]
 
+    def border_columns(self, border_inverse: Array) -> Array:
+        """The border unknowns' columns (unknowns, p) of the matrix's inverse, given the
+        inverse (or a pseudo-inverse, where it is singular) of the Schur complement:
+        [−L⁻ᵀ W S⁻¹; S⁻¹]."""
+        top = -self._triangular(self.whitened_border @ border_inverse, "T")
+        return np.vstack([top, border_inverse])
+
     def solve(self, rhs: Array) -> Array:
         inner = self._triangular(rhs[:self.banded], "N")
         if self._schur_factor is None:
@@ -133,6 +140,39 @@ class BlockJacobian:
         sizes = np.cumsum([g.band.shape[0] * g.band.shape[1] for g in self.groups])[:-1]
         return [part.reshape(g.band.shape[:2])
                 for part, g in zip(np.split(r, sizes), self.groups, strict=True)]
+
+    def mean_squares(self, r: Array) -> list[float]:
+        """The mean square of each group's residuals in r (rows,) (1 for an empty group)."""
+        return [float(np.mean(rg * rg)) if rg.size else 1.0 for rg in self._split(r)]
+
+    def _through(self, g: RowBlocks, columns: Array) -> Array:
+        """J_g X (K, a, c) for X = ``columns`` (unknowns, c)."""
+        through = g.border @ columns[self.banded:]
+        width = g.band.shape[2]
+        if width:
+            through = through + g.band @ columns[g.start[:, None] + np.arange(width)]
+        return through
+
+    def weighted_gram(self, columns: Array, variances: Sequence[float]) -> Array:
+        """Σ_g s_g² (J_g X)ᵀ(J_g X) (c, c) for X = ``columns`` (unknowns, c) and the
+        groups' variances s_g². With X the border columns of (JᵀJ)⁻¹, the sandwich
+        covariance of the border unknowns when group g's whitened residuals have variance
+        s_g² instead of the 1 their weights state (with every s_g² = 1: S⁻¹)."""
+        out = np.zeros((columns.shape[1], columns.shape[1]))
+        for g, variance in zip(self.groups, variances, strict=True):
+            if variance:
+                flat = self._through(g, columns).reshape(-1, columns.shape[1])
+                out += variance * (flat.T @ flat)
+        return out
+
+    def clustered_gram(self, columns: Array, r: Array, group: int) -> Array:
+        """Σ_k u_k u_kᵀ (c, c), u_k = (J_k X)ᵀ r_k over the row blocks k of ``group`` with
+        their residuals r_k (from r, all rows): that group's part of the sandwich when its
+        residuals' variance is not known but read off the fit, block by block (robust to
+        blocks of unequal size and to correlation within a block)."""
+        g = self.groups[group]
+        u = np.einsum("kac,ka->kc", self._through(g, columns), self._split(r)[group])
+        return u.T @ u
 
     def gradient(self, r: Array) -> Array:
         """Jᵀr for residuals r (rows,)."""
