@@ -13,6 +13,10 @@
 
 #ifndef MBGEN_SINGLE_FILE  /* the exported library (codegen/ship.py) holds its text */
 #include "core.h"
+#if defined(__x86_64__) && defined(__SSE2__)
+#include <emmintrin.h>
+#define MB_HAVE_STREAM 1
+#endif
 #endif
 
 static int uses_sparse(const mb_ws* w)
@@ -142,6 +146,64 @@ static void terms_times(const mb_ws* w, const term* t, int count, const double* 
         }
 }
 
+/* Jacobians of at least this many entries (128 KB) are written past the caches: a batch
+ * of them goes to memory anyway, and a non-temporal store does not read each line in
+ * first (the 100-bar chain's three 200 x 200 Jacobians, 1 MB per state). */
+#define STREAM_MIN_ENTRIES 16384
+
+/* out (n x n) = src[a * row_stride + b * col_stride]; streamed (see above) if asked, and
+ * then the caller fences (stream_fence) before anything reads out. */
+static void put_matrix(double* restrict out, const double* restrict src, size_t row_stride,
+                       size_t col_stride, int n, int stream)
+{
+#ifdef MB_HAVE_STREAM
+    if (stream) {
+        for (int a = 0; a < n; ++a)
+            for (int b = 0; b < n; ++b) {
+                long long bits;
+                memcpy(&bits, src + a * row_stride + b * col_stride, sizeof bits);
+                _mm_stream_si64((long long*)(out + (size_t)a * n + b), bits);
+            }
+        return;
+    }
+#endif
+    (void)stream;
+    for (int a = 0; a < n; ++a)
+        for (int b = 0; b < n; ++b) out[(size_t)a * n + b] = src[a * row_stride + b * col_stride];
+}
+
+static void stream_fence(int stream)
+{
+#ifdef MB_HAVE_STREAM
+    if (stream) _mm_sfence();
+#endif
+    (void)stream;
+}
+
+/* JT column col[e] += sign v[e] z for the `count` entries of one row of a term (z the
+ * row's n contiguous entries of Z), two columns per pass so that z is read once for both:
+ * the products are L2-bound on large mechanisms (the 100-bar chain). Each column gets the
+ * same additions in the same order as one entry at a time. */
+static void add_row_terms(double* JT, size_t used, const double* restrict z, const int* col,
+                          const double* v, double sign, int count)
+{
+    int e = 0;
+    for (; e + 1 < count; e += 2) {
+        const double v0 = sign * v[e], v1 = sign * v[e + 1];
+        double* restrict d0 = JT + (size_t)col[e] * used;
+        double* restrict d1 = JT + (size_t)col[e + 1] * used;
+        for (size_t i = 0; i < used; ++i) {
+            d0[i] += v0 * z[i];
+            d1[i] += v1 * z[i];
+        }
+    }
+    if (e < count) {
+        const double v0 = sign * v[e];
+        double* restrict d0 = JT + (size_t)col[e] * used;
+        for (size_t i = 0; i < used; ++i) d0[i] += v0 * z[i];
+    }
+}
+
 /* ∂q̈/∂q = [P G] [X; Y] and ∂q̈/∂q̇ alike, [P G] being the q rows of the KKT inverse (every
  * path provides them in w->Z in node order, the first n entries of row `node` holding
  * column `node` of [P G]: Z is symmetric on the sparse paths, the dense path stores
@@ -153,15 +215,16 @@ void mb_dynamics_jacobians(mb_ws* w, const double* q, const double* qd, const do
 {
     const int n = w->n;
     const size_t stride = (size_t)(n + w->r), used = (size_t)n;  /* a row of Z; its q part */
+    const int stream = (long)n * n >= STREAM_MIN_ENTRIES;
     term t[8];
     if (w->factored_sparse) mb_sparse_inverse(w);
     else mb_dense_inverse_columns(w, w->Z);
-    if (JQ)
-        for (int a = 0; a < n; ++a) mb_copy(JQ + (size_t)a * n, w->Z + (size_t)a * stride, n);
+    if (JQ) put_matrix(JQ, w->Z, stride, 1, n, stream);
     if (w->factored_unrolled && w->model->kkt->jacobians) {  /* the module's unrolled products */
         if (Jq) jacobian_terms(w, q, qd, p, 0, t);
         if (Jqd) jacobian_terms(w, q, qd, p, 1, t);
         w->model->kkt->jacobians(w->Z, w->kv, w->aux, w->opt->alpha, w->opt->beta, Jq, Jqd);
+        stream_fence(stream);
         return;
     }
     for (int wrt = 0; wrt < 2; ++wrt) {
@@ -172,22 +235,21 @@ void mb_dynamics_jacobians(mb_ws* w, const double* q, const double* qd, const do
         mb_zero(JT, n * used);
         for (int s = 0; s < count; ++s) {
             const mb_kernel* k = t[s].k;
-            for (int e = 0; e < k->nnz; ++e) {
+            for (int e = 0, end; e < k->nnz; e = end) {
+                for (end = e + 1; end < k->nnz && k->row[end] == k->row[e]; ++end) {}
                 int node = k->row[e];
                 if (t[s].constraint_rows) {
                     node = w->plan->rowpos[node];
                     if (node < 0) continue;
                     node += n;
                 }
-                const double v = t[s].sign * t[s].v[e];
-                const double* z = w->Z + (size_t)node * stride;
-                double* dst = JT + (size_t)k->col[e] * used;
-                for (size_t i = 0; i < used; ++i) dst[i] += v * z[i];
+                add_row_terms(JT, used, w->Z + (size_t)node * stride, k->col + e,
+                              t[s].v + e, t[s].sign, end - e);
             }
         }
-        for (int a = 0; a < n; ++a)
-            for (int j = 0; j < n; ++j) out[a * n + j] = JT[(size_t)j * used + a];
+        put_matrix(out, JT, 1, used, n, stream);
     }
+    stream_fence(stream);
 }
 
 /* ---- kinematics ------------------------------------------------------------------------ */
