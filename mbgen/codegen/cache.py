@@ -7,6 +7,7 @@ derive the C code and the vector instructions it is compiled for (mbgen/cpu.py).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -16,6 +17,7 @@ import sysconfig
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import Any
 
 from mbgen.cpu import vector_level
 from mbgen.version import __version__
@@ -57,13 +59,34 @@ def core_sources() -> list[Path]:
     return sorted(p for p in csrc_dir().iterdir() if p.suffix in (".c", ".h"))
 
 
+@functools.cache
+def _files(kind: str) -> tuple[tuple[str, bytes], ...]:
+    """(name, contents) of the files a build depends on, read once per process (a cold
+    load hashed them five times, ~10 ms): the C core's sources ("core"), the deriving
+    packages' Python modules ("python") or the C templates ("templates"). Once per
+    process is also right: the process builds with the code it imported, whatever is
+    edited on disk after."""
+    if kind == "core":
+        return tuple((path.name, path.read_bytes()) for path in core_sources())
+    if kind == "python":
+        return tuple((path.name, path.read_bytes()) for package in _DERIVING_PACKAGES
+                     for path in sorted((PACKAGE_ROOT / package).glob("*.py")))
+    return tuple((entry.name, entry.read_bytes())
+                 for entry in sorted(templates_dir().iterdir(), key=lambda e: e.name)
+                 if entry.name.endswith(".j2"))
+
+
+def _update(digest: Any, files: tuple[tuple[str, bytes], ...]) -> None:
+    for name, contents in files:
+        digest.update(name.encode())
+        digest.update(contents)
+
+
 def core_digest() -> str:
     """Hash of the C core and of how it is compiled (its cached build is keyed by it)."""
     digest = hashlib.sha256(
         f"{sys.version}|{os.environ.get('CC', 'cc')}|{vector_level()}".encode())
-    for path in core_sources():
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
+    _update(digest, _files("core"))
     return digest.hexdigest()[:16]
 
 
@@ -71,16 +94,9 @@ def _source_fingerprint() -> bytes:
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     build_env = f"{sys.version}|{suffix}|{os.environ.get('CC', 'cc')}|{vector_level()}"
     digest = hashlib.sha256(f"{__version__}|{build_env}".encode())
-    package_root = PACKAGE_ROOT
-    for package in _DERIVING_PACKAGES:
-        for path in sorted((package_root / package).glob("*.py")):
-            digest.update(path.name.encode())
-            digest.update(path.read_bytes())
+    _update(digest, _files("python"))
     digest.update(core_digest().encode())
-    for entry in sorted(templates_dir().iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".j2"):
-            digest.update(entry.name.encode())
-            digest.update(entry.read_bytes())
+    _update(digest, _files("templates"))
     return digest.digest()
 
 

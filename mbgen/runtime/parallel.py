@@ -11,9 +11,12 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from mbgen.cpu import usable_cpus
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 MIN_CHUNK = 512  # states per thread below which splitting does not pay
 PIECES_PER_CORE = 4  # a batch is cut finer than one piece per core: see run_split
@@ -36,6 +39,9 @@ _pool: ThreadPoolExecutor | None = None
 
 
 def _executor() -> ThreadPoolExecutor:
+    # imported here: 4 ms of every mbgen start (a cold build's), for large batches only
+    from concurrent.futures import ThreadPoolExecutor
+
     global _pool
     if _pool is None:
         _pool = ThreadPoolExecutor(max_workers=max(1, usable_cores() - 1),
