@@ -59,21 +59,26 @@ def core_sources() -> list[Path]:
     return sorted(p for p in csrc_dir().iterdir() if p.suffix in (".c", ".h"))
 
 
-@functools.cache
 def _files(kind: str) -> tuple[tuple[str, bytes], ...]:
-    """(name, contents) of the files a build depends on, read once per process (a cold
-    load hashed them five times, ~10 ms): the C core's sources ("core"), the deriving
-    packages' Python modules ("python") or the C templates ("templates"). Once per
-    process is also right: the process builds with the code it imported, whatever is
-    edited on disk after."""
+    """(name, contents) of the files a build depends on: the C core's sources ("core"),
+    the deriving packages' Python modules ("python") or the C templates ("templates")."""
     if kind == "core":
-        return tuple((path.name, path.read_bytes()) for path in core_sources())
+        return _read(tuple(core_sources()))
     if kind == "python":
-        return tuple((path.name, path.read_bytes()) for package in _DERIVING_PACKAGES
-                     for path in sorted((PACKAGE_ROOT / package).glob("*.py")))
-    return tuple((entry.name, entry.read_bytes())
-                 for entry in sorted(templates_dir().iterdir(), key=lambda e: e.name)
-                 if entry.name.endswith(".j2"))
+        return _read(tuple(path for package in _DERIVING_PACKAGES
+                           for path in sorted((PACKAGE_ROOT / package).glob("*.py"))))
+    return _read(tuple(Path(str(entry)) for entry in sorted(templates_dir().iterdir(),
+                                                           key=lambda e: e.name)
+                       if entry.name.endswith(".j2")))
+
+
+@functools.cache
+def _read(paths: tuple[Path, ...]) -> tuple[tuple[str, bytes], ...]:
+    """The files' names and contents, read once per process and set of paths (a cold load
+    hashed them five times, ~10 ms). Once per process is also right: the process builds
+    with the code it imported, whatever is edited on disk after; other paths (a copy of
+    the core, as the tests make) are read anew."""
+    return tuple((path.name, path.read_bytes()) for path in paths)
 
 
 def _update(digest: Any, files: tuple[tuple[str, bytes], ...]) -> None:
