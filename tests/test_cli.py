@@ -276,8 +276,10 @@ def test_inverse_writes_forces_and_plots(run, tmp_path: Path, out_dir: Path,
                        "--method", "factor-graph", "--out", str(motion_csv),
                        "--build-dir", str(out_dir))
     assert code == 0, output
-    np.testing.assert_allclose(read_csv(motion_csv)[1][:, -1], data[:101, -1], rtol=2e-3,
-                               atol=0.05)
+    graph_header, graph_data = read_csv(motion_csv)
+    assert graph_header[-2:] == ["force_theta0", "force_theta0_sigma"]  # the graph's σ too
+    np.testing.assert_allclose(graph_data[:, -2], data[:101, -1], rtol=2e-3, atol=0.05)
+    assert (graph_data[:, -1] > 0).all()
     movie = tmp_path / "motion.gif"  # an inverse result animates like a simulation
     code, output = run("animate", str(motion_csv), "--mechanism",
                        str(reference("fourbars1-with-rel-angle")), "--out", str(movie),

@@ -193,3 +193,54 @@ def test_end_effector_path_gives_the_motor_torques(compiled: Compiled) -> None:
     graph = inverse_dynamics_factor_graph(mech, path, point, actuated=[20, 21])
     np.testing.assert_allclose(graph.q, motors.q, atol=1e-8)
     assert np.abs(graph.forces - motors.forces).max() < 1e-4 * peak
+
+
+def test_factor_graph_forces_come_with_their_marginal_sigma(compiled: Compiled) -> None:
+    """The banded solver's σ of the forces are the diagonal of (JᵀJ)⁻¹ of the whole graph
+    at its solution: here from a dense Jacobian by central differences, inverted whole.
+    The simulation CSV columns carry them."""
+    from mbgen.factors.noise import PAPER
+    from mbgen.inverse.banded import STAGE_VARIABLES, InverseGraph, Layout
+    from mbgen.inverse.factor_graph import PRESCRIBED_SIGMA
+
+    mech = compiled(reference("fourbars1-with-rel-angle"))
+    samples = read_trajectory(TRAJECTORIES / "fourbars1-with-rel-angle-trajectory.txt", 1)
+    piece = Trajectory(samples.t[:12], samples.values[:12], samples.source)
+    result = inverse_dynamics_factor_graph(mech, piece, [4])
+    assert result.force_sigma is not None and result.force_sigma.shape == (12, 1)
+    graph = InverseGraph(mech, piece, [4], [4], PAPER, PRESCRIBED_SIGMA)
+    layout = Layout(graph.sizes, STAGE_VARIABLES[4], len(piece.t))
+    x = layout.join({"q": result.q, "v": result.qd, "a": result.qdd, "u": result.forces})
+
+    def residuals(at: np.ndarray) -> np.ndarray:
+        return np.concatenate([f.residual.ravel()
+                               for f in graph.factors(4, layout.split(at), False)])
+
+    jacobian = numerical_jacobian(residuals, x, 1e-6)
+    dense = layout.split(np.sqrt(np.diag(np.linalg.inv(jacobian.T @ jacobian))))["u"]
+    np.testing.assert_allclose(result.force_sigma, dense, rtol=1e-4)
+    header, data = result.columns()
+    assert header[-1] == f"force_{mech.coordinate_names[4]}_sigma"
+    np.testing.assert_array_equal(data[:, -1], result.force_sigma[:, 0])
+    assert inverse_dynamics_direct(mech, piece, [4]).force_sigma is None
+
+
+def test_banded_inverse_is_the_band_of_the_dense_inverse(compiled: Compiled) -> None:
+    """mb_banded_inverse (the Takahashi recurrence within the band) against the dense
+    inverse of a random banded symmetric positive definite matrix, every band entry."""
+    from scipy.linalg import cholesky_banded
+
+    mech = compiled(reference("fourbars1-with-rel-angle"))
+    rng = np.random.default_rng(3)
+    n, b = 40, 5
+    matrix = np.zeros((n, n))
+    for d in range(b + 1):
+        values = rng.standard_normal(n - d)
+        matrix += np.diag(values, -d) + (np.diag(values, d) if d else 0)
+    matrix += (np.abs(matrix).sum(axis=1).max() + 1.0) * np.eye(n)  # diagonally dominant
+    bands = np.array([np.concatenate([np.diag(matrix, -d), np.zeros(d)]) for d in range(b + 1)])
+    band = mech.banded_inverse(cholesky_banded(bands, lower=True))
+    inverse = np.linalg.inv(matrix)
+    for d in range(b + 1):
+        np.testing.assert_allclose(band[d, :n - d], np.diag(inverse, -d), rtol=1e-12,
+                                   atol=1e-15)

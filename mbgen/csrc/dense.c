@@ -516,3 +516,30 @@ int mb_dense_partition_lanes(mb_ws* const* ws, const double* a, double* LU, int*
 #undef AT
     return failed;
 }
+
+/* The band of A⁻¹ for a banded symmetric positive definite A = L Lᵀ, from its Cholesky
+ * factor in LAPACK's lower band storage (ab[d + i ld] = L(i + d, i), d ≤ b): S[d + i (b + 1)]
+ * = (A⁻¹)(i + d, i) for d ≤ b. By Lᵀ A⁻¹ = L⁻¹ (Takahashi), from the last row:
+ * (A⁻¹)(i, j) = (δ_ij / L_ii − Σ_{k=i+1}^{i+b} L_ki (A⁻¹)(k, j)) / L_ii for j ≥ i, which
+ * reads A⁻¹ only within the band: O(n b²). Why: the marginal variances of a trajectory's
+ * unknowns are the diagonal of (JᵀJ)⁻¹; column by column they would cost O(n² b). */
+void mb_banded_inverse(int n, int b, const double* ab, int ld, double* S)
+{
+    const int w = b + 1;
+    for (int i = n - 1; i >= 0; --i) {
+        const double* column = ab + (size_t)i * ld;  /* L(i + d, i) */
+        const int m = b < n - 1 - i ? b : n - 1 - i;
+        for (int d = 1; d <= m; ++d) {
+            double sum = 0.0;
+            for (int k = 1; k <= m; ++k) {
+                const int low = k < d ? k : d, high = k < d ? d : k;
+                sum += column[k] * S[(size_t)(i + low) * w + (high - low)];
+            }
+            S[(size_t)i * w + d] = -sum / column[0];
+        }
+        double sum = 0.0;
+        for (int k = 1; k <= m; ++k) sum += column[k] * S[(size_t)i * w + k];
+        S[(size_t)i * w] = (1.0 / column[0] - sum) / column[0];
+        for (int d = m + 1; d <= b; ++d) S[(size_t)i * w + d] = 0.0;
+    }
+}

@@ -259,6 +259,9 @@ int mb_simulate_spook(const mb_plan* plan, const mb_options* options, const doub
 int mb_variational_residual(const mb_plan* plan, const mb_options* options, const double* q0,
     const double* qd0, const double* Qext, const double* p, double h, const double* v,
     const double* impulse, double* residual, double* jacobian);
+/* The band of A⁻¹ (S[d + i (b + 1)] = A⁻¹(i + d, i), d ≤ b) for A = L Lᵀ banded, from L in
+ * LAPACK's lower band storage (ab[d + i ld] = L(i + d, i)); see dense.c. */
+void mb_banded_inverse(int n, int b, const double* ab, int ld, double* S);
 /* cdef:end */
 
 #ifdef __cplusplus

@@ -222,6 +222,24 @@ def solve_stages(graph: InverseGraph, start: dict[str, Array],
                 f"{graph.trajectory.source}: inverse-dynamics factor graph, stage {stage} "
                 f"({STAGE_NAMES[stage]}), t = {t[0]:.6g}..{t[-1]:.6g} s: {result.message}")
         values.update(layout.split(result.x))
+        if "u" in variables:
+            values["u_sigma"] = marginal_sigma(residuals, result.x, layout,
+                                               graph.mech.banded_inverse)["u"]
         if progress is not None:
             progress(stage, len(STAGE_VARIABLES))
     return values
+
+
+def marginal_sigma(residuals: Callable[[Array, bool], tuple[Array, StridedJacobian | None]],
+                   x: Array, layout: Layout, banded_inverse: Callable[[Array], Array],
+                   ) -> dict[str, Array]:
+    """Each variable's marginal standard deviation (N, size) under the graph's noise
+    models, linearized at x: the diagonal of (JᵀJ)⁻¹, from the band of the inverse of
+    its banded Cholesky factor (O(N b²), GTSAM's marginals without a dense matrix)."""
+    _, jacobian = residuals(x, True)
+    assert jacobian is not None  # asked for
+    try:
+        factor = jacobian.normal().factor().factor
+    except np.linalg.LinAlgError:  # not positive definite in floating point: no σ, not a guess
+        return layout.split(np.full(len(x), np.nan))
+    return layout.split(np.sqrt(banded_inverse(factor)[0]))

@@ -83,13 +83,14 @@ def inverse_dynamics_factor_graph(mech: CompiledMechanism, trajectory: Trajector
         qd = np.gradient(guess, t, axis=0) if len(t) > 1 else np.zeros_like(guess)
         qdd = np.gradient(qd, t, axis=0) if len(t) > 1 else np.zeros_like(guess)
         x = solve_stages(graph, {"q": guess, "v": qd, "a": qdd}, progress)
-        q, qd, qdd, forces = x["q"], x["v"], x["a"], x["u"]
+        q, qd, qdd, forces, sigma = x["q"], x["v"], x["a"], x["u"], x["u_sigma"]
     else:
         q, qd, qdd, forces = _windows(mech, trajectory, imposed, actuated, guess, noise,
                                       window, progress)
+        sigma = None
     return InverseResult(mech, t, q, qd, qdd, forces, list(imposed), list(actuated),
                          trajectory.values, {"method": "factor-graph", "solver": solver}
-                         | ({"window": window} if solver == "gtsam" else {}))
+                         | ({"window": window} if solver == "gtsam" else {}), sigma)
 
 
 def _windows(mech: CompiledMechanism, trajectory: Trajectory, imposed: list[int],

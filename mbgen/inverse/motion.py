@@ -35,6 +35,9 @@ class InverseResult:
     actuated: list[int]
     prescribed: Array  # (N, d): the imposed coordinates as asked
     settings: dict[str, Any] = field(default_factory=dict)
+    # (N, d): the forces' marginal standard deviations under the factor graph's noise
+    # models (its banded solver); None for the direct method
+    force_sigma: Array | None = None
 
     @property
     def followed(self) -> Array:
@@ -57,6 +60,9 @@ class InverseResult:
         header = (["t"] + names + [f"{c}_dot" for c in names] + [f"{c}_ddot" for c in names]
                   + [f"force_{names[i]}" for i in self.actuated])
         data = np.column_stack([self.t, self.q, self.qd, self.qdd, self.forces])
+        if self.force_sigma is not None:
+            header += [f"force_{names[i]}_sigma" for i in self.actuated]
+            data = np.column_stack([data, self.force_sigma])
         return header, data[decimated_rows(len(self.t), every)]
 
 

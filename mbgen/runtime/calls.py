@@ -145,6 +145,16 @@ class Core:
                              f"{p.shape}")
         return self.doubles(p), (width if p.shape[0] == count and count > 1 else 0)
 
+    def banded_inverse(self, factor: Array) -> Array:
+        """The band (b + 1, n) of A⁻¹, row 0 its diagonal and row d its entries (i + d, i),
+        from the lower Cholesky factor L (b + 1, n) of a banded A in LAPACK's storage (row
+        d: L(i + d, i)), as scipy.linalg.cholesky_banded(lower=True) gives it."""
+        columns = np.ascontiguousarray(np.asarray(factor, dtype=float).T)  # (n, b + 1)
+        out = np.zeros(columns.shape)
+        self.lib.mb_banded_inverse(columns.shape[0], columns.shape[1] - 1,
+                                   self.doubles(columns), columns.shape[1], self.doubles(out))
+        return out.T
+
     def checked(self, code: int) -> int:
         """A batch call's return value: failed states, or a whole-call failure raised."""
         if code < 0:

@@ -170,6 +170,7 @@ class CompiledMechanism:
     status_error = Forward("core", Core.status_error)
     is_status = Forward("core", Core.is_status)
     status_text = Forward("core", Core.status_text)
+    banded_inverse = Forward("core", Core.banded_inverse)
 
     # -- constraint structure and solver settings (structure.Structure, options) -------------
     independent_constraints = Forward("structure", Structure.independent_constraints)
