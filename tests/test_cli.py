@@ -273,7 +273,7 @@ def test_inverse_writes_forces_and_plots(run, tmp_path: Path, out_dir: Path,
     motion_csv = tmp_path / "motion.csv"
     code, output = run("inverse", str(reference("fourbars1-with-rel-angle")), "--motion",
                        "theta0=1.2*(1-cos(2*t))", "--t-end", "0.5", "--dt", "0.005",
-                       "--method", "factor-graph", "--sigma", "--out", str(motion_csv),
+                       "--method", "factor-graph", "--covariance", "--out", str(motion_csv),
                        "--build-dir", str(out_dir))
     assert code == 0, output
     graph_header, graph_data = read_csv(motion_csv)

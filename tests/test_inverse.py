@@ -207,7 +207,7 @@ def test_factor_graph_forces_come_with_their_marginal_sigma(compiled: Compiled) 
     samples = read_trajectory(TRAJECTORIES / "fourbars1-with-rel-angle-trajectory.txt", 1)
     piece = Trajectory(samples.t[:12], samples.values[:12], samples.source)
     assert inverse_dynamics_factor_graph(mech, piece, [4]).force_sigma is None  # asked only
-    result = inverse_dynamics_factor_graph(mech, piece, [4], sigma=True)
+    result = inverse_dynamics_factor_graph(mech, piece, [4], covariance=True)
     assert result.force_sigma is not None and result.force_sigma.shape == (12, 1)
     graph = InverseGraph(mech, piece, [4], [4], PAPER, PRESCRIBED_SIGMA)
     layout = Layout(graph.sizes, STAGE_VARIABLES[4], len(piece.t))

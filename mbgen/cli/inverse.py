@@ -34,7 +34,7 @@ from mbgen.io.figures import plot_paths
               "staged factor graph over the whole trajectory.")
 @click.option("--out", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
               required=True, help="CSV to write.")
-@click.option("--sigma", is_flag=True, help="With --method factor-graph: also each force's "
+@click.option("--covariance", is_flag=True, help="With --method factor-graph: also each force's "
               "marginal standard deviation (force_<coordinate>_sigma) under the graph's noise "
               "models (costs more than the solve on large mechanisms).")
 @click.option("--plot", is_flag=True, help="Also write force and following-error PNGs.")
@@ -42,7 +42,7 @@ from mbgen.io.figures import plot_paths
 @BUILD_DIR
 def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
             t_end: float | None, dt: float | None, imposed: str | None, actuated: str | None,
-            method: str, csv_path: Path, sigma: bool, plot: bool, max_steps: int,
+            method: str, csv_path: Path, covariance: bool, plot: bool, max_steps: int,
             build_dir: Path | None) -> None:
     """Forces that make FILE's mechanism follow a prescribed motion: writes t, every
     coordinate's q, q̇, q̈ (<name>, <name>_dot, <name>_ddot; the imposed ones as followed)
@@ -95,7 +95,7 @@ def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
                       console=console, transient=True) as bar:
             task = bar.add_task("inverse", total=None)
             result = inverse_dynamics_factor_graph(
-                mech, samples, indices, acting, sigma=sigma,
+                mech, samples, indices, acting, covariance=covariance,
                 progress=lambda done, total: bar.update(task, completed=done, total=total))
     elapsed = time.perf_counter() - start
     write_csv(result, csv_path)

@@ -191,10 +191,11 @@ class InverseGraph:
 
 def solve_stages(graph: InverseGraph, start: dict[str, Array],
                  progress: Callable[[int, int], None] | None = None,
-                 max_iterations: int = 50, sigma: bool = False) -> dict[str, Array]:
+                 max_iterations: int = 50, covariance: bool = False,
+                 ) -> dict[str, Array]:
     """The four stages in turn, each from the previous one's solution; ``start``: the
     initial q, q̇, q̈ (N, n); the forces start at :meth:`InverseGraph.fitted_forces` of the
-    third stage's motion. ``sigma``: also the forces' marginal σ
+    third stage's motion. ``covariance``: also the forces' marginal σ
     (``u_sigma``, :func:`marginal_sigma`)."""
     values = dict(start)
     count = len(graph.trajectory.t)
@@ -223,7 +224,7 @@ def solve_stages(graph: InverseGraph, start: dict[str, Array],
                 f"{graph.trajectory.source}: inverse-dynamics factor graph, stage {stage} "
                 f"({STAGE_NAMES[stage]}), t = {t[0]:.6g}..{t[-1]:.6g} s: {result.message}")
         values.update(layout.split(result.x))
-        if sigma and "u" in variables:
+        if covariance and "u" in variables:
             values["u_sigma"] = marginal_sigma(residuals, result.x, layout,
                                                graph.mech.banded_inverse)["u"]
         if progress is not None:

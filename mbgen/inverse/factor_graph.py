@@ -65,14 +65,14 @@ def inverse_dynamics_factor_graph(mech: CompiledMechanism, trajectory: Trajector
                                   q_start: Array | None = None, noise: NoiseDefaults = PAPER,
                                   window: int = WINDOW, solver: str = "banded",
                                   progress: Callable[[int, int], None] | None = None,
-                                  sigma: bool = False) -> InverseResult:
+                                  covariance: bool = False) -> InverseResult:
     """The paper's staged batch factor graph; same result type as the direct method.
 
     ``solver``: "banded" (default) linearizes every factor type for the whole trajectory in
     one batched C call and solves the banded normal equations
     (:mod:`mbgen.inverse.banded`); "gtsam" builds GTSAM graphs of ``window``
     samples with Python factors (see the module docstring), 9-26 times slower, the same
-    forces. ``progress(done, total)``: stages (banded) or samples (gtsam) done. ``sigma``:
+    forces. ``progress(done, total)``: stages (banded) or samples (gtsam) done. ``covariance``:
     also the forces' marginal standard deviations (banded solver; on the pick-and-place
     robot they cost 0.64 s against the solve's 0.3 s)."""
     if solver not in SOLVERS:
@@ -84,7 +84,8 @@ def inverse_dynamics_factor_graph(mech: CompiledMechanism, trajectory: Trajector
         graph = InverseGraph(mech, trajectory, imposed, actuated, noise, PRESCRIBED_SIGMA)
         qd = np.gradient(guess, t, axis=0) if len(t) > 1 else np.zeros_like(guess)
         qdd = np.gradient(qd, t, axis=0) if len(t) > 1 else np.zeros_like(guess)
-        x = solve_stages(graph, {"q": guess, "v": qd, "a": qdd}, progress, sigma=sigma)
+        x = solve_stages(graph, {"q": guess, "v": qd, "a": qdd}, progress,
+                         covariance=covariance)
         q, qd, qdd, forces = x["q"], x["v"], x["a"], x["u"]
         force_sigma = x.get("u_sigma")
     else:
