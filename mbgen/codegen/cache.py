@@ -14,6 +14,7 @@ import os
 import re
 import sys
 import sysconfig
+from collections.abc import Iterable
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -59,19 +60,6 @@ def core_sources() -> list[Path]:
     return sorted(p for p in csrc_dir().iterdir() if p.suffix in (".c", ".h"))
 
 
-def _files(kind: str) -> tuple[tuple[str, bytes], ...]:
-    """(name, contents) of the files a build depends on: the C core's sources ("core"),
-    the deriving packages' Python modules ("python") or the C templates ("templates")."""
-    if kind == "core":
-        return _read(tuple(core_sources()))
-    if kind == "python":
-        return _read(tuple(path for package in _DERIVING_PACKAGES
-                           for path in sorted((PACKAGE_ROOT / package).glob("*.py"))))
-    return _read(tuple(Path(str(entry)) for entry in sorted(templates_dir().iterdir(),
-                                                           key=lambda e: e.name)
-                       if entry.name.endswith(".j2")))
-
-
 @functools.cache
 def _read(paths: tuple[Path, ...]) -> tuple[tuple[str, bytes], ...]:
     """The files' names and contents, read once per process and set of paths (a cold load
@@ -81,8 +69,9 @@ def _read(paths: tuple[Path, ...]) -> tuple[tuple[str, bytes], ...]:
     return tuple((path.name, path.read_bytes()) for path in paths)
 
 
-def _update(digest: Any, files: tuple[tuple[str, bytes], ...]) -> None:
-    for name, contents in files:
+def _update(digest: Any, paths: Iterable[Path]) -> None:
+    """Each file's name and contents into ``digest``."""
+    for name, contents in _read(tuple(paths)):
         digest.update(name.encode())
         digest.update(contents)
 
@@ -91,7 +80,7 @@ def core_digest() -> str:
     """Hash of the C core and of how it is compiled (its cached build is keyed by it)."""
     digest = hashlib.sha256(
         f"{sys.version}|{os.environ.get('CC', 'cc')}|{vector_level()}".encode())
-    _update(digest, _files("core"))
+    _update(digest, core_sources())
     return digest.hexdigest()[:16]
 
 
@@ -99,9 +88,12 @@ def _source_fingerprint() -> bytes:
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     build_env = f"{sys.version}|{suffix}|{os.environ.get('CC', 'cc')}|{vector_level()}"
     digest = hashlib.sha256(f"{__version__}|{build_env}".encode())
-    _update(digest, _files("python"))
+    _update(digest, (path for package in _DERIVING_PACKAGES
+                     for path in sorted((PACKAGE_ROOT / package).glob("*.py"))))
     digest.update(core_digest().encode())
-    _update(digest, _files("templates"))
+    _update(digest, (Path(str(entry)) for entry in sorted(templates_dir().iterdir(),
+                                                          key=lambda e: e.name)
+                     if entry.name.endswith(".j2")))
     return digest.digest()
 
 
