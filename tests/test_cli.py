@@ -292,6 +292,8 @@ def test_inverse_writes_forces_and_plots(run, tmp_path: Path, out_dir: Path,
     (["--imposed", "nope"], "unknown coordinate 'nope'", EXIT_BAD_INPUT),
     (["--imposed", "x1,y1"], "name 1 coordinate", EXIT_BAD_INPUT),
     (["--imposed", "theta0", "--method", "magic"], "Invalid value for '--method'", EXIT_USAGE),
+    (["--imposed", "theta0", "--covariance"], "--covariance needs --method factor-graph",
+     EXIT_USAGE),
     ([], "needs --imposed", EXIT_USAGE),
 ])
 def test_inverse_rejects_bad_input(run, tmp_path: Path, out_dir: Path, args: list[str],

@@ -245,3 +245,29 @@ def test_banded_inverse_is_the_band_of_the_dense_inverse(compiled: Compiled) -> 
     for d in range(b + 1):
         np.testing.assert_allclose(band[d, :n - d], np.diag(inverse, -d), rtol=1e-12,
                                    atol=1e-15)
+
+
+def test_forces_without_a_sigma_are_an_error_not_nan(compiled: Compiled,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the graph's information at the solution does not factor, asking for the
+    forces' σ is a clear error naming the trajectory, never a column of NaN."""
+    from mbgen.numerics.least_squares import BorderedMatrix
+
+    mech = compiled(reference("fourbars1-with-rel-angle"))
+    samples = read_trajectory(TRAJECTORIES / "fourbars1-with-rel-angle-trajectory.txt", 1)
+    piece = Trajectory(samples.t[:12], samples.values[:12], "piece.txt")
+    original = BorderedMatrix.factor
+    calls = {"count": 0}
+
+    def factor_then_fail(self: BorderedMatrix, *args: object, **kwargs: object) -> object:
+        # the solver's own factorizations pass; the σ's one (no shift, after the last
+        # stage) fails
+        if not args and not kwargs:
+            calls["count"] += 1
+            raise np.linalg.LinAlgError("not positive definite")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(BorderedMatrix, "factor", factor_then_fail)
+    with pytest.raises(TrajectoryError, match="piece.txt.*no σ"):
+        inverse_dynamics_factor_graph(mech, piece, [4], covariance=True)
+    assert calls["count"] == 1

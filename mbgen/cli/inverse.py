@@ -64,6 +64,9 @@ def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
         raise click.UsageError("--motion needs --t-end and --dt")
     if trajectory is not None and not imposed:
         raise click.UsageError("--trajectory needs --imposed (its columns' coordinates)")
+    if covariance and method != "factor-graph":
+        raise click.UsageError("--covariance needs --method factor-graph (the direct method "
+                               "has no noise models to give the forces a σ)")
     check_paths({"FILE": file, "--trajectory": trajectory},
                 {"--out": csv_path, "--plot": plot_paths(csv_path, "inverse") if plot else None})
     mech, _ = load_with_status(file, build_dir)

@@ -225,8 +225,15 @@ def solve_stages(graph: InverseGraph, start: dict[str, Array],
                 f"({STAGE_NAMES[stage]}), t = {t[0]:.6g}..{t[-1]:.6g} s: {result.message}")
         values.update(layout.split(result.x))
         if covariance and "u" in variables:
-            values["u_sigma"] = marginal_sigma(residuals, result.x, layout,
-                                               graph.mech.banded_inverse)["u"]
+            sigma = marginal_sigma(residuals, result.x, layout, graph.mech.banded_inverse)
+            if sigma is None:
+                t = graph.trajectory.t
+                raise TrajectoryError(
+                    f"{graph.trajectory.source}: inverse-dynamics factor graph, "
+                    f"t = {t[0]:.6g}..{t[-1]:.6g} s: the forces were found, but the graph's "
+                    "information at the solution is not positive definite in floating "
+                    "point, so they have no σ (run without the covariance)")
+            values["u_sigma"] = sigma["u"]
         if progress is not None:
             progress(stage, len(STAGE_VARIABLES))
     return values
@@ -234,14 +241,15 @@ def solve_stages(graph: InverseGraph, start: dict[str, Array],
 
 def marginal_sigma(residuals: Callable[[Array, bool], tuple[Array, StridedJacobian | None]],
                    x: Array, layout: Layout, banded_inverse: Callable[[Array], Array],
-                   ) -> dict[str, Array]:
+                   ) -> dict[str, Array] | None:
     """Each variable's marginal standard deviation (N, size) under the graph's noise
     models, linearized at x: the diagonal of (JᵀJ)⁻¹, from the band of the inverse of
-    its banded Cholesky factor (O(N b²), GTSAM's marginals without a dense matrix)."""
+    its banded Cholesky factor (O(N b²), GTSAM's marginals without a dense matrix); None
+    where JᵀJ does not factor."""
     _, jacobian = residuals(x, True)
     assert jacobian is not None  # asked for
     try:
         factor = jacobian.normal().factor().factor
     except np.linalg.LinAlgError:  # not positive definite in floating point: no σ, not a guess
-        return layout.split(np.full(len(x), np.nan))
+        return None
     return layout.split(np.sqrt(banded_inverse(factor)[0]))
