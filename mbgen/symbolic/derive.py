@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
+from mbgen.symbolic.differentiate import Differentiator
 from mbgen.symbolic.model import SymbolicModel
 
 Entry = tuple[tuple[int, ...], sp.Expr]
@@ -49,12 +50,13 @@ def _dense(values: Sequence[sp.Expr]) -> list[Entry]:
     return [((i,), v if isinstance(v, sp.Basic) else sp.Integer(v)) for i, v in enumerate(values)]
 
 
-def _jacobian(rows: Sequence[sp.Expr], wrt: Sequence[sp.Symbol]) -> list[Entry]:
+def _jacobian(rows: Sequence[sp.Expr], wrt: Sequence[sp.Symbol], diff: Differentiator
+              ) -> list[Entry]:
     position = {s: k for k, s in enumerate(wrt)}
     entries: list[Entry] = []
     for i, expr in enumerate(rows):
         for symbol in sorted(expr.free_symbols & position.keys(), key=position.__getitem__):
-            derivative = sp.diff(expr, symbol)
+            derivative = diff(expr, symbol)
             if derivative != 0:
                 entries.append(((i, position[symbol]), derivative))
     return entries
@@ -68,22 +70,24 @@ def _matvec(entries: Iterable[Entry], vector: Sequence[sp.Expr], size: int) -> l
     return out
 
 
-def _gradient(terms: Iterable[sp.Expr], wrt: Sequence[sp.Symbol]) -> list[sp.Expr]:
+def _gradient(terms: Iterable[sp.Expr], wrt: Sequence[sp.Symbol], diff: Differentiator
+              ) -> list[sp.Expr]:
     position = {s: k for k, s in enumerate(wrt)}
     out: list[sp.Expr] = [sp.Integer(0)] * len(wrt)
     for term in terms:
         for symbol in term.free_symbols & position.keys():
-            out[position[symbol]] += sp.diff(term, symbol)
+            out[position[symbol]] += diff(term, symbol)
     return out
 
 
-def _parameter_tensor(entries: Iterable[Entry], params: Sequence[sp.Symbol]) -> list[Entry]:
+def _parameter_tensor(entries: Iterable[Entry], params: Sequence[sp.Symbol],
+                      diff: Differentiator) -> list[Entry]:
     """d(entries)/dp as a tensor whose last index is the parameter."""
     position = {s: k for k, s in enumerate(params)}
     out: list[Entry] = []
     for index, expr in entries:
         for symbol in sorted(expr.free_symbols & position.keys(), key=position.__getitem__):
-            derivative = sp.diff(expr, symbol)
+            derivative = diff(expr, symbol)
             if derivative != 0:
                 out.append(((*index, position[symbol]), derivative))
     return out
@@ -95,15 +99,17 @@ def derive_kernels(model: SymbolicModel) -> KernelSet:
     v = [sp.Symbol(f"v_{k}", real=True) for k in range(n)]
     lam = [sp.Symbol(f"lam_{k}", real=True) for k in range(m)]
     symbols = {"q": q, "qd": qd, "v": v, "lam": lam, "p": params}
+    diff = Differentiator()
 
     phi = [c.expr for c in model.constraints]
-    phi_q = _jacobian(phi, q)
+    phi_q = _jacobian(phi, q, diff)
     phiq_qd = _matvec(phi_q, qd, m)
-    dphiq_qd = _matvec(_jacobian(phiq_qd, q), qd, m)  # Φ̇q q̇ = (Φq q̇)_q q̇, so c = -Φ̇q q̇
+    # Φ̇q q̇ = (Φq q̇)_q q̇, so c = -Φ̇q q̇
+    dphiq_qd = _matvec(_jacobian(phiq_qd, q, diff), qd, m)
     phiT_lam = _matvec((((j, i), e) for (i, j), e in phi_q), lam, n)
 
     mass: list[Entry] = [((i, j), e) for (i, j), e in sorted(model.mass.items())]
-    forces = [-g for g in _gradient(model.potential_terms, q)]
+    forces = [-g for g in _gradient(model.potential_terms, q, diff)]
     forces = [f + d for f, d in zip(forces, model.dissipative_forces, strict=True)]
     # one Add of all terms: adding them one at a time re-flattens the sum each time (O(n²))
     kinetic = sp.Add(*(e * qd[i] * qd[j] for (i, j), e in mass)) / 2
@@ -113,46 +119,48 @@ def derive_kernels(model: SymbolicModel) -> KernelSet:
         Kernel("phi", ("q", "p"), (m,), _dense(phi), "constraints Φ(q)"),
         Kernel("phi_q", ("q", "p"), (m, n), phi_q, "Jacobian Φq"),
         Kernel("phiq_v_q", ("q", "v", "p"), (m, n),
-               _jacobian(_matvec(phi_q, v, m), q), "tensor product (Φq v)_q"),
+               _jacobian(_matvec(phi_q, v, m), q, diff), "tensor product (Φq v)_q"),
         Kernel("dphiq_qd", ("q", "qd", "p"), (m,), _dense(dphiq_qd), "Φ̇q q̇ (c = -Φ̇q q̇)"),
-        Kernel("dphiq_qd_q", ("q", "qd", "p"), (m, n), _jacobian(dphiq_qd, q), "(Φ̇q q̇)_q"),
-        Kernel("dphiq_qd_qd", ("q", "qd", "p"), (m, n), _jacobian(dphiq_qd, qd),
+        Kernel("dphiq_qd_q", ("q", "qd", "p"), (m, n), _jacobian(dphiq_qd, q, diff),
+               "(Φ̇q q̇)_q"),
+        Kernel("dphiq_qd_qd", ("q", "qd", "p"), (m, n), _jacobian(dphiq_qd, qd, diff),
                "(Φ̇q q̇)_q̇"),
-        Kernel("phiqT_lam_q", ("q", "lam", "p"), (n, n), _jacobian(phiT_lam, q),
+        Kernel("phiqT_lam_q", ("q", "lam", "p"), (n, n), _jacobian(phiT_lam, q, diff),
                "tensor product (Φqᵀ λ)_q"),
         Kernel("mass", ("q", "p"), (n, n), mass, "mass matrix M"),
-        Kernel("mass_v_q", ("q", "v", "p"), (n, n), _jacobian(_matvec(mass, v, n), q),
+        Kernel("mass_v_q", ("q", "v", "p"), (n, n), _jacobian(_matvec(mass, v, n), q, diff),
                "tensor product (M v)_q"),
         Kernel("forces", ("q", "qd", "p"), (n,), _dense(forces), "generalized forces Q"),
-        Kernel("forces_q", ("q", "qd", "p"), (n, n), _jacobian(forces, q), "∂Q/∂q"),
-        Kernel("forces_qd", ("q", "qd", "p"), (n, n), _jacobian(forces, qd), "∂Q/∂q̇"),
+        Kernel("forces_q", ("q", "qd", "p"), (n, n), _jacobian(forces, q, diff), "∂Q/∂q"),
+        Kernel("forces_qd", ("q", "qd", "p"), (n, n), _jacobian(forces, qd, diff), "∂Q/∂q̇"),
         Kernel("energy", ("q", "qd", "p"), (2,), _dense([kinetic, potential]),
                "kinetic and potential energy"),
         Kernel("phi_p", ("q", "p"), (m, len(params)),
-               _parameter_tensor(_dense(phi), params), "∂Φ/∂p"),
+               _parameter_tensor(_dense(phi), params, diff), "∂Φ/∂p"),
         Kernel("mass_p", ("q", "p"), (n, n, len(params)),
-               _parameter_tensor(mass, params), "∂M/∂p"),
+               _parameter_tensor(mass, params, diff), "∂M/∂p"),
         Kernel("forces_p", ("q", "qd", "p"), (n, len(params)),
-               _parameter_tensor(_dense(forces), params), "∂Q/∂p"),
+               _parameter_tensor(_dense(forces), params, diff), "∂Q/∂p"),
         # what ∂q̈/∂p needs from the KKT system's other terms (v: q̈, lam: λ, qd: q̇)
         Kernel("mass_v_p", ("q", "v", "p"), (n, len(params)),
-               _parameter_tensor(_dense(_matvec(mass, v, n)), params), "∂(M v)/∂p"),
+               _parameter_tensor(_dense(_matvec(mass, v, n)), params, diff), "∂(M v)/∂p"),
         Kernel("phiqT_lam_p", ("q", "lam", "p"), (n, len(params)),
-               _parameter_tensor(_dense(phiT_lam), params), "∂(Φqᵀ λ)/∂p"),
+               _parameter_tensor(_dense(phiT_lam), params, diff), "∂(Φqᵀ λ)/∂p"),
         Kernel("phiq_v_p", ("q", "v", "p"), (m, len(params)),
-               _parameter_tensor(_dense(_matvec(phi_q, v, m)), params), "∂(Φq v)/∂p"),
+               _parameter_tensor(_dense(_matvec(phi_q, v, m)), params, diff), "∂(Φq v)/∂p"),
         Kernel("dphiq_qd_p", ("q", "qd", "p"), (m, len(params)),
-               _parameter_tensor(_dense(dphiq_qd), params), "∂(Φ̇q q̇)/∂p"),
+               _parameter_tensor(_dense(dphiq_qd), params, diff), "∂(Φ̇q q̇)/∂p"),
     ]
     if model.sensors:
         ns = len(model.sensors)
         kernels += [
             Kernel("sensors", ("q", "qd", "p"), (ns,), _dense(model.sensors), "sensor model h"),
-            Kernel("sensors_q", ("q", "qd", "p"), (ns, n), _jacobian(model.sensors, q), "∂h/∂q"),
-            Kernel("sensors_qd", ("q", "qd", "p"), (ns, n), _jacobian(model.sensors, qd),
+            Kernel("sensors_q", ("q", "qd", "p"), (ns, n), _jacobian(model.sensors, q, diff),
+                   "∂h/∂q"),
+            Kernel("sensors_qd", ("q", "qd", "p"), (ns, n), _jacobian(model.sensors, qd, diff),
                    "∂h/∂q̇"),
             Kernel("sensors_p", ("q", "qd", "p"), (ns, len(params)),
-                   _parameter_tensor(_dense(model.sensors), params), "∂h/∂p"),
+                   _parameter_tensor(_dense(model.sensors), params, diff), "∂h/∂p"),
         ]
     if model.coefficients:
         nc = len(model.coefficients)
@@ -160,7 +168,7 @@ def derive_kernels(model: SymbolicModel) -> KernelSet:
             Kernel("coefficients", ("q", "p"), (nc,), _dense(model.coefficients),
                    "dry-friction bounds, then actuator gains"),
             Kernel("coefficients_p", ("q", "p"), (nc, len(params)),
-                   _parameter_tensor(_dense(model.coefficients), params),
+                   _parameter_tensor(_dense(model.coefficients), params, diff),
                    "∂(dry-friction bounds, actuator gains)/∂p"),
         ]
     return KernelSet(model, symbols, kernels)

@@ -17,6 +17,7 @@ import sympy as sp
 
 from mbgen.model.mechanism import Body, Mechanism
 from mbgen.symbolic import spatial
+from mbgen.symbolic.differentiate import derivative
 from mbgen.symbolic.kinematics import Constraint, Kinematics, Vec, kinematics
 
 
@@ -169,7 +170,7 @@ def _applied_forces(mechanism: Mechanism, kin: Kinematics,
             rate = sp.Add(*(d * v for d, v in zip(delta, kin.relative_velocity(a, b),
                                                   strict=True))) / length
             for k in range(len(q)):
-                grad = sp.diff(length, q[k])
+                grad = derivative(length, q[k])
                 if grad != 0:
                     dissipative[k] -= spring.damping * rate * grad
     for force in mechanism.forces:

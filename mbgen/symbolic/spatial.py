@@ -16,6 +16,7 @@ import sympy as sp
 
 from mbgen.model.mechanism import Mechanism
 from mbgen.model.spatial import Direction, Element, SpatialBody
+from mbgen.symbolic.differentiate import Differentiator
 from mbgen.symbolic.kinematics import Constraint, Kinematics
 
 
@@ -185,7 +186,8 @@ def angular_velocity(mechanism: Mechanism, kin: Kinematics, body_index: int) -> 
     inverse = _file_basis(mechanism, body).inv()
     x = _moving_basis(kin, body)
     position = {qk: k for k, qk in enumerate(kin.q)}
-    rate = x.applyfunc(lambda e: sp.Add(*(sp.diff(e, qk) * kin.qd[position[qk]]
+    diff = Differentiator()
+    rate = x.applyfunc(lambda e: sp.Add(*(diff(e, qk) * kin.qd[position[qk]]
                                           for qk in e.free_symbols & position.keys())))
     w = inverse.T * x.T * rate * inverse
     return [(w[2, 1] - w[1, 2]) / 2, (w[0, 2] - w[2, 0]) / 2, (w[1, 0] - w[0, 1]) / 2]
