@@ -82,7 +82,7 @@ def test_a_kernel_reads_every_input_per_lane() -> None:
     body = kernel_body([0, 0, p0 * sp.sin(q1) + x0], element_names(elements, LANE_ARRAYS))
     lines = macros.kernel_body(body, True, "").splitlines()
     assert lines[2] == ("out[2 * MB_LANES + l] = "
-                        "p[0 * MB_LANES + l]*sin(q[1 * MB_LANES + l]) + x[0 * MB_LANES + l];")
+                        "x[0 * MB_LANES + l] + p[0 * MB_LANES + l]*sin(q[1 * MB_LANES + l]);")
 
 
 def test_long_programs_have_no_lanes() -> None:

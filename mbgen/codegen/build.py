@@ -64,8 +64,10 @@ from mbgen.symbolic import build_symbolic_model, derive_kernels
 # gained nothing measurable (benchmarks/peers.py: the double pendulum's and the four-bar's
 # q̈ and q̈ + J within noise) but cost the four-bar's gcc 0.20 → 0.16 s of a cold build;
 # the lane functions' loops still vectorize
-KERNEL_FLAGS = ["-O1", "-ftree-loop-vectorize", "-fPIC", "-std=gnu99", "-fno-strict-aliasing",
-                "-fvisibility=hidden", "-ffp-contract=off", "-fno-trapping-math", "-w"]
+# -pipe: no temporary assembly file between the compiler and the assembler (a few ms)
+KERNEL_FLAGS = ["-O1", "-ftree-loop-vectorize", "-pipe", "-fPIC", "-std=gnu99",
+                "-fno-strict-aliasing", "-fvisibility=hidden", "-ffp-contract=off",
+                "-fno-trapping-math", "-w"]
 # -fno-tree-loop-distribute-patterns: core.h's mb_copy/mb_zero stay inline loops;
 # -fno-trapping-math as above (the lane partition's pivot search)
 CORE_FLAGS = ["-O3", "-fPIC", "-std=c99", "-fvisibility=hidden", "-ffp-contract=off",
