@@ -32,6 +32,7 @@ from mbgen.errors import MbgenError
 from mbgen.estimation.centroidal import CentroidalInertias
 from mbgen.estimation.impulses import MidpointImpulses, SpookImpulses
 from mbgen.model.mechanism import Mechanism
+from mbgen.numerics.batched import matrix_vector, transposed_vector
 from mbgen.numerics.least_squares import (
     BlockJacobian,
     BorderedMatrix,
@@ -267,17 +268,16 @@ class IdentificationProblem:
         q1, v1, p1 = self.split(trial)
         dq, dp = q1 - q, p1 - p
         jac = mech.phi_q(q, p)[:, rows]
-        phi_target = (mech.phi(q, p)[:, rows] + np.einsum("kri,ki->kr", jac, dq)
+        phi_target = (mech.phi(q, p)[:, rows] + matrix_vector(jac, dq)
                       + mech.phi_p(q, p)[:, rows] @ dp)
-        rate_target = (np.einsum("kri,ki->kr", jac, v1)
-                       + np.einsum("kri,ki->kr", mech.dense("phiq_v_q", p, q=q, v=v)[:, rows],
-                                   dq)
+        rate_target = (matrix_vector(jac, v1)
+                       + matrix_vector(mech.dense("phiq_v_q", p, q=q, v=v)[:, rows], dq)
                        + mech.dense("phiq_v_p", p, q=q, v=v)[:, rows] @ dp)
         for _ in range(2):
             jac1 = mech.phi_q(q1, p1)[:, rows]
             q1 = q1 - _least_norm(jac1, mech.phi(q1, p1)[:, rows] - phi_target)
         jac1 = mech.phi_q(q1, p1)[:, rows]
-        v1 = v1 - _least_norm(jac1, np.einsum("kri,ki->kr", jac1, v1) - rate_target)
+        v1 = v1 - _least_norm(jac1, matrix_vector(jac1, v1) - rate_target)
         return self.pack(q1, v1, trial[self.state_size:])
 
     def fitted(self, x: Array, readings_shape: tuple[int, int]) -> Array:
@@ -301,8 +301,8 @@ def _commands_at(recording: Recording, at: Array) -> Array:
 
 def _least_norm(jac: Array, gap: Array) -> Array:
     """Per state k, the least-norm δ with J_k δ = gap_k: J (K, r, n), gap (K, r) → (K, n)."""
-    gram = np.einsum("kri,ksi->krs", jac, jac)
-    return np.einsum("kri,kr->ki", jac, np.linalg.solve(gram, gap[:, :, None])[:, :, 0])
+    gram = jac @ jac.transpose(0, 2, 1)
+    return transposed_vector(jac, np.linalg.solve(gram, gap[:, :, None])[:, :, 0])
 
 
 def _initial_states(problem: IdentificationProblem, recording: Recording,

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mbgen.numerics.batched import matrix_vector, transposed_product, transposed_vector
 from mbgen.runtime.compiled import CompiledMechanism
 
 Array = np.ndarray
@@ -135,16 +136,16 @@ class ImpulseModel:
         caller has already evaluated."""
         mech, rows = self.mech, self.rows
         ja_s = jac / self.sigma[None, :, None]  # Σ⁻¹ A
-        mass_sigma = mass + np.einsum("kri,krj->kij", jac, ja_s)
-        rq = np.einsum("kij,kj->ki", mass_sigma, d)
+        mass_sigma = mass + transposed_product(jac, ja_s)
+        rq = matrix_vector(mass_sigma, d)
         if not jacobians:
             return rq, mass_sigma, None, None
         lam_d = np.zeros((len(q), mech.m))
-        lam_d[:, rows] = np.einsum("kri,ki->kr", jac, d) / self.sigma
+        lam_d[:, rows] = matrix_vector(jac, d) / self.sigma
         rq_q = (mech.mass_v_q(q, d, p) + mech.phiqT_lam_q(q, lam_d, p)
-                + np.einsum("kri,krj->kij", ja_s, mech.dense("phiq_v_q", p, q=q, v=d)[:, rows]))
+                + transposed_product(ja_s, mech.dense("phiq_v_q", p, q=q, v=d)[:, rows]))
         rq_p = (mech.dense("mass_v_p", p, q=q, v=d) + mech.dense("phiqT_lam_p", p, q=q, lam=lam_d)
-                + np.einsum("kri,krp->kip", ja_s, mech.dense("phiq_v_p", p, q=q, v=d)[:, rows]))
+                + transposed_product(ja_s, mech.dense("phiq_v_p", p, q=q, v=d)[:, rows]))
         return rq, mass_sigma, rq_q, rq_p
 
 
@@ -175,12 +176,12 @@ class SpookImpulses(ImpulseModel):
         forces[:, self.friction_index] += bound * smooth  # remove −c tanh(v/s)
         forces += inputs
         dv = v1 - v0
-        mu = (np.einsum("kri,ki->kr", jac, v1) + (4.0 / h) * ups * phi
-              - ups * np.einsum("kri,ki->kr", jac, v0)) / sig
+        mu = (matrix_vector(jac, v1) + (4.0 / h) * ups * phi
+              - ups * matrix_vector(jac, v0)) / sig
         ratio = v1[:, self.friction_index] / self.stiction
         sticking = np.abs(ratio) < 1.0
         impulse = -h * bound * np.clip(ratio, -1.0, 1.0)
-        ru = np.einsum("kij,kj->ki", mass, dv) + np.einsum("kri,kr->ki", jac, mu) - h * forces
+        ru = matrix_vector(mass, dv) + transposed_vector(jac, mu) - h * forces
         ru[:, self.friction_index] -= impulse
         rq, mass_sigma, rq_q, rq_p = self._position_impulse(q0, (q1 - q0) / h - v1, p, mass,
                                                             jac, jacobians)
@@ -194,12 +195,12 @@ class SpookImpulses(ImpulseModel):
         tensor = mech.dense("phiq_v_q", p, q=q0, v=v1)[:, rows] - ups[:, None] * mech.dense(
             "phiq_v_q", p, q=q0, v=v0)[:, rows] + (4.0 / h) * ups[:, None] * jac
         ru_q0 = (mech.mass_v_q(q0, dv, p) + mech.phiqT_lam_q(q0, lam_full, p)
-                 + np.einsum("kri,krj->kij", jac, tensor / sig[:, None])
+                 + transposed_product(jac, tensor / sig[:, None])
                  - h * mech.generalized_forces_q(q0, v0, p))
         friction_slope = np.zeros((steps, n))
         friction_slope[:, self.friction_index] = bound / self.stiction * (1.0 - smooth**2)
         ja_s = jac / sig[None, :, None]  # Σ⁻¹ A
-        ru_v0 = (-mass - np.einsum("kri,krj->kij", jac, ups[None, :, None] * ja_s)
+        ru_v0 = (-mass - transposed_product(jac, ups[None, :, None] * ja_s)
                  - h * (mech.generalized_forces_qd(q0, v0, p) + friction_slope[:, :, None] * eye))
         stick_slope = np.zeros((steps, n))
         stick_slope[:, self.friction_index] = h * bound / self.stiction * sticking
@@ -216,7 +217,7 @@ class SpookImpulses(ImpulseModel):
                     - ups[:, None] * kernel_p("phiq_v_p", q=q0, v=v0)[:, rows]
                     + (4.0 / h) * ups[:, None] * kernel_p("phi_p", q=q0)[:, rows])
         ru_p = (kernel_p("mass_v_p", q=q0, v=dv) + kernel_p("phiqT_lam_p", q=q0, lam=lam_full)
-                + np.einsum("kri,krp->kip", ja_s, tensor_p) - h * forces_p)
+                + transposed_product(ja_s, tensor_p) - h * forces_p)
         ru_p[:, self.friction_index, :] += h * np.clip(ratio, -1.0, 1.0)[:, :, None] * coef_p
         return StepImpulses(ru, rq, sticking, ru_q0, ru_v0, ru_v1, ru_p, rq_q - mass_sigma / h,
                             mass_sigma / h, -mass_sigma, rq_p)
@@ -260,7 +261,7 @@ class MidpointImpulses(ImpulseModel):
 
         mass = mech.mass_matrix(qm, p)
         jac = mech.phi_q(qm, p)[:, rows]
-        lam = (mech.phi(qm, p)[:, rows] + tau * np.einsum("kri,ki->kr", jac, vm)) / eps
+        lam = (mech.phi(qm, p)[:, rows] + tau * matrix_vector(jac, vm)) / eps
         forces = mech.generalized_forces(qm, vm, p)
         bound = mech.coefficients(p)[:len(fi)]
         smooth = np.tanh(vm[:, fi] / stiction)
@@ -268,7 +269,7 @@ class MidpointImpulses(ImpulseModel):
         forces += inputs
         ratio = vm[:, fi] / stiction
         sticking = np.abs(vm[:, self.friction_index] / self.stiction) < 1.0
-        ru = (np.einsum("kij,kj->ki", mass, dv) + h * np.einsum("kri,kr->ki", jac, lam)
+        ru = (matrix_vector(mass, dv) + h * transposed_vector(jac, lam)
               - h * forces)
         ru[:, fi] += h * bound * np.clip(ratio, -1.0, 1.0)
         rq, mass_sigma, rq_q, rq_p = self._position_impulse(
@@ -281,11 +282,11 @@ class MidpointImpulses(ImpulseModel):
         lam_full[:, rows] = lam
         lam_q = (jac + tau[:, None] * mech.dense("phiq_v_q", p, q=qm, v=vm)[:, rows]) / eps[:, None]
         g_q = (mech.mass_v_q(qm, dv, p) + h * mech.phiqT_lam_q(qm, lam_full, p)
-               + h * np.einsum("kri,krj->kij", jac, lam_q)
+               + h * transposed_product(jac, lam_q)
                - h * mech.generalized_forces_q(qm, vm, p))
         slope = np.zeros((steps, n))
         slope[:, fi] = bound / stiction * ((np.abs(ratio) < 1.0) - (1.0 - smooth**2))
-        g_v = (h * np.einsum("kri,krj->kij", jac, (tau / eps)[None, :, None] * jac)
+        g_v = (h * transposed_product(jac, (tau / eps)[None, :, None] * jac)
                - h * mech.generalized_forces_qd(qm, vm, p) + h * slope[:, :, None] * np.eye(n))
         lam_p = (mech.dense("phi_p", p, q=qm)[:, rows]
                  + tau[:, None] * mech.dense("phiq_v_p", p, q=qm, v=vm)[:, rows]) / eps[:, None]
@@ -295,7 +296,7 @@ class MidpointImpulses(ImpulseModel):
         forces_p += inputs_p
         ru_p = (mech.dense("mass_v_p", p, q=qm, v=dv)
                 + h * mech.dense("phiqT_lam_p", p, q=qm, lam=lam_full)
-                + h * np.einsum("kri,krp->kip", jac, lam_p) - h * forces_p)
+                + h * transposed_product(jac, lam_p) - h * forces_p)
         ru_p[:, fi, :] += h * np.clip(ratio, -1.0, 1.0)[:, :, None] * coef_p
         return StepImpulses(ru, rq, sticking,
                             ru_q0=0.5 * g_q, ru_q1=0.5 * g_q,

@@ -25,6 +25,7 @@ import numpy as np
 from mbgen.errors import TrajectoryError
 from mbgen.factors.noise import NoiseDefaults
 from mbgen.io.trajectory import Trajectory
+from mbgen.numerics.batched import matrix_vector
 from mbgen.numerics.least_squares import (
     Block,
     ResidualSet,
@@ -161,7 +162,7 @@ class InverseGraph:
     def _velocities(self, q: Array, v: Array, phi_q: Array, jacobians: bool) -> BatchFactor:
         """Φq(q) q̇."""
         sigma = self.noise.constraints
-        residual = np.einsum("kij,kj->ki", phi_q, v) / sigma
+        residual = matrix_vector(phi_q, v) / sigma
         if not jacobians:
             return BatchFactor(residual, None)
         return BatchFactor(residual, {("q", 0): self.mech.phiq_v_q(q, v) / sigma,
