@@ -20,6 +20,8 @@ import scipy.linalg.lapack as lapack
 import scipy.sparse as sparse
 from threadpoolctl import threadpool_limits
 
+from mbgen.numerics.batched import transposed_vector
+
 Array = np.ndarray
 
 
@@ -171,7 +173,7 @@ class BlockJacobian:
         residuals' variance is not known but read off the fit, block by block (robust to
         blocks of unequal size and to correlation within a block)."""
         g = self.groups[group]
-        u = np.einsum("kac,ka->kc", self._through(g, columns), self._split(r)[group])
+        u = transposed_vector(self._through(g, columns), self._split(r)[group])
         return u.T @ u
 
     def gradient(self, r: Array) -> Array:
