@@ -212,17 +212,21 @@ def test_a_contradicting_redundant_row_is_found_at_any_size(tmp_path: Path,
     assert mech.is_status(int(status[0]), "INCONSISTENT")
 
 
-def test_large_jacobians_written_past_the_caches_are_right(compiled: Compiled,
-                                                          tmp_path: Path) -> None:
-    """A 64-bar chain (n = 128): its n x n Jacobians are large enough to be written with
-    non-temporal stores, and the rows of one term are added two columns at a time. Batched
-    they equal one state at a time, and ∂q̈/∂q̇, ∂q̈/∂Q match finite differences."""
+@pytest.mark.parametrize("bodies", [64, 65])
+def test_large_jacobians_written_past_the_caches_are_right(compiled: Compiled, tmp_path: Path,
+                                                          bodies: int) -> None:
+    """A 64-bar chain (n = 128) and a 65-bar one (n = 130, not a multiple of the 4 x 4
+    blocks): their n x n Jacobians are large enough to be written with non-temporal stores
+    (in transposed 4 x 4 blocks where n allows), and each column of a product is summed in
+    vector accumulators from the inverse's rows, which the generic inverse keeps in
+    elimination order. Batched they equal one state at a time, and all three match finite
+    differences."""
     from mbgen.model.chain import chain_yaml
 
-    path = tmp_path / "chain64.yaml"
-    path.write_text(chain_yaml(64))
+    path = tmp_path / f"chain{bodies}.yaml"
+    path.write_text(chain_yaml(bodies))
     mech = compiled(path)
-    assert mech.n == 128
+    assert mech.n == 2 * bodies
     states = [manifold_state(mech, seed) for seed in range(3)]
     q, qd = np.array([s[0] for s in states]), np.array([s[1] for s in states])
     batched = mech.forward_dynamics_jacobians(q, qd)
@@ -231,7 +235,8 @@ def test_large_jacobians_written_past_the_caches_are_right(compiled: Compiled,
                                  strict=True):
             assert np.array_equal(value[k], single)
     Q = np.zeros(mech.n)
-    for jacobian, vary, x in ((batched[2][0], lambda v: mech.forward_dynamics(q[0], v, Q), qd[0]),
+    for jacobian, vary, x in ((batched[1][0], lambda v: mech.forward_dynamics(v, qd[0], Q), q[0]),
+                              (batched[2][0], lambda v: mech.forward_dynamics(q[0], v, Q), qd[0]),
                               (batched[3][0], lambda f: mech.forward_dynamics(q[0], qd[0], f), Q)):
         assert finite_difference_error(
             jacobian, lambda h, f=vary, x=x: numerical_jacobian(f, x, h), FD_STEP) <= 1e-5

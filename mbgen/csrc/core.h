@@ -56,7 +56,16 @@ struct mb_workspace {
     /* sparse KKT path */
     double *Kx, *Lx, *D, *y, *x, *res, *Z, *akkt, *aux;
     double* JT;                   /* a Jacobian's transpose, n x N */
+    /* a Jacobian's term entries by column (n + 1 starts): each entry's row of the inverse
+     * and coefficient, in the terms' order within a column */
+    const double** jrow;
+    double* jcoef;
+    int* jstart;
     double* X2;
+    /* after an inverse: row `node` of [P G]ᵀ (its first n entries: column `node` of
+     * [P G]) at zbase + (zorder ? zorder[node] : node) * (n + r) */
+    const double* zbase;
+    const int* zorder;
     int* held;
     double gamma;
     const double* sigma;          /* compliance block of the last factorization, or NULL */

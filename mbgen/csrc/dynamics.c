@@ -16,8 +16,13 @@
 #if defined(__x86_64__) && defined(__SSE2__)
 #include <emmintrin.h>
 #define MB_HAVE_STREAM 1
+#ifdef __AVX__
+#include <immintrin.h>
+#define MB_HAVE_AVX 1
 #endif
 #endif
+#endif
+#include <stdint.h>
 
 static int uses_sparse(const mb_ws* w)
 {
@@ -151,25 +156,78 @@ static void terms_times(const mb_ws* w, const term* t, int count, const double* 
  * first (the 100-bar chain's three 200 x 200 Jacobians, 1 MB per state). */
 #define STREAM_MIN_ENTRIES 16384
 
-/* out (n x n) = src[a * row_stride + b * col_stride]; streamed (see above) if asked, and
- * then the caller fences (stream_fence) before anything reads out. */
-static void put_matrix(double* restrict out, const double* restrict src, size_t row_stride,
-                       size_t col_stride, int n, int stream)
+#ifdef MB_HAVE_AVX
+/* Four entries to 16-byte aligned o, streamed (NumPy's large arrays are 16-byte
+ * aligned, not 32; the write-combining buffer joins the halves). */
+static void stream4(double* o, __m256d v)
 {
+    _mm_stream_pd(o, _mm256_castpd256_pd128(v));
+    _mm_stream_pd(o + 2, _mm256_extractf128_pd(v, 1));
+}
+
+/* put_matrix four entries at a time: the rows copied (col_stride 1) or 4 x 4 blocks
+ * transposed in registers (row_stride 1), so the reads are contiguous and the stores
+ * vectors (n a multiple of 4, out 16-byte aligned). */
+static void stream_blocks(double* out, const double* src, const int* rows,
+                          size_t row_stride, size_t col_stride, int n)
+{
+    if (col_stride == 1) {
+        for (int a = 0; a < n; ++a) {
+            const double* row = src + (size_t)(rows ? rows[a] : a) * row_stride;
+            for (int b = 0; b < n; b += 4)
+                stream4(out + (size_t)a * n + b, _mm256_loadu_pd(row + b));
+        }
+        return;
+    }
+    for (int a = 0; a < n; a += 4)
+        for (int b = 0; b < n; b += 4) {
+            /* s[k * col_stride + i] is out[a + i][b + k] */
+            const double* s = src + (size_t)a + b * col_stride;
+            const __m256d r0 = _mm256_loadu_pd(s), r1 = _mm256_loadu_pd(s + col_stride);
+            const __m256d r2 = _mm256_loadu_pd(s + 2 * col_stride);
+            const __m256d r3 = _mm256_loadu_pd(s + 3 * col_stride);
+            const __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1);
+            const __m256d t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
+            double* o = out + (size_t)a * n + b;
+            stream4(o, _mm256_permute2f128_pd(t0, t2, 0x20));
+            stream4(o + n, _mm256_permute2f128_pd(t1, t3, 0x20));
+            stream4(o + 2 * (size_t)n, _mm256_permute2f128_pd(t0, t2, 0x31));
+            stream4(o + 3 * (size_t)n, _mm256_permute2f128_pd(t1, t3, 0x31));
+        }
+}
+#endif
+
+/* out (n x n) = src[a' * row_stride + b * col_stride], a' = rows[a] (rows NULL: a' = a,
+ * and only then may col_stride be other than 1); streamed (see above) if asked, and then
+ * the caller fences (stream_fence) before anything reads out. */
+static void put_matrix(double* restrict out, const double* restrict src, const int* rows,
+                       size_t row_stride, size_t col_stride, int n, int stream)
+{
+#ifdef MB_HAVE_AVX
+    if (stream && n % 4 == 0 && ((uintptr_t)out & 15) == 0 &&
+        (col_stride == 1 || row_stride == 1)) {
+        stream_blocks(out, src, rows, row_stride, col_stride, n);
+        return;
+    }
+#endif
 #ifdef MB_HAVE_STREAM
     if (stream) {
-        for (int a = 0; a < n; ++a)
+        for (int a = 0; a < n; ++a) {
+            const double* row = src + (size_t)(rows ? rows[a] : a) * row_stride;
             for (int b = 0; b < n; ++b) {
                 long long bits;
-                memcpy(&bits, src + a * row_stride + b * col_stride, sizeof bits);
+                memcpy(&bits, row + b * col_stride, sizeof bits);
                 _mm_stream_si64((long long*)(out + (size_t)a * n + b), bits);
             }
+        }
         return;
     }
 #endif
     (void)stream;
-    for (int a = 0; a < n; ++a)
-        for (int b = 0; b < n; ++b) out[(size_t)a * n + b] = src[a * row_stride + b * col_stride];
+    for (int a = 0; a < n; ++a) {
+        const double* row = src + (size_t)(rows ? rows[a] : a) * row_stride;
+        for (int b = 0; b < n; ++b) out[(size_t)a * n + b] = row[b * col_stride];
+    }
 }
 
 static void stream_fence(int stream)
@@ -180,34 +238,63 @@ static void stream_fence(int stream)
     (void)stream;
 }
 
-/* JT column col[e] += sign v[e] z for the `count` entries of one row of a term (z the
- * row's n contiguous entries of Z), two columns per pass so that z is read once for both:
- * the products are L2-bound on large mechanisms (the 100-bar chain). Each column gets the
- * same additions in the same order as one entry at a time. */
-static void add_row_terms(double* JT, size_t used, const double* restrict z, const int* col,
-                          const double* v, double sign, int count)
+/* out (used) = Σ_t coef[t] rows[t][0:used], summed from 0 in the entries' order (as
+ * AXPYs into a zeroed column would, bit for bit), sixteen entries at a time in four
+ * vector accumulators (independent, so the additions' latency is hidden): a load per
+ * entry and term instead of an AXPY's load and store, and no zeroing pass. */
+static void column_sum(double* restrict out, const double* const* rows, const double* coef,
+                       int count, size_t used)
 {
-    int e = 0;
-    for (; e + 1 < count; e += 2) {
-        const double v0 = sign * v[e], v1 = sign * v[e + 1];
-        double* restrict d0 = JT + (size_t)col[e] * used;
-        double* restrict d1 = JT + (size_t)col[e + 1] * used;
-        for (size_t i = 0; i < used; ++i) {
-            d0[i] += v0 * z[i];
-            d1[i] += v1 * z[i];
+    size_t i = 0;
+#ifdef MB_HAVE_AVX
+    for (; i + 16 <= used; i += 16) {
+        __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+        for (int t = 0; t < count; ++t) {
+            const __m256d c = _mm256_set1_pd(coef[t]);
+            const double* z = rows[t] + i;
+            a0 = _mm256_add_pd(a0, _mm256_mul_pd(c, _mm256_loadu_pd(z)));
+            a1 = _mm256_add_pd(a1, _mm256_mul_pd(c, _mm256_loadu_pd(z + 4)));
+            a2 = _mm256_add_pd(a2, _mm256_mul_pd(c, _mm256_loadu_pd(z + 8)));
+            a3 = _mm256_add_pd(a3, _mm256_mul_pd(c, _mm256_loadu_pd(z + 12)));
         }
+        _mm256_storeu_pd(out + i, a0);
+        _mm256_storeu_pd(out + i + 4, a1);
+        _mm256_storeu_pd(out + i + 8, a2);
+        _mm256_storeu_pd(out + i + 12, a3);
     }
-    if (e < count) {
-        const double v0 = sign * v[e];
-        double* restrict d0 = JT + (size_t)col[e] * used;
-        for (size_t i = 0; i < used; ++i) d0[i] += v0 * z[i];
+    for (; i + 4 <= used; i += 4) {
+        __m256d a0 = _mm256_setzero_pd();
+        for (int t = 0; t < count; ++t)
+            a0 = _mm256_add_pd(a0, _mm256_mul_pd(_mm256_set1_pd(coef[t]),
+                                                 _mm256_loadu_pd(rows[t] + i)));
+        _mm256_storeu_pd(out + i, a0);
+    }
+#endif
+    for (; i + 4 <= used; i += 4) {  /* without AVX: four independent sums */
+        double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+        for (int t = 0; t < count; ++t) {
+            const double c = coef[t], *z = rows[t] + i;
+            a0 += c * z[0];
+            a1 += c * z[1];
+            a2 += c * z[2];
+            a3 += c * z[3];
+        }
+        out[i] = a0;
+        out[i + 1] = a1;
+        out[i + 2] = a2;
+        out[i + 3] = a3;
+    }
+    for (; i < used; ++i) {
+        double acc = 0.0;
+        for (int t = 0; t < count; ++t) acc += coef[t] * rows[t][i];
+        out[i] = acc;
     }
 }
 
 /* ∂q̈/∂q = [P G] [X; Y] and ∂q̈/∂q̇ alike, [P G] being the q rows of the KKT inverse (every
- * path provides them in w->Z in node order, the first n entries of row `node` holding
- * column `node` of [P G]: Z is symmetric on the sparse paths, the dense path stores
- * [P G]ᵀ). So each term entry (node, column j, value v) adds v times those n contiguous
+ * path provides them as w->zbase and w->zorder say, the first n entries of row `node`
+ * holding column `node` of [P G]: the inverse is symmetric on the sparse paths, the dense
+ * path stores [P G]ᵀ). So each term entry (node, column j, value v) adds v times those n contiguous
  * entries to column j of the product (a vectorized AXPY into w->JT, transposed at the
  * end). */
 void mb_dynamics_jacobians(mb_ws* w, const double* q, const double* qd, const double* p,
@@ -217,10 +304,18 @@ void mb_dynamics_jacobians(mb_ws* w, const double* q, const double* qd, const do
     const size_t stride = (size_t)(n + w->r), used = (size_t)n;  /* a row of Z; its q part */
     const int stream = (long)n * n >= STREAM_MIN_ENTRIES;
     term t[8];
-    if (w->factored_sparse) mb_sparse_inverse(w);
-    else mb_dense_inverse_columns(w, w->Z);
-    if (JQ) put_matrix(JQ, w->Z, stride, 1, n, stream);
-    if (w->factored_unrolled && w->model->kkt->jacobians) {  /* the module's unrolled products */
+    if (w->factored_sparse) {
+        mb_sparse_inverse(w);
+    } else {
+        mb_dense_inverse_columns(w, w->Z);
+        w->zbase = w->Z;
+        w->zorder = NULL;
+    }
+    const double* Z = w->zbase;
+    const int* zorder = w->zorder;
+    if (JQ) put_matrix(JQ, Z, zorder, stride, 1, n, stream);
+    if (w->factored_unrolled && !zorder && w->model->kkt->jacobians) {
+        /* the module's unrolled products, on its inverse in node order */
         if (Jq) jacobian_terms(w, q, qd, p, 0, t);
         if (Jqd) jacobian_terms(w, q, qd, p, 1, t);
         w->model->kkt->jacobians(w->Z, w->kv, w->aux, w->opt->alpha, w->opt->beta, Jq, Jqd);
@@ -231,23 +326,37 @@ void mb_dynamics_jacobians(mb_ws* w, const double* q, const double* qd, const do
         double* out = wrt == 0 ? Jq : Jqd;
         if (!out) continue;
         const int count = jacobian_terms(w, q, qd, p, wrt, t);
-        double* JT = w->JT;  /* n columns of `used` entries */
-        mb_zero(JT, n * used);
+        /* the terms' entries bucketed by column (a stable counting sort), each with the
+         * row of the inverse it scales */
+        int* start = w->jstart;  /* column j's entries: [start[j], start[j + 1]) */
+        for (int j = 0; j <= n + 1; ++j) start[j] = 0;
         for (int s = 0; s < count; ++s) {
             const mb_kernel* k = t[s].k;
-            for (int e = 0, end; e < k->nnz; e = end) {
-                for (end = e + 1; end < k->nnz && k->row[end] == k->row[e]; ++end) {}
+            for (int e = 0; e < k->nnz; ++e)
+                if (!t[s].constraint_rows || w->plan->rowpos[k->row[e]] >= 0)
+                    ++start[k->col[e] + 2];
+        }
+        for (int j = 2; j <= n + 1; ++j) start[j] += start[j - 1];
+        for (int s = 0; s < count; ++s) {  /* start[j + 1]: column j's next free place */
+            const mb_kernel* k = t[s].k;
+            for (int e = 0; e < k->nnz; ++e) {
                 int node = k->row[e];
                 if (t[s].constraint_rows) {
                     node = w->plan->rowpos[node];
                     if (node < 0) continue;
                     node += n;
                 }
-                add_row_terms(JT, used, w->Z + (size_t)node * stride, k->col + e,
-                              t[s].v + e, t[s].sign, end - e);
+                if (zorder) node = zorder[node];
+                const int at = start[k->col[e] + 1]++;
+                w->jrow[at] = Z + (size_t)node * stride;
+                w->jcoef[at] = t[s].sign * t[s].v[e];
             }
         }
-        put_matrix(out, JT, 1, used, n, stream);
+        double* JT = w->JT;  /* n columns of `used` entries */
+        for (int j = 0; j < n; ++j)
+            column_sum(JT + (size_t)j * used, w->jrow + start[j], w->jcoef + start[j],
+                       start[j + 1] - start[j], used);
+        put_matrix(out, JT, NULL, 1, used, n, stream);
     }
     stream_fence(stream);
 }

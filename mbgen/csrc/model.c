@@ -246,6 +246,15 @@ static void layout(mb_ws* w, arena* a, int flags)
         w->Z = (double*)take(a, D * N * N);
         w->X2 = (double*)take(a, D * N * N);
         w->JT = (double*)take(a, D * n * N);
+        /* the most entries one Jacobian's terms can have (dynamics.c, jacobian_terms) */
+        const mb_kernel* K = model->kernel;
+        const size_t entries = (size_t)K[MB_K_FORCES_Q].nnz + K[MB_K_MASS_V_Q].nnz +
+                               K[MB_K_PHIQT_LAM_Q].nnz + K[MB_K_DPHIQ_QD_Q].nnz +
+                               2 * (size_t)K[MB_K_PHIQ_V_Q].nnz + K[MB_K_PHI_Q].nnz +
+                               K[MB_K_FORCES_QD].nnz + K[MB_K_DPHIQ_QD_QD].nnz + 1;
+        w->jrow = (const double**)take(a, sizeof(double*) * entries);
+        w->jcoef = (double*)take(a, D * entries);
+        w->jstart = (int*)take(a, I * (n + 2));
     }
 }
 

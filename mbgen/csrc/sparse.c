@@ -20,6 +20,10 @@
 
 #ifndef MBGEN_SINGLE_FILE  /* the exported library (codegen/ship.py) holds its text */
 #include "core.h"
+#if defined(__x86_64__) && defined(__AVX2__)
+#include <immintrin.h>
+#define MB_HAVE_GATHER 1
+#endif
 #endif
 
 typedef struct { int col, row; } entry;
@@ -468,17 +472,20 @@ void mb_sparse_solve(mb_ws* w, const double* b, double* x)
     for (int k = 0; w->sigma && k < w->r; ++k) x[w->n + k] /= 1.0 - w->gamma * w->sigma[k];
 }
 
-/* w->Z = the coordinate columns of K⁻¹ in node order: Z[a * N + b] for every node a and
- * coordinate b < n (the unrolled code writes all of K⁻¹). By the Takahashi recurrence
- * Z_ij = δ_ij / D_i - Σ_{k>i} L_ki Z_kj in elimination order (in w->X2), one row at a
- * time from the last; each row is mirrored at once because the rows above read Z_kj on
- * both sides of the diagonal. The gather to node order costs N·n reads and lets every
- * consumer work on contiguous coordinate rows (n of the N entries). */
+/* The coordinate columns of K⁻¹ (w->zbase, w->zorder: see mb_ws). By the Takahashi
+ * recurrence Z_ij = δ_ij / D_i - Σ_{k>i} L_ki Z_kj in elimination order (in w->X2), one
+ * row at a time from the last; each row is mirrored at once because the rows above read
+ * Z_kj on both sides of the diagonal. Then each row's coordinate entries are gathered to
+ * node order in its first n places, in place (the rows stay in elimination order, found
+ * through zorder), so every consumer reads contiguous coordinate rows without a second
+ * N x N array (the 100-bar chain's two would not fit L2). */
 void mb_sparse_inverse(mb_ws* w)
 {
     const mb_kkt* kkt = w->model->kkt;
     if (w->factored_unrolled && kkt->inverse) {
         kkt->inverse(w->Lx, w->D, w->Z);
+        w->zbase = w->Z;
+        w->zorder = NULL;
         return;
     }
     const mb_sparse* sp = &w->plan->sp;
@@ -501,11 +508,20 @@ void mb_sparse_inverse(mb_ws* w)
         zi[i] = diag;
         for (int j = i + 1; j < N; ++j) Z[(size_t)j * N + i] = zi[j];
     }
-    for (int a = 0; a < N; ++a) {
-        const double* row = Z + (size_t)sp->iperm[a] * N;
-        double* out = w->Z + (size_t)a * N;
-        for (int b = 0; b < n; ++b) out[b] = row[sp->iperm[b]];
+    double* gathered = w->res;
+    for (int i = 0; i < N; ++i) {
+        double* row = Z + (size_t)i * N;
+        int b = 0;
+#ifdef MB_HAVE_GATHER
+        for (; b + 4 <= n; b += 4)
+            _mm256_storeu_pd(gathered + b, _mm256_i32gather_pd(
+                row, _mm_loadu_si128((const __m128i*)(sp->iperm + b)), 8));
+#endif
+        for (; b < n; ++b) gathered[b] = row[sp->iperm[b]];
+        mb_copy(row, gathered, n);
     }
+    w->zbase = Z;
+    w->zorder = sp->iperm;
 }
 
 /* Unsymmetric K = L D U on the same static pattern (no pivoting), for matrices whose
