@@ -52,7 +52,7 @@ from mbgen.estimation.particle_filter import ParticleFilter
 from mbgen.simulation import simulate
 
 PROBABILITY = 0.99
-EXACT_PARTICLES = 20_000
+EXACT_PARTICLES, EXACT_POOL = 10_000, 50  # 500 000 initial particles (the default: 100 000)
 BINS = np.array([0.0, 0.01, 0.05, 0.2, 0.4, 0.6, 0.8, 0.95, 0.99, 1.0 + 1e-12])
 
 
@@ -125,7 +125,7 @@ def follow(observer: ParticleFilter, readings: np.ndarray, every: int, period: f
 
 def make_filter(mech, setup: SetUp, branches: Branches, seed: int, exact: bool,
                 ) -> ParticleFilter:
-    options = {"particles": EXACT_PARTICLES, "pool": 1} if exact else {}
+    options = {"particles": EXACT_PARTICLES, "pool": EXACT_POOL} if exact else {}
     if setup.speed is not None:
         options["speed"] = setup.speed
     return ParticleFilter(mech, sigma_a=setup.sigma_a, sigma_s=setup.sigma_s, seed=seed,

@@ -46,7 +46,7 @@ PARTICLES, SIGMA_A, SIGMA_S, SIGMA_R = 50, 4.0, np.radians(1.0), np.radians(0.3)
 READINGS, PROBABILITY = 6, 0.99
 LONGEST = 80  # readings followed (0.48 s)
 RUNS, ALLOWED_MISSES = 100, 5
-POOL = 20  # the filter's default
+POOL = 20  # the pool of the committed results (the filter's default until 2026-11-26)
 EXACT_POOL = 400  # 20 000 initial particles: close to the exact posterior of the branch
 
 

@@ -17,6 +17,7 @@ from mbgen.estimation.particle_filter import (
     RECOVERY_READINGS,
     ParticleFilter,
     linear_gaussian_update,
+    stratified_normals,
 )
 from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.simulation import simulate
@@ -280,7 +281,7 @@ def test_linear_gaussian_update_against_quadrature_and_the_covariance_form() -> 
     A = np.array([[[0.7]], [[-2.0]], [[0.0]], [[5.0]]])
     r = np.array([[0.3], [1.1], [0.2], [-4.0]])
     noise, prior = np.array([0.04]), 1.5
-    log_p, _ = linear_gaussian_update(A, r, noise, prior, rng)
+    log_p, _ = linear_gaussian_update(A, r, noise, prior, rng.standard_normal((4, 1, 1)))
     s = np.linspace(-12.0, 12.0, 240_001)
     density = [np.exp(-0.5 * (r[i, 0] - A[i, 0, 0] * s) ** 2 / noise[0] - 0.5 * s**2 / prior)
                for i in range(len(r))]
@@ -291,10 +292,30 @@ def test_linear_gaussian_update_against_quadrature_and_the_covariance_form() -> 
     r2 = np.array([[4.0, -10.0, 2.0]])
     noise2 = np.array([0.1, 0.2, 0.05])
     count = 200_000
+    # stratified within groups of 8 (as the filter's copies of one configuration): each
+    # draw is still standard normal
+    normals = stratified_normals(np.repeat(np.arange(count // 8), 8), 2, rng)
     _, draws = linear_gaussian_update(np.repeat(A2, count, 0), np.repeat(r2, count, 0),
-                                      noise2, prior, rng)
+                                      noise2, prior, normals)
     C = prior * A2[0] @ A2[0].T + np.diag(noise2)
     gain = prior * A2[0].T @ np.linalg.inv(C)
     mean, cov = gain @ r2[0], prior * np.eye(2) - gain @ A2[0] * prior
     assert np.allclose(draws.mean(axis=0), mean, atol=5 * np.sqrt(cov.max() / count))
     assert np.allclose(np.cov(draws.T), cov, atol=0.01 * cov.max())
+
+
+def test_stratified_normals_take_one_quantile_stratum_per_copy() -> None:
+    """Within each group of k copies, every direction's k draws fall in the k different
+    strata [j/k, (j+1)/k) of the normal's quantiles (a Latin hypercube), whatever the
+    groups' sizes and order; across many groups each stratum is equally likely."""
+    from scipy.special import ndtr
+
+    rng = np.random.default_rng(4)
+    group = rng.permutation(np.repeat(np.arange(300), rng.integers(1, 12, 300)))
+    u = ndtr(stratified_normals(group, 3, rng)[:, :, 0])
+    for g in range(300):
+        mine = u[group == g]
+        k = len(mine)
+        for i in range(3):
+            assert sorted(np.floor(mine[:, i] * k).astype(int)) == list(range(k))
+    assert abs(u.mean() - 0.5) < 0.01

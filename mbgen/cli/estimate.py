@@ -21,6 +21,7 @@ from mbgen.cli.conventions import (
 )
 from mbgen.errors import MbgenError, UntrustedResultError
 from mbgen.escaping import mathtext
+from mbgen.estimation import filter_defaults as defaults
 from mbgen.io.figures import plot_paths
 from mbgen.runtime.integration import PREDICTORS
 
@@ -37,13 +38,15 @@ if TYPE_CHECKING:
                                                          path_type=Path), required=True,
               help="Readings CSV: t [s], then one column per sensor label (empty: no "
               "reading); `mbgen simulate --sensors-out` writes one.")
-@click.option("--particles", type=click.IntRange(min=1), default=1000, show_default=True,
+@click.option("--particles", type=click.IntRange(min=1), default=defaults.PARTICLES,
+              show_default=True,
               help="Particles that carry the belief after the first readings (fewer make "
               "the branch probability less reliable: docs/estimation.md).")
-@click.option("--pool", type=click.IntRange(min=1), default=20, show_default=True,
+@click.option("--pool", type=click.IntRange(min=1), default=defaults.POOL, show_default=True,
               help="The initial belief holds this many times --particles, until the "
               "readings have narrowed it to what --particles can carry.")
-@click.option("--noise-accel", "sigma_a", type=POSITIVE, default=1.0, show_default=True,
+@click.option("--noise-accel", "sigma_a", type=POSITIVE, default=defaults.SIGMA_A,
+              show_default=True,
               help="Standard deviation of the prediction's acceleration noise [m/s² on "
               "point coordinates, rad/s² on angles].")
 @click.option("--noise-sensor", "sigma_s", type=POSITIVE, default=None,
@@ -58,7 +61,7 @@ if TYPE_CHECKING:
 @click.option("--spread", type=POSITIVE, default=None,
               help="Initial belief within ±SPREAD of q0 in every coordinate [m or rad] "
               "[default: every configuration the mechanism can take, in every branch].")
-@click.option("--speed", type=NON_NEGATIVE, default=1.0, show_default=True,
+@click.option("--speed", type=NON_NEGATIVE, default=defaults.SPEED, show_default=True,
               help="Initial velocities uniform within ±SPEED per coordinate [m/s or rad/s].")
 @click.option("--out", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
               required=True, help="Estimate CSV to write.")

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mbgen.estimation import filter_defaults as defaults
 from mbgen.estimation.branches import Branches, find_branches, sample_configurations
 from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.runtime.integration import PREDICTORS
@@ -152,10 +153,10 @@ class ParticleFilter:
     mechanism's, when already found (many filters on one mechanism).
     """
 
-    def __init__(self, mech: CompiledMechanism, particles: int = 1000, sigma_a: float = 1.0,
-                 sigma_s: float | Array | None = None, seed: int = 0,
-                 spread: float | None = None, speed: float = 1.0,
-                 prune: float = 1e-6, pool: int = 20, roughening: float = 0.0,
+    def __init__(self, mech: CompiledMechanism, particles: int = defaults.PARTICLES,
+                 sigma_a: float = defaults.SIGMA_A, sigma_s: float | Array | None = None,
+                 seed: int = 0, spread: float | None = None, speed: float = defaults.SPEED,
+                 prune: float = 1e-6, pool: int = defaults.POOL, roughening: float = 0.0,
                  branches: Branches | None = None, integrator: str = "rk4",
                  prior: tuple[Array, Array] | None = None) -> None:
         if not mech.sensor_labels:
@@ -177,6 +178,7 @@ class ParticleFilter:
         self.integrator = integrator
         self.prior = None if prior is None else _prior_states(prior, mech.n)
         self._spread: Array | None = None  # kernel scales of the particles to roughen
+        self._group = np.zeros(0, dtype=np.int64)  # a fresh belief's branch sample per particle
         self._angles = np.array([unit == "rad" for unit in mech.coordinate_units])
         self.branches = branches or find_branches(mech, seed=seed)
         self.initialize()
@@ -220,9 +222,16 @@ class ParticleFilter:
         present = np.unique(their_branch)
         label = present[np.arange(M) % len(present)]
         q = np.empty((M, mech.n))
+        group = np.empty(M, dtype=np.int64)
         for b in present:
             mine = np.flatnonzero(their_branch == b)
-            q[label == b] = candidates[self.rng.choice(mine, size=int((label == b).sum()))]
+            take = int((label == b).sum())
+            # every candidate the same number of copies (±1), the extra ones at random
+            picks = np.concatenate([np.repeat(mine, take // len(mine)),
+                                    self.rng.choice(mine, size=take % len(mine), replace=False)])
+            q[label == b] = candidates[picks]
+            group[label == b] = picks
+        self._group = group
         rates = self.speed * self.rng.uniform(-1.0, 1.0, (M, mech.n))
         qd, status = mech.project_velocity(q, rates, errors="status")
         return q, qd, status, label
@@ -344,8 +353,9 @@ class ParticleFilter:
         good = ~failed & np.isfinite(A).all(axis=(1, 2)) & np.isfinite(r).all(axis=1)
         likelihood = np.full(count, -np.inf)  # a broken particle weighs nothing
         velocities = self.qd.copy()
+        normals = stratified_normals(self._group, d, rng)
         likelihood[good], tangent = linear_gaussian_update(
-            A[good], r[good], self.sigma_s[seen] ** 2, self.speed**2 / 3.0, rng)
+            A[good], r[good], self.sigma_s[seen] ** 2, self.speed**2 / 3.0, normals[good])
         velocities[good] = np.einsum("ijk,ik->ij", basis[good], tangent)
         return likelihood, velocities
 
@@ -525,12 +535,35 @@ class ParticleFilter:
         return Estimate(mean, low, high, sigma, ess, np.exp(self.log_p), reinitialized)
 
 
+def stratified_normals(group: Array, d: int, rng: np.random.Generator) -> Array:
+    """Standard normal draws (M, d, 1), stratified within each group of particles (the
+    copies of one configuration): a Latin hypercube per group, so that k copies take k
+    different quantiles of every direction instead of k independent draws that may
+    leave a gap where the truth is."""
+    from scipy.special import ndtri
+
+    count = len(group)
+    u = np.empty((count, d))
+    for i in range(d):
+        order = np.lexsort((rng.random(count), group))  # by group, randomly within one
+        members = group[order]
+        starts = np.flatnonzero(np.r_[True, members[1:] != members[:-1]])
+        sizes = np.diff(np.r_[starts, count])
+        stratum = np.empty(count)
+        stratum[order] = np.arange(count) - np.repeat(starts, sizes)
+        size = np.empty(count)
+        size[order] = np.repeat(sizes, sizes)
+        u[:, i] = (stratum + rng.random(count)) / size
+    return ndtri(u)[:, :, None]
+
+
 def linear_gaussian_update(A: Array, r: Array, noise: Array, prior: float,
-                           rng: np.random.Generator) -> tuple[Array, Array]:
+                           normals: Array) -> tuple[Array, Array]:
     """Readings r = A s + e (r (M, k), A (M, k, d)) with s ~ N(0, prior I) and
     e ~ N(0, diag(noise)) (noise (k,)), for M independent problems: log p(r) (M,), up to
     one constant, and a draw (M, d) of s from its posterior N(μ, P), where
-    P⁻¹ = I/prior + Aᵀ diag(noise)⁻¹ A and μ = P Aᵀ diag(noise)⁻¹ r."""
+    P⁻¹ = I/prior + Aᵀ diag(noise)⁻¹ A and μ = P Aᵀ diag(noise)⁻¹ r, made from the
+    standard normals ``normals`` (M, d, 1)."""
     d = A.shape[2]
     C = prior * A @ A.transpose(0, 2, 1) + np.diag(noise)  # r's covariance
     L = np.linalg.cholesky(C)
@@ -541,7 +574,7 @@ def linear_gaussian_update(A: Array, r: Array, noise: Array, prior: float,
     information = np.eye(d) / prior + scaled @ A
     mean = np.linalg.solve(information, scaled @ r[:, :, None])[:, :, 0]
     root = np.linalg.cholesky(information)  # P = root⁻ᵀ root⁻¹
-    draw = np.linalg.solve(root.transpose(0, 2, 1), rng.standard_normal((len(r), d, 1)))
+    draw = np.linalg.solve(root.transpose(0, 2, 1), normals)
     return log_likelihood, mean + draw[:, :, 0]
 
 
