@@ -16,7 +16,11 @@ angle in most seeds):
   own particles. Resampling noise can no longer lose the true branch before the readings
   tell the branches apart; a branch is dropped only when its probability is negligible;
 - the uniform belief starts with `pool` times more particles and comes down to the
-  requested number once the readings leave less than that many effective ones;
+  requested number once the readings leave less than that many effective ones. Every
+  branch sample gets the same number of copies, and the copies draw their velocities at
+  stratified quantiles: the posterior soon becomes far narrower than the particles'
+  spacing in (q, q̇), and a gap near the truth let a wrong branch claim 0.99
+  (benchmarks/pf_calibration.py);
 - resampled particles may be moved apart by a kernel of the cloud's spread (regularized
   particle filter, ``roughening``), so that copies of one particle do not stay together.
   Off by default: sized by each branch's own spread, the kernel is extra process noise
@@ -42,6 +46,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import ndtri
 
 from mbgen.estimation import filter_defaults as defaults
 from mbgen.estimation.branches import Branches, find_branches, sample_configurations
@@ -540,8 +545,6 @@ def stratified_normals(group: Array, d: int, rng: np.random.Generator) -> Array:
     copies of one configuration): a Latin hypercube per group, so that k copies take k
     different quantiles of every direction instead of k independent draws that may
     leave a gap where the truth is."""
-    from scipy.special import ndtri
-
     count = len(group)
     u = np.empty((count, d))
     for i in range(d):
