@@ -27,14 +27,17 @@ Each run follows 80 readings (prototype) or 150 (four-bar). The default filter a
 near-exact one see the same readings. ``pf_calibration.png``: the calibration curve,
 the claimed probability of branch 0 against how often the truth was branch 0, per set-up.
 
-Run: ``.venv/bin/python benchmarks/pf_calibration.py [--runs N]`` (default 200 per
-set-up; --quick: 20). Writes ``benchmarks/results/pf_calibration.json`` and the PNG.
+Run: ``.venv/bin/python benchmarks/pf_calibration.py [--runs N] [--checkpoint DIR]``
+(default 200 per set-up; --quick: 20). Writes ``benchmarks/results/pf_calibration.json``
+and the PNG. The full run takes about two hours: with ``--checkpoint DIR`` each set-up's
+results are kept in DIR as it finishes, and a rerun picks up the set-ups found there.
 """
 
 from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import sys
 import time
 from dataclasses import dataclass
@@ -180,6 +183,25 @@ def run_setup(setup: SetUp, runs: int) -> tuple[list[Figure], dict]:
                      "truths": np.concatenate(truths)}
 
 
+def finished_setup(setup: SetUp, runs: int, checkpoint: Path | None) -> tuple[list[Figure], dict]:
+    """``run_setup``, or its results kept in ``checkpoint`` by an earlier run of as many runs."""
+    if checkpoint is None:
+        return run_setup(setup, runs)
+    kept = checkpoint / f"{setup.name.replace(' ', '_').replace(',', '')}-{runs}.json"
+    if kept.exists():
+        print(f"{setup.name}: results of {kept}")
+        saved = json.loads(kept.read_text())
+        return [Figure(**f) for f in saved["figures"]], {
+            "raw": saved["raw"], "claims": np.array(saved["claims"]),
+            "truths": np.array(saved["truths"], dtype=bool)}
+    figures, data = run_setup(setup, runs)
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    kept.write_text(json.dumps({
+        "figures": [f.__dict__ for f in figures], "raw": data["raw"],
+        "claims": data["claims"].tolist(), "truths": data["truths"].tolist()}))
+    return figures, data
+
+
 def calibration_png(curves: dict[str, tuple[np.ndarray, np.ndarray]]) -> Path:
     import matplotlib
 
@@ -211,6 +233,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--checkpoint", type=Path, default=None,
+                        help="directory keeping each finished set-up's results")
     args = parser.parse_args()
     runs = 20 if args.quick else args.runs
     setups = [
@@ -224,7 +248,7 @@ def main() -> None:
     began = time.perf_counter()
     figures, extra, curves = [], {}, {}
     for setup in setups:
-        found, data = run_setup(setup, runs)
+        found, data = finished_setup(setup, runs, args.checkpoint)
         figures += found
         extra[setup.name] = data["raw"]
         curves[setup.name] = (data["claims"], data["truths"])
