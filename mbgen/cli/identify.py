@@ -71,6 +71,11 @@ def _pairs(values: tuple[str, ...], option: str, parts: int) -> dict[str, tuple[
 @click.option("--scheme", type=click.Choice(["midpoint", "spook"]), default="midpoint",
               show_default=True, help="The step read as inverse dynamics: the second-order "
               "midpoint rule or the paper's first-order SPOOK step.")
+@click.option("--coordinates", type=click.Choice(["dependent", "independent"]),
+              default="dependent", show_default=True, help="The states: all coordinates, "
+              "held on the constraints by --compliance (the paper's), or only the "
+              "independent ones, exactly on the constraints (no compliance and its bias, "
+              "far fewer unknowns; the midpoint scheme).")
 @click.option("--compliance", type=POSITIVE, default=1e-5,
               show_default=True, help="Compliance of every constraint [units of Φ per "
               "unit of force].")
@@ -88,8 +93,8 @@ def _pairs(values: tuple[str, ...], option: str, parts: int) -> dict[str, tuple[
 @BUILD_DIR
 def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
              out_path: Path, initial: tuple[str, ...], bounds: tuple[str, ...],
-             prior: tuple[str, ...], impulse_noise: float, scheme: str, compliance: float,
-             substeps: int, max_iterations: int, step_check: bool, plot: bool,
+             prior: tuple[str, ...], impulse_noise: float, scheme: str, coordinates: str,
+             compliance: float, substeps: int, max_iterations: int, step_check: bool, plot: bool,
              max_steps: int, build_dir: Path | None) -> None:
     """Identify parameters of FILE (and its state trajectory) from recorded sensor data,
     by least squares on inverse-dynamics impulses and the sensor residuals. A run that
@@ -115,8 +120,8 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
     check_work(steps, max_steps, f"time steps ({len(t)} samples × {substeps} substeps)",
                "--max-steps", 8.0 * (60 * mech.n**2 + 20 * mech.n * len(names)))
     start = {name: value[0] for name, value in _pairs(initial, "--initial", 1).items()}
-    settings = Settings(scheme=scheme, impulse_noise=impulse_noise, compliance=compliance,
-                        substeps=substeps, max_iterations=max_iterations,
+    settings = Settings(scheme=scheme, coordinates=coordinates, impulse_noise=impulse_noise,
+                        compliance=compliance, substeps=substeps, max_iterations=max_iterations,
                         step_check=step_check)
     with Progress(SpinnerColumn(), TextColumn("[bold]identifying[/] {task.description}"),
                   TimeElapsedColumn(), console=status_console, transient=True) as bar:

@@ -28,9 +28,15 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from mbgen.errors import MbgenError
 from mbgen.estimation.centroidal import CentroidalInertias
+from mbgen.estimation.identification_inputs import (
+    IdentificationError,
+    Recording,
+    Settings,
+    check_recording,
+)
 from mbgen.estimation.impulses import MidpointImpulses, SpookImpulses
+from mbgen.estimation.independent_problem import IndependentProblem
 from mbgen.model.mechanism import Mechanism
 from mbgen.numerics.batched import matrix_vector, transposed_vector
 from mbgen.numerics.least_squares import (
@@ -44,44 +50,6 @@ from mbgen.numerics.least_squares import (
 from mbgen.runtime.compiled import CompiledMechanism
 
 Array = np.ndarray
-
-
-class IdentificationError(MbgenError):
-    """Bad identification input: unknown parameters, bounds, data."""
-
-
-@dataclass(frozen=True)
-class Recording:
-    """Uniformly sampled readings: ``t`` (N,), ``readings`` (N, sensor outputs) with NaN
-    where a sensor gave nothing, ``commands`` (N, actuators) or None."""
-
-    t: Array
-    readings: Array
-    commands: Array | None = None
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Method parameters (docs/identification.md). ``scheme``: the step read as inverse
-    dynamics, ``"midpoint"`` (second order) or ``"spook"`` (the paper's, first order);
-    ``friction``: the midpoint scheme's dry friction, ``"smooth"`` (−c tanh(v/s), the
-    continuous model that RK4 simulates) or ``"box"`` (SPOOK's bounded impulse; the
-    SPOOK scheme always uses it); ``substeps``: steps per sample; ``impulse_noise``: the
-    standard deviation of the impulse residuals over one sample period (white process
-    noise: a substep's is impulse_noise/√substeps, so the model does not change with the
-    step); ``step_check``: solve again at half the step, report that solution and fold
-    how far the values moved into each σ (:func:`identify`)."""
-
-    scheme: str = "midpoint"
-    friction: str = "smooth"
-    impulse_noise: float = 1e-3
-    constraint_noise: float = 1e-3
-    compliance: float = 1e-5
-    damping: float | None = None
-    substeps: int = 1
-    max_iterations: int = 100
-    step_check: bool = False
-    warm_iterations: int = 20
 
 
 @dataclass
@@ -114,23 +82,6 @@ class Identification:
     def trusted(self) -> bool:
         """Converged, every parameter determined by the data, and physically possible."""
         return self.converged and bool(self.identifiable.all()) and not self.problems
-
-
-def check_recording(t: Array, where: str = "data") -> float:
-    """The sample period of uniformly sampled times; a clear error at the first gap."""
-    t = np.asarray(t, dtype=float)
-    if t.size < 3:
-        raise IdentificationError(f"{where}: need at least 3 samples, got {t.size}")
-    steps = np.diff(t)
-    period = float(np.median(steps))
-    bad = np.flatnonzero(np.abs(steps - period) > 1e-6 * max(period, 1e-12) + 1e-9)
-    if bad.size:
-        k = int(bad[0])
-        raise IdentificationError(
-            f"{where}: a gap between t = {t[k]:g} and t = {t[k + 1]:g} (row {k + 2} of the "
-            f"data; the sample period is {period:g}): identification needs uniformly sampled "
-            "rows (leave a cell empty for a missing reading)")
-    return period
 
 
 class IdentificationProblem:
@@ -186,6 +137,12 @@ class IdentificationProblem:
 
     def pack(self, q: Array, v: Array, theta: Array) -> Array:
         return np.concatenate([np.hstack([q, v]).ravel(), theta])
+
+    def parameters(self, x: Array) -> Array:
+        """The whole parameter vector of the unknowns x."""
+        p = self.base.copy()
+        p[self.selected] = x[self.state_size:]
+        return p
 
     def inertia_scale(self, p: Array) -> tuple[Array, Array]:
         """The model's inertia relative to the file's, tr M(q0; θ) / tr M(q0; θ_file), and
@@ -286,6 +243,29 @@ class IdentificationProblem:
         return self.mech.sensors(q[states], v[states], p).reshape(readings_shape)
 
 
+Problem = IdentificationProblem | IndependentProblem
+
+
+def make_problem(mech: CompiledMechanism, recording: Recording, names: Sequence[str],
+                 settings: Settings, priors: Mapping[str, tuple[float, float]]) -> Problem:
+    """The problem in the coordinates ``settings.coordinates`` names."""
+    if settings.coordinates == "dependent":
+        return IdentificationProblem(mech, recording, names, settings, priors)
+    if settings.coordinates != "independent":
+        raise IdentificationError(f"unknown coordinates {settings.coordinates!r} (one of: "
+                                  "dependent, independent)")
+    if settings.scheme != "midpoint" or settings.friction != "smooth":
+        raise IdentificationError("identification in independent coordinates reads the "
+                                  "midpoint scheme with smooth friction (got scheme "
+                                  f"{settings.scheme}, friction {settings.friction})")
+    h = check_recording(recording.t) / settings.substeps
+    commands = None
+    if recording.commands is not None:
+        steps = (len(recording.t) - 1) * settings.substeps
+        commands = _commands_at(recording, recording.t[0] + h * (np.arange(steps) + 0.5))
+    return IndependentProblem(mech, recording, names, settings, priors, commands)
+
+
 def _commands_at(recording: Recording, at: Array) -> Array:
     """The actuators' commands (N, actuators) between samples: a cubic spline through them
     (samples of a smooth signal; linear interpolation shaves the peaks by h²u''/8, about
@@ -305,7 +285,7 @@ def _least_norm(jac: Array, gap: Array) -> Array:
     return transposed_vector(jac, np.linalg.solve(gram, gap[:, :, None])[:, :, 0])
 
 
-def _initial_states(problem: IdentificationProblem, recording: Recording,
+def _initial_states(problem: Problem, recording: Recording,
                     ) -> tuple[Array, Array]:
     """States to start from: the encoders' readings of the independent coordinates when
     they cover them (positions solved along the path, velocities by differences), else a
@@ -371,7 +351,7 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
         mech, names, initial, bounds, priors,
         model.nonnegative_parameters() if model is not None else [])
     readings = _checked_readings(mech, recording)
-    problem = IdentificationProblem(mech, recording, names, settings, priors or {})
+    problem = make_problem(mech, recording, names, settings, priors or {})
     problem.base[problem.selected] = guess
     start = time.perf_counter()
     history: list[float] = []
@@ -407,11 +387,11 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
                           result.message, history, step_change)
 
 
-def _at_half_the_step(problem: IdentificationProblem, recording: Recording, names: list[str],
+def _at_half_the_step(problem: Problem, recording: Recording, names: list[str],
                       priors: Mapping[str, tuple[float, float]], result: LeastSquaresResult,
                       lower: Array, upper: Array, record: Callable[[int, float], None],
                       centroidal: CentroidalInertias | None,
-                      ) -> tuple[IdentificationProblem, LeastSquaresResult]:
+                      ) -> tuple[Problem, LeastSquaresResult]:
     """The problem again with twice the substeps, solved from ``result`` (its states at
     the new midpoints by cubic Hermite interpolation). Why: the σ of the noise do not cover
     what the method's step does to the values (the midpoint rule on data of a continuous
@@ -419,9 +399,9 @@ def _at_half_the_step(problem: IdentificationProblem, recording: Recording, name
     halves measures it. Not only the step's truncation error moves them (the impulses'
     weights change with it too), so the whole change joins the σ, not a Richardson
     fraction of it."""
-    finer = IdentificationProblem(problem.mech, recording, names,
-                                  replace(problem.settings,
-                                          substeps=2 * problem.settings.substeps), priors)
+    finer = make_problem(problem.mech, recording, names,
+                         replace(problem.settings, substeps=2 * problem.settings.substeps),
+                         priors)
     finer.base = problem.base.copy()
     q, v, _ = problem.split(result.x)
     fine = _fit(finer, recording, result.x[problem.state_size:], lower, upper, record,
@@ -499,7 +479,7 @@ def _checked_readings(mech: CompiledMechanism, recording: Recording) -> Array:
     return readings
 
 
-def _fit(problem: IdentificationProblem, recording: Recording, guess: Array, lower: Array,
+def _fit(problem: Problem, recording: Recording, guess: Array, lower: Array,
          upper: Array, record: Callable[[int, float], None],
          centroidal: CentroidalInertias | None,
          states: tuple[Array, Array] | None = None) -> LeastSquaresResult:
@@ -515,7 +495,7 @@ def _fit(problem: IdentificationProblem, recording: Recording, guess: Array, low
                                settings.warm_iterations, final_normal=False)
     bounds = np.concatenate([-free, lower]), np.concatenate([free, upper])
 
-    def solve(solver: IdentificationProblem | _InCentroidalInertias, start: Array,
+    def solve(solver: Problem | _InCentroidalInertias, start: Array,
               low: Array, high: Array) -> LeastSquaresResult:
         return levenberg_marquardt(solver, start, problem.state_size, low, high,
                                    settings.max_iterations, callback=record,
@@ -535,19 +515,19 @@ class _InCentroidalInertias:
     of mass in place of each I0 of :class:`CentroidalInertias`; residuals, Jacobian and
     the second-order correction are those of θ (the Jacobian's border times dθ/dφ)."""
 
-    def __init__(self, problem: IdentificationProblem, centroidal: CentroidalInertias
+    def __init__(self, problem: Problem, centroidal: CentroidalInertias
                  ) -> None:
         self.problem, self.centroidal = problem, centroidal
         self.border = problem.state_size
 
     def theta_x(self, x: Array) -> Array:
         out = x.copy()
-        out[self.border:] = self.centroidal.to_theta(x[self.border:], self.problem.split(x)[2])
+        out[self.border:] = self.centroidal.to_theta(x[self.border:], self.problem.parameters(x))
         return out
 
     def phi_x(self, x: Array) -> Array:
         out = x.copy()
-        out[self.border:] = self.centroidal.to_phi(x[self.border:], self.problem.split(x)[2])
+        out[self.border:] = self.centroidal.to_phi(x[self.border:], self.problem.parameters(x))
         return out
 
     def __call__(self, x: Array, jacobian: bool) -> tuple[Array, BlockJacobian | None]:
@@ -555,7 +535,7 @@ class _InCentroidalInertias:
         r, jac = self.problem(theta_x, jacobian)
         if jac is None:
             return r, None
-        slope = self.centroidal.jacobian(self.problem.split(theta_x)[2])
+        slope = self.centroidal.jacobian(self.problem.parameters(theta_x))
         return r, BlockJacobian([RowBlocks(g.start, g.band, g.border @ slope)
                                  for g in jac.groups], jac.banded)
 
@@ -568,7 +548,7 @@ class _InCentroidalInertias:
         x = self.theta_x(result.x)
         normal = result.normal
         if normal is not None:
-            inverse = np.linalg.inv(self.centroidal.jacobian(self.problem.split(x)[2]))
+            inverse = np.linalg.inv(self.centroidal.jacobian(self.problem.parameters(x)))
             normal = BorderedMatrix(normal.bands, normal.border @ inverse,
                                     inverse.T @ normal.corner @ inverse)
         return replace(result, x=x, normal=normal)

@@ -105,7 +105,12 @@ class ImpulseModel:
 
     def input_forces(self, commands: Array | None, params: Array) -> Array:
         """Generalized forces gain·u of the actuators, (K, n) for commands (K, actuators)."""
-        return self._inputs(commands, params, len(commands) if commands is not None else 0)[0]
+        return self.input_forces_p(commands, params)[0]
+
+    def input_forces_p(self, commands: Array | None, params: Array) -> tuple[Array, Array]:
+        """The forces of :meth:`input_forces` and their parameter derivatives
+        (K, n, parameters)."""
+        return self._inputs(commands, params, len(commands) if commands is not None else 0)
 
     def evaluate(self, q: Array, v: Array, params: Array, commands: Array | None = None,
                  jacobians: bool = True) -> StepImpulses:

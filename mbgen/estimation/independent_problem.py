@@ -1,0 +1,227 @@
+"""Identification in independent coordinates: the states are (z, ż) of the mechanism's
+independent coordinates, not (q, v) of all of them.
+
+Why: identification data come from a real, rigid mechanism. The dependent-coordinate
+problem (:class:`~mbgen.estimation.identify.IdentificationProblem`) holds its states on
+the constraints through a compliance, whose give biases the parameters that the
+constraint forces carry (on the Furuta pendulum spun at 12 rad/s, the arm's viscous
+friction by 20 % at the default compliance) and makes each step's block (2n)² wide. Here
+every state is on the constraints exactly (a position and a velocity solve per state)
+and a step's block is (2d)²: for the Furuta pendulum 4 unknowns per state instead of 34.
+
+Per step k the implicit midpoint rule on z, read as inverse dynamics, with z_m, ż_m the
+step's midpoints and z̈ the independent-coordinate dynamics at them (inputs at the
+midpoint):
+
+    r_u = W (ż_k+1 − ż_k − h z̈(z_m, ż_m, u_m; θ)),    r_q = W ((z_k+1 − z_k)/h − ż_m)
+
+Both are impulses through the constant W = M̄(q0; θ0) / σ (M̄ = Rᵀ M R, the mass matrix
+of z at the start, σ the impulse noise of one substep), so ``impulse_noise`` means what it
+means in dependent coordinates. A residual in z̈ does not change when every inertia,
+friction and gain scale together, so no pull towards a smaller model arises and W stays
+constant. The parameters may not move the constraints (a length): z̈'s parameter
+derivative holds q(z) fixed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from mbgen.estimation.identification_inputs import (
+    IdentificationError,
+    Recording,
+    Settings,
+    check_recording,
+)
+from mbgen.estimation.impulses import ImpulseModel
+from mbgen.numerics.least_squares import BlockJacobian, RowBlocks
+from mbgen.runtime.compiled import CompiledMechanism
+
+Array = np.ndarray
+
+
+class IndependentProblem:
+    """Residuals and sparse Jacobian of one identification problem in independent
+    coordinates; the interface of ``IdentificationProblem`` (``split`` and ``pack`` in
+    the dependent (q, v), so the caller's states and results stay those of the file)."""
+
+    def __init__(self, mech: CompiledMechanism, recording: Recording, names: Sequence[str],
+                 settings: Settings, priors: Mapping[str, tuple[float, float]],
+                 commands: Array | None) -> None:
+        """``commands`` (K, actuators): the actuators' commands at each step's midpoint."""
+        self.mech, self.settings = mech, settings
+        substeps = settings.substeps
+        self.prior_index = np.array([list(names).index(name) for name in priors], dtype=int)
+        self.prior_mean = np.array([mean for mean, _ in priors.values()], dtype=float)
+        self.prior_weight = 1.0 / np.array([std for _, std in priors.values()], dtype=float)
+        self.h = check_recording(recording.t) / substeps
+        self.substeps = substeps
+        self.samples = len(recording.t)
+        self.steps = (self.samples - 1) * substeps
+        self.t = recording.t[0] + self.h * np.arange(self.steps + 1)
+        self.impulses = ImpulseModel(mech, self.h)  # the actuators' forces only
+        self.commands = commands
+        all_names = list(mech.parameters)
+        self.selected = np.array([all_names.index(name) for name in names], dtype=int)
+        self.base = mech.parameter_vector
+        moved = np.abs(mech.phi_p(mech.q0, self.base)[:, self.selected]).max(axis=0) > 0
+        if moved.any():
+            raise IdentificationError(
+                "identification in independent coordinates needs the constraints to stay "
+                "put: " + ", ".join(np.asarray(names)[moved]) + " moves them (identify it "
+                "in dependent coordinates)")
+        self.z_names = mech.independent_coordinates()
+        self.zi = np.array([mech.coordinate_index(name) for name in self.z_names], dtype=int)
+        self.rows = np.asarray(mech.active_rows)
+        if len(self.rows) + len(self.zi) != mech.n:
+            raise IdentificationError(
+                "identification in independent coordinates needs independent "
+                f"constraints ({len(self.rows)} kept rows and {len(self.zi)} "
+                        f"independent coordinates for {mech.n} coordinates): use dependent "
+                        "coordinates")
+        self.sensor_weight = 1.0 / mech.sensor_noise()
+        observed = ~np.isnan(recording.readings)
+        self.obs_step, self.obs_sensor = np.nonzero(observed)
+        self.obs_value = recording.readings[observed]
+        self.obs_state = self.obs_step * substeps
+        d = len(self.zi)
+        self.state_size = 2 * d * (self.steps + 1)
+        self.size = self.state_size + len(names)
+        reduced = self._reduced_mass(mech.q0, self.base)
+        self.weight = np.linalg.cholesky(reduced).T * (np.sqrt(substeps)
+                                                        / settings.impulse_noise)
+        self._q = np.repeat(mech.q0[None], self.steps + 1, axis=0)  # last solved positions
+        self._qm = np.repeat(mech.q0[None], self.steps, axis=0)
+
+    def _reduced_mass(self, q: Array, p: Array) -> Array:
+        """Rᵀ M R (d, d) at one state: the mass matrix of z."""
+        _, r, _ = self.mech.partition(q, z=self.z_names, params=p)
+        return r.T @ self.mech.mass_matrix(q, p) @ r
+
+    # -- layout ---------------------------------------------------------------------------
+    def parameters(self, x: Array) -> Array:
+        """The whole parameter vector of the unknowns x."""
+        p = self.base.copy()
+        p[self.selected] = x[self.state_size:]
+        return p
+
+    def pack(self, q: Array, v: Array, theta: Array) -> Array:
+        """Unknowns from dependent states q, v (K + 1, n): their z and ż."""
+        self._q = np.array(q, dtype=float)
+        self._qm = 0.5 * (self._q[:-1] + self._q[1:])
+        return np.concatenate([np.hstack([q[:, self.zi], v[:, self.zi]]).ravel(), theta])
+
+    def unknowns(self, x: Array) -> tuple[Array, Array, Array]:
+        """(z, ż) (K + 1, d) and the whole parameter vector."""
+        d = len(self.zi)
+        states = x[:self.state_size].reshape(self.steps + 1, 2 * d)
+        p = self.base.copy()
+        p[self.selected] = x[self.state_size:]
+        return states[:, :d], states[:, d:], p
+
+    def _dependent(self, z: Array, zd: Array, guess: Array, p: Array
+                   ) -> tuple[Array, Array, bool]:
+        """q, q̇ (K, n) with these z, ż, solved from ``guess``; whether all were solved."""
+        mech = self.mech
+        start = guess.copy()
+        start[:, self.zi] = z
+        q, status = mech.solve_position(start, z=self.z_names, params=p, errors="status")
+        ok = bool((status == 0).all())
+        if not ok:
+            q = np.where((status == 0)[:, None], q, start)
+        qd, status = mech.solve_velocity(q, zd, z=self.z_names, params=p, errors="status")
+        return q, qd, ok and bool((status == 0).all())
+
+    def split(self, x: Array) -> tuple[Array, Array, Array]:
+        """The dependent states q, v (K + 1, n) of x and the whole parameter vector."""
+        z, zd, p = self.unknowns(x)
+        q, v, ok = self._dependent(z, zd, self._q, p)
+        if not ok:
+            raise IdentificationError("a state of the identification has no assembly (the position "
+                             "solve failed at the independent coordinates' values)")
+        return q, v, p
+
+    def fitted(self, x: Array, readings_shape: tuple[int, int]) -> Array:
+        q, v, p = self.split(x)
+        states = np.arange(self.samples) * self.substeps
+        return self.mech.sensors(q[states], v[states], p).reshape(readings_shape)
+
+    def correct(self, x: Array, trial: Array) -> Array:
+        """Nothing to correct: every state is on the constraints by construction."""
+        return trial
+
+    # -- residuals ------------------------------------------------------------------------
+    def __call__(self, x: Array, jacobian: bool) -> tuple[Array, BlockJacobian | None]:
+        mech, h = self.mech, self.h
+        z, zd, p = self.unknowns(x)
+        d, steps = len(self.zi), self.steps
+        q, v, ok = self._dependent(z, zd, self._q, p)
+        zm, zdm = 0.5 * (z[:-1] + z[1:]), 0.5 * (zd[:-1] + zd[1:])
+        qm, vm, ok_m = self._dependent(zm, zdm, self._qm, p)
+        if not (ok and ok_m):
+            return np.full(self.size, np.nan), None  # a trial the solver will refuse
+        self._q, self._qm = q, qm
+        forces, forces_p = self.impulses.input_forces_p(self.commands, p)
+        out = mech.independent_dynamics(qm, vm, forces, z=self.z_names, params=p,
+                                        jacobians=jacobian)
+        zdd = out[0] if jacobian else out
+        w = self.weight
+        ru = (zd[1:] - zd[:-1] - h * zdd) @ w.T
+        rq = ((z[1:] - z[:-1]) / h - zdm) @ w.T
+        qs, vs = q[self.obs_state], v[self.obs_state]
+        pick = np.arange(len(self.obs_state))
+        w_obs = self.sensor_weight[self.obs_sensor]
+        obs = (mech.sensors(qs, vs, p)[pick, self.obs_sensor] - self.obs_value) * w_obs
+        theta = x[self.state_size:]
+        prior = (theta[self.prior_index] - self.prior_mean) * self.prior_weight
+        residual = np.concatenate([np.hstack([ru, rq]).ravel(), obs, prior])
+        if not jacobian:
+            return residual, None
+
+        _, a_z, a_w, a_force = out
+        sel = self.selected
+        eye = np.broadcast_to(np.eye(d), (steps, d, d))
+        ru_z = -0.5 * h * a_z
+        ru_w0, ru_w1 = -eye - 0.5 * h * a_w, eye - 0.5 * h * a_w
+        rq_z0, rq_z1, rq_w = -eye / h, eye / h, -0.5 * eye
+        dynamics = np.concatenate([
+            np.concatenate([ru_z, ru_w0, ru_z, ru_w1], axis=2),
+            np.concatenate([rq_z0, rq_w, rq_z1, rq_w], axis=2)], axis=1)
+        dynamics = np.concatenate([w @ dynamics[:, :d], w @ dynamics[:, d:]], axis=1)
+        zdd_p = (mech.forward_dynamics_parameter_jacobian(qm, vm, forces, p)[:, self.zi]
+                 + a_force @ forces_p)[:, :, sel]
+        dynamics_p = np.concatenate([w @ (-h * zdd_p), np.zeros((steps, d, len(sel)))],
+                                    axis=1)
+        hq, hv = mech.sensors_q(qs, vs, p), mech.sensors_qd(qs, vs, p)
+        r_map, v_z = self._state_maps(qs, vs, p)
+        h_z = hq @ r_map + hv @ v_z
+        h_w = hv @ r_map
+        h_p = mech.sensors_p(qs, vs, p)[:, :, sel]
+        observed = np.concatenate([h_z[pick, self.obs_sensor], h_w[pick, self.obs_sensor]],
+                                  axis=1) * w_obs[:, None]
+        count = len(self.prior_index)
+        priors = np.zeros((count, 1, len(sel)))
+        priors[np.arange(count), 0, self.prior_index] = self.prior_weight
+        groups = [  # impulses, readings, initial constraints (none here), priors
+            RowBlocks(2 * d * np.arange(steps), dynamics, dynamics_p),
+            RowBlocks(2 * d * self.obs_state, observed[:, None],
+                      (h_p[pick, self.obs_sensor] * w_obs[:, None])[:, None]),
+            RowBlocks(np.zeros(0, dtype=int), np.zeros((0, 0, 0)), np.zeros((0, 0, len(sel)))),
+            RowBlocks(np.zeros(count, dtype=int), np.zeros((count, 1, 0)), priors),
+        ]
+        return residual, BlockJacobian(groups, self.state_size)
+
+    def _state_maps(self, q: Array, v: Array, p: Array) -> tuple[Array, Array]:
+        """∂q/∂z = R and ∂q̇/∂z at fixed ż = −S (Φq q̇)_q R, (K, n, d) each, from the
+        augmented matrix A = [Φq (kept rows); E_z] (K, n, n): R its inverse's z columns,
+        S the constraint columns."""
+        mech, rows, m = self.mech, self.rows, len(self.rows)
+        augmented = np.zeros((len(q), mech.n, mech.n))
+        augmented[:, :m] = mech.phi_q(q, p)[:, rows]
+        augmented[:, m + np.arange(len(self.zi)), self.zi] = 1.0
+        inverse = np.linalg.inv(augmented)
+        r_map, s_map = inverse[:, :, m:], inverse[:, :, :m]
+        rate_q = mech.dense("phiq_v_q", p, q=q, v=v)[:, rows]
+        return r_map, -s_map @ (rate_q @ r_map)
