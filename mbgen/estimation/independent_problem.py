@@ -92,8 +92,12 @@ class IndependentProblem:
         reduced = self._reduced_mass(mech.q0, self.base)
         self.weight = np.linalg.cholesky(reduced).T * (np.sqrt(substeps)
                                                         / settings.impulse_noise)
-        self._q = np.repeat(mech.q0[None], self.steps + 1, axis=0)  # last solved positions
+        # the positions of the lowest cost yet, from which every solve starts: a trial's
+        # own would carry a jump to another assembly (a relative angle's constraint also
+        # holds at θ + π) into the next, where a refused trial's are forgotten
+        self._q = np.repeat(mech.q0[None], self.steps + 1, axis=0)
         self._qm = np.repeat(mech.q0[None], self.steps, axis=0)
+        self._best = np.inf
 
     def _reduced_mass(self, q: Array, p: Array) -> Array:
         """Rᵀ M R (d, d) at one state: the mass matrix of z."""
@@ -111,6 +115,7 @@ class IndependentProblem:
         """Unknowns from dependent states q, v (K + 1, n): their z and ż."""
         self._q = np.array(q, dtype=float)
         self._qm = 0.5 * (self._q[:-1] + self._q[1:])
+        self._best = np.inf
         return np.concatenate([np.hstack([q[:, self.zi], v[:, self.zi]]).ravel(), theta])
 
     def unknowns(self, x: Array) -> tuple[Array, Array, Array]:
@@ -162,7 +167,6 @@ class IndependentProblem:
         qm, vm, ok_m = self._dependent(zm, zdm, self._qm, p)
         if not (ok and ok_m):
             return np.full(self.size, np.nan), None  # a trial the solver will refuse
-        self._q, self._qm = q, qm
         forces, forces_p = self.impulses.input_forces_p(self.commands, p)
         out = mech.independent_dynamics(qm, vm, forces, z=self.z_names, params=p,
                                         jacobians=jacobian)
@@ -177,6 +181,9 @@ class IndependentProblem:
         theta = x[self.state_size:]
         prior = (theta[self.prior_index] - self.prior_mean) * self.prior_weight
         residual = np.concatenate([np.hstack([ru, rq]).ravel(), obs, prior])
+        cost = float(residual @ residual)
+        if cost <= self._best:  # warm starts from the best point (the solver's current one)
+            self._q, self._qm, self._best = q, qm, cost
         if not jacobian:
             return residual, None
 
