@@ -54,5 +54,6 @@ def check(file: Path) -> None:
                       "it (see --q0 of simulate)")
     console.print(f"[green]✓[/] {escape(str(file))}: n = {model.n} coordinates, m = {model.m} "
                   f"constraints, rank {rank}, {dof} DOF, "
-                  f"{len(mechanism.sensors)} sensor(s); max |Φ(q0)| = "
+                  f"{len(mechanism.sensors) + len(mechanism.accelerometers)} sensor(s); "
+                  "max |Φ(q0)| = "
                   f"{float(np.abs(residual).max(initial=0.0)):.1e}")

@@ -182,3 +182,14 @@ def untrusted_path(path: Path) -> Path:
     ``path``, so it is kept for a look but never taken for the result asked for:
     ``run.csv`` → ``run.untrusted.csv``."""
     return path.with_name(f"{path.stem}.untrusted{path.suffix}")
+
+
+def no_sensors(name: object, accelerometers: list[str]) -> str:
+    """Why a mechanism without state sensors cannot give readings to an estimator: what
+    to declare, and (when it has them) that accelerometers are not among them."""
+    text = (f"{name} has no sensors: declare them under `sensors:` (gyroscope, encoder, "
+            "position, velocity)")
+    if accelerometers:
+        text += (f"; its accelerometers ({', '.join(accelerometers)}) read q̈, which the "
+                 "estimators do not take (`simulate --with sensors` writes them)")
+    return text

@@ -17,6 +17,7 @@ from mbgen.cli.conventions import (
     check_paths,
     check_work,
     max_steps_option,
+    no_sensors,
     untrusted_path,
 )
 from mbgen.errors import MbgenError, UntrustedResultError
@@ -89,8 +90,7 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
                 {"--out": csv_path, "--plot": plot_paths(csv_path, "estimate") if plot else None})
     mech, _ = load_with_status(file, build_dir)
     if not mech.sensor_labels:
-        raise click.UsageError(f"{file} has no sensors: declare them under `sensors:` "
-                               "(gyroscope, encoder, position, velocity)")
+        raise click.UsageError(no_sensors(file, mech.accelerometer_labels))
     t, readings = read_readings(readings_path, mech.sensor_labels)
     try:
         step, steps = filter_step(t, dt)

@@ -16,6 +16,7 @@ from mbgen.cli.conventions import (
     check_paths,
     check_work,
     max_steps_option,
+    no_sensors,
     untrusted_path,
 )
 from mbgen.errors import UntrustedResultError
@@ -111,7 +112,7 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
                 {"--out": out_path, "--plot": plot_paths(out_path, "identify") if plot else None})
     mech, _ = load_with_status(file, build_dir)
     if not mech.sensor_labels:
-        raise click.UsageError(f"{file} has no sensors: identification needs readings")
+        raise click.UsageError(no_sensors(file, mech.accelerometer_labels))
     names = [name.strip() for name in params.split(",") if name.strip()]
     t, readings = read_readings(data_path, mech.sensor_labels)
     commands = None if inputs_path is None else read_commands(mech, file, inputs_path, t)

@@ -207,6 +207,8 @@ def info(file: Path, build_dir: Path | None) -> None:
     sensors = _table("Sensors", "#", "output")
     for i, label in enumerate(mech.sensor_labels):
         sensors.add_row(str(i), escape(label))
+    for label in mech.accelerometer_labels:  # read with q̈: `simulate --with sensors`
+        sensors.add_row("-", f"{escape(label)} (accelerometer)")
     coefficients = mech.coefficients()
     frictions = mech.meta.get("friction", [])
     actuators = _table("Actuators", "#", "name", "coordinate", "gain")

@@ -20,6 +20,7 @@ from mbgen.cli.conventions import (
     check_paths,
     check_work,
     max_steps_option,
+    no_sensors,
     untrusted_path,
 )
 from mbgen.cli.states import initial_state
@@ -91,8 +92,8 @@ def reading_stride(mech: CompiledMechanism, dt: float, period: float) -> int:
     """Steps between readings; checked before the run, so a refused option writes
     nothing."""
     if not mech.sensor_labels:
-        raise click.BadParameter(f"{mech.name} has no sensors: declare them under "
-                                 "`sensors:`", param_hint="--sensors-out")
+        raise click.BadParameter(no_sensors(mech.name, mech.accelerometer_labels),
+                                 param_hint="--sensors-out")
     every = int(round(period / dt))
     if every < 1 or abs(every * dt - period) > 1e-9 * period:
         raise click.BadParameter(f"{period:g} s is not a multiple of --dt {dt:g} s",
@@ -162,7 +163,8 @@ def write_readings(result: Any, path: Path, noise: float, every: int, seed: int)
               required=True, help="CSV to write.")
 @click.option("--plot", is_flag=True, help="Also write PNG plots next to the CSV.")
 @click.option("--with", "extras", type=click.Choice(["sensors", "lambda", "forces"]),
-              multiple=True, help="Add columns: the sensor outputs (by label), the "
+              multiple=True, help="Add columns: the sensor outputs (by label; accelerometers "
+              "from the run's q̈), the "
               "multipliers λ, the applied generalized forces (force_<coordinate> for each "
               "coordinate with a --force or an actuator, gain·u included, 0 where none).")
 @click.option("--covariance", is_flag=True, help="Factor graph, independent coordinates: "

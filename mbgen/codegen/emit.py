@@ -23,8 +23,8 @@ from mbgen.redundancy import independent_rows
 from mbgen.symbolic.derive import Kernel, KernelSet
 from mbgen.version import __version__
 
-# Every kernel is f(q, x, p) with x one of q̇, v, λ (the core's mb_kernel_fn).
-ARRAY_NAMES = {"q": "q", "qd": "x", "v": "x", "lam": "x", "p": "p"}
+# Every kernel is f(q, x, p) with x one of q̇, v, λ, q̈ (the core's mb_kernel_fn).
+ARRAY_NAMES = {"q": "q", "qd": "x", "v": "x", "lam": "x", "qdd": "x", "p": "p"}
 
 # The generated file is compiled as several translation units side by side (parts, one
 # gcc each: build.py). What a piece of it costs gcc (at -O2, in µs; -O1 keeps the shares),
@@ -210,6 +210,12 @@ def build_meta(kernels: KernelSet) -> dict[str, Any]:
         "springs": [{"name": s.name, "points": list(s.points)} for s in mech.springs],
         "sensors": [{"name": s.name, "kind": s.kind, "target": s.target,
                      "outputs": s.outputs} for s in mech.sensors],
+        # read with q̈, apart from the sensors: labels, and where each sits
+        "accelerometer_labels": model.accelerometer_labels,
+        "accelerometer_noise": [s.noise for s in mech.accelerometers
+                                for _ in range(s.outputs)],
+        "accelerometers": [{"name": s.name, "body": s.target, "point": s.point,
+                            "outputs": s.outputs} for s in mech.accelerometers],
         "kernels": {k.name: {"inputs": list(k.inputs), "shape": list(k.shape),
                              "indices": [list(index) for index, _ in k.entries]}
                     for k in kernels.kernels},

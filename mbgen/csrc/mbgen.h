@@ -38,13 +38,14 @@ enum {
 
 /* Kernels every model provides (sensor kernels have no entries without sensors, the
  * coefficient kernels - dry-friction bounds, then actuator gains - none without either). The
- * second vector input `x` is q̇, v or λ depending on the kernel (see generated-code.md). */
+ * second vector input `x` is q̇, v, λ or q̈ depending on the kernel (see generated-code.md). */
 enum {
     MB_K_PHI, MB_K_PHI_Q, MB_K_PHIQ_V_Q, MB_K_DPHIQ_QD, MB_K_DPHIQ_QD_Q, MB_K_DPHIQ_QD_QD,
     MB_K_PHIQT_LAM_Q, MB_K_MASS, MB_K_MASS_V_Q, MB_K_FORCES, MB_K_FORCES_Q, MB_K_FORCES_QD,
     MB_K_ENERGY, MB_K_PHI_P, MB_K_MASS_P, MB_K_FORCES_P, MB_K_MASS_V_P, MB_K_PHIQT_LAM_P,
     MB_K_PHIQ_V_P, MB_K_DPHIQ_QD_P, MB_K_SENSORS, MB_K_SENSORS_Q, MB_K_SENSORS_QD,
-    MB_K_SENSORS_P, MB_K_COEFFICIENTS, MB_K_COEFFICIENTS_P, MB_KERNEL_COUNT
+    MB_K_SENSORS_P, MB_K_COEFFICIENTS, MB_K_COEFFICIENTS_P, MB_K_ACCELEROMETERS,
+    MB_K_ACCELEROMETERS_Q, MB_K_ACCELEROMETERS_QDD, MB_K_ACCELEROMETERS_P, MB_KERNEL_COUNT
 };
 
 /* Linear-algebra path of the dynamics and kinematics: AUTO takes the unrolled KKT code

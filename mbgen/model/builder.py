@@ -91,8 +91,9 @@ class MechanismBuilder:
         """Bodies, relative coordinates and what else the dimension has (subclasses)."""
         raise NotImplementedError
 
-    def body_count(self, mechanism: Mechanism) -> int:
-        return len(mechanism.bodies)
+    def body_points(self, mechanism: Mechanism) -> list[tuple[int, ...]]:
+        """Each body's points, by body index."""
+        return [tuple(body.points) for body in mechanism.bodies]
 
     def build(self) -> Mechanism:
         name = self.keys["name"].string() if "name" in self.keys else self.default_name
@@ -103,7 +104,9 @@ class MechanismBuilder:
         mechanism.springs = self.read_springs()
         mechanism.forces, mechanism.actuators = self.read_forces(coordinates)
         mechanism.frictions = self.read_frictions(coordinates)
-        mechanism.sensors = self.read_sensors(coordinates, self.body_count(mechanism))
+        sensors = self.read_sensors(coordinates, self.body_points(mechanism))
+        mechanism.sensors = [s for s in sensors if s.kind != "accelerometer"]
+        mechanism.accelerometers = [s for s in sensors if s.kind == "accelerometer"]
         if "gravity" in self.keys:
             node = self.keys["gravity"]
             items = list(node.sequence())
@@ -330,20 +333,26 @@ class MechanismBuilder:
                                       stiction, node.line))
         return frictions
 
-    def read_sensors(self, coordinates: set[str], n_bodies: int) -> list[Sensor]:
+    def read_sensors(self, coordinates: set[str], body_points: list[tuple[int, ...]]
+                     ) -> list[Sensor]:
         sensors: list[Sensor] = []
+        n_bodies = len(body_points)
         for k, node in enumerate(self.section("sensors")):
             keys = self.entry(node, "sensor")
             kind = self.choice(keys["type"], sorted(SENSOR_TARGET), "sensor type")
             target_key = SENSOR_TARGET[kind]
             if target_key not in keys:
-                raise node.error(f"a {kind} sensor needs the key {target_key!r}")
+                article = "an" if kind[0] in "aeiou" else "a"
+                raise node.error(f"{article} {kind} sensor needs the key {target_key!r}")
             target_node = keys[target_key]
             target: int | str
+            point = None
             if target_key == "body":
                 target = target_node.integer()
                 if not 0 <= target < n_bodies:
                     raise target_node.error(f"body {target} does not exist")
+                if kind == "accelerometer":
+                    point = self.accelerometer_point(keys.get("point"), body_points[target])
             elif target_key == "point":
                 target = self.point_ref(target_node)
                 if self.points[target].fixed:
@@ -357,15 +366,26 @@ class MechanismBuilder:
             outputs = self.sensor_outputs(kind)
             offset = self.sensor_offset(keys.get("offset"), outputs)
             sensors.append(Sensor(name, cast(SensorKind, kind), target, noise, node.line,
-                                  offset, outputs))  # kind: checked against SENSOR_TARGET
+                                  offset, outputs, point))  # kind: checked by SENSOR_TARGET
         return sensors
 
+    def accelerometer_point(self, node: Node | None, points: tuple[int, ...]) -> int:
+        """Where an accelerometer sits: one of its body's points (default the first)."""
+        if node is None:
+            return points[0]
+        point = self.point_ref(node)
+        if point not in points:
+            names = ", ".join(next((name for name, index in self.point_names.items()
+                                    if index == k), str(k)) for k in points)
+            raise node.error(f"an accelerometer sits on one of its body's points ({names})")
+        return point
+
     def sensor_outputs(self, kind: str) -> int:
-        """How many readings a sensor gives: one per axis for points (and for a spatial
-        body's gyroscope), else one."""
-        if kind in ("position", "velocity") or (kind == "gyroscope" and self.dimension == 3):
-            return self.dimension if kind != "gyroscope" else 3
-        return 1
+        """How many readings a sensor gives: one per axis for points and accelerometers
+        (and for a spatial body's gyroscope), else one."""
+        if kind in ("position", "velocity", "accelerometer"):
+            return self.dimension
+        return 3 if kind == "gyroscope" and self.dimension == 3 else 1
 
     def sensor_offset(self, node: Node | None, outputs: int) -> tuple[sp.Expr, ...]:
         """A sensor's additive offset: one expression, or a list with one per output."""

@@ -56,7 +56,7 @@ JOINT_TYPES = {"spherical": ("points",), "revolute": ("points", "axis"),
                "prismatic": ("points", "axis", "axes")}
 #: The key that names what a sensor of each type measures.
 SENSOR_TARGET = {"encoder": "coordinate", "gyroscope": "body", "position": "point",
-                 "velocity": "point"}
+                 "velocity": "point", "accelerometer": "body"}
 DIMENSION_NAMES = {2: "planar", 3: "spatial"}
 DIMENSIONS = tuple(DIMENSION_NAMES)
 
@@ -197,12 +197,15 @@ SECTIONS: dict[str, Section] = {
     }),
     "sensor": Section("A sensor of the measurement model.", {
         "type": Key("choice", "What it measures; the target key depends on it (encoder: "
-                    "coordinate, gyroscope: body, position/velocity: point).", required=True,
-                    choices=tuple(SENSOR_TARGET)),
+                    "coordinate, gyroscope and accelerometer: body, position/velocity: "
+                    "point).", required=True, choices=tuple(SENSOR_TARGET)),
         "coordinate": Key("coordinate", "encoder: the coordinate read."),
         "body": Key("body", "gyroscope: the body's index (spatial: a 3-axis gyroscope, "
-                    "along the body's axes)."),
-        "point": Key("point", "position, velocity: the mobile point."),
+                    "along the body's axes); accelerometer: the body it is fixed to (it "
+                    "reads the specific force a − g along the body's axes: 3 axes, or 2 "
+                    "in the plane, x from the body's first point to its second)."),
+        "point": Key("point", "position, velocity: the mobile point; accelerometer: where "
+                     "it sits, one of its body's points (default: the first)."),
         "name": Key("name", f"Sensor name (default <type><k>): {_NAME}."),
         "noise": Key("expression", "Standard deviation of a reading."),
         "offset": Key("offset", "Added to the reading (a list, one per output, for point "

@@ -146,7 +146,7 @@ class Actuator:
     gain: sp.Expr = sp.Integer(1)
 
 
-SensorKind = Literal["gyroscope", "encoder", "position", "velocity"]
+SensorKind = Literal["gyroscope", "encoder", "position", "velocity", "accelerometer"]
 
 
 @dataclass(frozen=True)
@@ -158,6 +158,7 @@ class Sensor:
     line: int
     offset: tuple[sp.Expr, ...] = ()  # added to the reading (one per output), in parameters
     outputs: int = 1  # readings per sample: one per axis for points and spatial gyroscopes
+    point: int | None = None  # accelerometer: the body's point where it sits
 
 
 @dataclass
@@ -174,6 +175,9 @@ class Mechanism:
     frictions: list[Friction] = field(default_factory=list)
     actuators: list[Actuator] = field(default_factory=list)
     sensors: list[Sensor] = field(default_factory=list)
+    # read with q̈ (the specific force on a body): apart from ``sensors``, whose readings
+    # are functions of the state (q, q̇) that the estimators take
+    accelerometers: list[Sensor] = field(default_factory=list)
     gravity: tuple[sp.Expr, ...] = (sp.Integer(0), sp.Rational("-9.81"))
     independent: list[str] | None = None  # coordinates the user asks to use as z
     dimension: int = 2

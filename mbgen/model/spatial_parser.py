@@ -55,8 +55,8 @@ class SpatialBuilder(MechanismBuilder):
                                             mechanism.length_scale(), bodies)
         return mechanism
 
-    def body_count(self, mechanism: Mechanism) -> int:
-        return len(mechanism.spatial_bodies)
+    def body_points(self, mechanism: Mechanism) -> list[tuple[int, ...]]:
+        return [tuple(body.points) for body in mechanism.spatial_bodies]
 
     # -- values in the file's configuration ---------------------------------------------
     def position(self, point: int) -> sp.Matrix:

@@ -61,6 +61,7 @@ class CompiledMechanism:
         self.coordinate_names: list[str] = meta["coordinate_names"]
         self.constraint_labels: list[str] = meta["constraint_labels"]
         self.sensor_labels: list[str] = meta["sensor_labels"]
+        self.accelerometer_labels: list[str] = meta.get("accelerometer_labels", [])
         self.q0: Array = np.array(meta["q0"], dtype=float)
         self.kernels: dict[str, KernelInfo] = kernel_infos(self.lib, meta["kernels"])
         self.parameter_buffer = ParameterBuffer(self.ffi, meta["parameters"])
@@ -80,7 +81,7 @@ class CompiledMechanism:
             units = ["m"] * lengths + ["rad"] * (self.n - lengths)
         self.coordinates = Coordinates(self.coordinate_names, units, meta.get("independent"))
         self.frames = BodyFrames(meta, self.coordinate_names)
-        sizes = {"q": self.n, "qd": self.n, "v": self.n, "lam": self.m,
+        sizes = {"q": self.n, "qd": self.n, "v": self.n, "lam": self.m, "qdd": self.n,
                  "p": len(meta["parameters"])}
         friction = meta.get("friction", [])
         self.quantities = Quantities(self.core, self.kernels, sizes, self.q0, len(friction))
@@ -243,6 +244,9 @@ class CompiledMechanism:
     sensors_q = Forward("quantities", Quantities.sensors_q)
     sensors_qd = Forward("quantities", Quantities.sensors_qd)
     sensors_p = Forward("quantities", Quantities.sensors_p)
+    accelerometers = Forward("quantities", Quantities.accelerometers)
+    accelerometers_q = Forward("quantities", Quantities.accelerometers_q)
+    accelerometers_qdd = Forward("quantities", Quantities.accelerometers_qdd)
     coefficients = Forward("quantities", Quantities.coefficients)
     actuator_gains = Forward("quantities", Quantities.actuator_gains)
     coefficients_p = Forward("quantities", Quantities.coefficients_p)

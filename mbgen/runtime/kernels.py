@@ -213,6 +213,23 @@ class Quantities:
         """∂h/∂p (k, number of parameters)."""
         return self.dense("sensors_p", params, out, q=q, qd=qd)
 
+    def accelerometers(self, q: Any, qdd: Any, params: Any = None,
+                       out: Array | None = None) -> Array:
+        """The accelerometers' readings Rᵀ(a − g) (k), in ``accelerometer_labels``
+        order: functions of q and q̈, not of the state alone, so they are not among the
+        sensors the estimators take."""
+        return self.dense("accelerometers", params, out, q=q, qdd=qdd)
+
+    def accelerometers_q(self, q: Any, qdd: Any, params: Any = None,
+                         out: Array | None = None) -> Array:
+        """∂/∂q of the accelerometers' readings (k, n)."""
+        return self.dense("accelerometers_q", params, out, q=q, qdd=qdd)
+
+    def accelerometers_qdd(self, q: Any, qdd: Any, params: Any = None,
+                           out: Array | None = None) -> Array:
+        """∂/∂q̈ of the accelerometers' readings (k, n)."""
+        return self.dense("accelerometers_qdd", params, out, q=q, qdd=qdd)
+
     def coefficients(self, params: Any = None) -> Array:
         """Dry-friction bounds (one per ``meta["friction"]`` entry), then actuator gains."""
         if "coefficients" not in self._kernels:

@@ -63,7 +63,8 @@ class SimulationResult:
                 ) -> tuple[list[str], Array]:
         """CSV columns: t, q, q̇, q̈, energy, ‖Φ‖, <name>_sigma per coordinate when the run
         has standard deviations, then per ``extras`` the sensor outputs
-        ("sensors": one column per label), the multipliers ("lambda": lambda_<row>) and
+        ("sensors": one column per label, the accelerometers' after the others, from the
+        run's q̈), the multipliers ("lambda": lambda_<row>) and
         the applied generalized forces ("forces": force_<coordinate> for every coordinate
         with an applied force or an actuator, 0 where none is applied); every
         ``every``-th row (the last one always included)."""
@@ -76,8 +77,13 @@ class SimulationResult:
             blocks.append(self.sigma)
         for extra in extras:
             if extra == "sensors":
-                header += self.mechanism.sensor_labels
-                blocks.append(self.mechanism.sensors(self.q, self.qd).reshape(len(self.t), -1))
+                mech = self.mechanism
+                if mech.sensor_labels:
+                    header += mech.sensor_labels
+                    blocks.append(mech.sensors(self.q, self.qd).reshape(len(self.t), -1))
+                if mech.accelerometer_labels:
+                    header += mech.accelerometer_labels
+                    blocks.append(mech.accelerometers(self.q, self.qdd).reshape(len(self.t), -1))
             elif extra == "lambda":
                 header += [f"lambda_{i}" for i in range(self.mechanism.m)]
                 blocks.append(self.mechanism.lagrange_multipliers(self.q, self.qd))

@@ -23,7 +23,7 @@ class Kernel:
     """``out[entries[k].index] = entries[k].expr`` for a function of ``inputs``."""
 
     name: str
-    inputs: tuple[str, ...]  # among "q", "qd", "v", "lam", "p"
+    inputs: tuple[str, ...]  # among "q", "qd", "v", "lam", "qdd", "p"
     shape: tuple[int, ...]
     entries: list[Entry]
     doc: str
@@ -98,7 +98,7 @@ def derive_kernels(model: SymbolicModel) -> KernelSet:
     q, qd, params = model.q, model.qd, model.params
     v = [sp.Symbol(f"v_{k}", real=True) for k in range(n)]
     lam = [sp.Symbol(f"lam_{k}", real=True) for k in range(m)]
-    symbols = {"q": q, "qd": qd, "v": v, "lam": lam, "p": params}
+    symbols = {"q": q, "qd": qd, "v": v, "lam": lam, "qdd": model.qdd, "p": params}
     diff = Differentiator()
 
     phi = [c.expr for c in model.constraints]
@@ -161,6 +161,18 @@ def derive_kernels(model: SymbolicModel) -> KernelSet:
                    "∂h/∂q̇"),
             Kernel("sensors_p", ("q", "qd", "p"), (ns, len(params)),
                    _parameter_tensor(_dense(model.sensors), params, diff), "∂h/∂p"),
+        ]
+    if model.accelerometers:
+        na, readings = len(model.accelerometers), model.accelerometers
+        kernels += [
+            Kernel("accelerometers", ("q", "qdd", "p"), (na,), _dense(readings),
+                   "accelerometers' readings Rᵀ(a − g)"),
+            Kernel("accelerometers_q", ("q", "qdd", "p"), (na, n),
+                   _jacobian(readings, q, diff), "their ∂/∂q"),
+            Kernel("accelerometers_qdd", ("q", "qdd", "p"), (na, n),
+                   _jacobian(readings, model.qdd, diff), "their ∂/∂q̈"),
+            Kernel("accelerometers_p", ("q", "qdd", "p"), (na, len(params)),
+                   _parameter_tensor(_dense(readings), params, diff), "their ∂/∂p"),
         ]
     if model.coefficients:
         nc = len(model.coefficients)

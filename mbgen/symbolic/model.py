@@ -11,7 +11,7 @@ forces, friction and the other sensors are written once for both.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sympy as sp
 
@@ -38,6 +38,10 @@ class SymbolicModel:
     # dry-friction bounds (one per friction element), then actuator gains: what discrete
     # steppers and identification need besides Q
     coefficients: list[sp.Expr]
+    # accelerometers' readings in q, q̈ (``qdd``) and the parameters, one per output
+    qdd: list[sp.Symbol] = field(default_factory=list)
+    accelerometer_labels: list[str] = field(default_factory=list)
+    accelerometers: list[sp.Expr] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -90,11 +94,14 @@ def build_symbolic_model(mechanism: Mechanism) -> SymbolicModel:
         mass, gravity = _inertia_and_gravity(mechanism, kin)
     spring_energy, dissipative = _applied_forces(mechanism, kin)
     labels, sensors = _sensor_equations(mechanism, kin)
+    qdd = [sp.Symbol(f"qdd_{k}", real=True) for k in range(len(kin.q))]
+    accelerometer_labels, accelerometers = _accelerometer_equations(mechanism, kin, qdd)
     return SymbolicModel(mechanism, kin.q, kin.qd, [p.symbol for p in mechanism.parameters],
                          constraints, mass, gravity + spring_energy,
                          dissipative, labels, sensors,
                          [f.coulomb for f in mechanism.frictions]
-                         + [a.gain for a in mechanism.actuators])
+                         + [a.gain for a in mechanism.actuators],
+                         qdd, accelerometer_labels, accelerometers)
 
 
 def _constraints(mechanism: Mechanism, kin: Kinematics) -> list[Constraint]:
@@ -180,6 +187,33 @@ def _applied_forces(mechanism: Mechanism, kin: Kinematics,
         dissipative[index[friction.coordinate]] -= (
             friction.viscous * rate + friction.coulomb * sp.tanh(rate / friction.stiction))
     return potential, dissipative
+
+
+def _accelerometer_equations(mechanism: Mechanism, kin: Kinematics, qdd: list[sp.Symbol],
+                             ) -> tuple[list[str], list[sp.Expr]]:
+    """Each accelerometer's labels and readings Rᵀ (a − g): the specific force at its point
+    along its body's axes (R: the body's rotation from the file's placement in 3-D; in the
+    plane, x from the body's first point to its second). In natural coordinates a point's
+    position is its own coordinates, linear in q, so a = (∂r/∂q) q̈ exactly."""
+    labels: list[str] = []
+    values: list[sp.Expr] = []
+    gravity = sp.Matrix(mechanism.gravity)
+    for sensor in mechanism.accelerometers:
+        assert sensor.point is not None  # the parser places every accelerometer
+        position = kin.position[sensor.point]
+        acceleration = sp.Matrix([sp.Add(*(sp.diff(x, qk) * a for qk, a in zip(
+            kin.q, qdd, strict=True))) for x in position])
+        body = int(sensor.target)
+        if mechanism.dimension == 3:
+            rotation = spatial.rotation(mechanism, kin, body)
+        else:
+            first, second = mechanism.bodies[body].points[:2]
+            ux, uy = (d / mechanism.bodies[body].length for d in kin.delta(first, second))
+            rotation = sp.Matrix([[ux, -uy], [uy, ux]])
+        reading = rotation.T * (acceleration - gravity)
+        labels += [f"{sensor.name}.{axis}" for axis in mechanism.axes]
+        values += [r + o for r, o in zip(reading, sensor.offset, strict=True)]
+    return labels, values
 
 
 def _sensor_equations(mechanism: Mechanism, kin: Kinematics,

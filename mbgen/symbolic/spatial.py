@@ -180,6 +180,13 @@ def inertia_and_gravity(mechanism: Mechanism, kin: Kinematics,
     return {k: v for k, v in mass.items() if v != 0}, potential
 
 
+def rotation(mechanism: Mechanism, kin: Kinematics, body_index: int) -> sp.Matrix:
+    """A body's rotation R = X X_file⁻¹ from its placement in the file: its axes (the
+    world's as the file places it) in the world's, as columns."""
+    body = mechanism.spatial_bodies[body_index]
+    return _moving_basis(kin, body) * _file_basis(mechanism, body).inv()
+
+
 def angular_velocity(mechanism: Mechanism, kin: Kinematics, body_index: int) -> list[sp.Expr]:
     """A body's angular velocity along its own axes (the world's as the file places it)."""
     body = mechanism.spatial_bodies[body_index]
