@@ -5,7 +5,7 @@ Why: identification data come from a real, rigid mechanism. The dependent-coordi
 problem (:class:`~mbgen.estimation.identify.IdentificationProblem`) holds its states on
 the constraints through a compliance, whose give biases the parameters that the
 constraint forces carry (on the Furuta pendulum spun at 12 rad/s, the arm's viscous
-friction by 20 % at the default compliance) and makes each step's block (2n)² wide. Here
+friction by over 20 % at the default compliance) and makes each step's block (2n)² wide. Here
 every state is on the constraints exactly (a position and a velocity solve per state)
 and a step's block is (2d)²: for the Furuta pendulum 4 unknowns per state instead of 34.
 
@@ -15,12 +15,12 @@ midpoint):
 
     r_u = W (ż_k+1 − ż_k − h z̈(z_m, ż_m, u_m; θ)),    r_q = W ((z_k+1 − z_k)/h − ż_m)
 
-Both are impulses through the constant W = M̄(q0; θ0) / σ (M̄ = Rᵀ M R, the mass matrix
-of z at the start, σ the impulse noise of one substep), so ``impulse_noise`` means what it
-means in dependent coordinates. A residual in z̈ does not change when every inertia,
-friction and gain scale together, so no pull towards a smaller model arises and W stays
-constant. The parameters may not move the constraints (a length): z̈'s parameter
-derivative holds q(z) fixed.
+With W = Lᵀ / σ, L Lᵀ = M̄(q0) (M̄ = Rᵀ M R, the mass matrix of z at the file's start, σ
+the impulse noise of one substep), |r_u| is the size of the impulse M̄ Δż in the metric
+M̄⁻¹ over σ: ``impulse_noise`` keeps its units (N s, N m s) and scale. A residual in z̈
+does not change when every inertia, friction and gain scale together, so no pull towards
+a smaller model arises and W stays constant. The parameters may not move the constraints
+(a length): z̈'s parameter derivative holds q(z) fixed.
 """
 
 from __future__ import annotations
@@ -77,10 +77,9 @@ class IndependentProblem:
         self.rows = np.asarray(mech.active_rows)
         if len(self.rows) + len(self.zi) != mech.n:
             raise IdentificationError(
-                "identification in independent coordinates needs independent "
-                f"constraints ({len(self.rows)} kept rows and {len(self.zi)} "
-                        f"independent coordinates for {mech.n} coordinates): use dependent "
-                        "coordinates")
+                "identification in independent coordinates needs independent constraints "
+                f"({len(self.rows)} kept rows and {len(self.zi)} independent coordinates for "
+                f"{mech.n} coordinates): use dependent coordinates")
         self.sensor_weight = 1.0 / mech.sensor_noise()
         observed = ~np.isnan(recording.readings)
         self.obs_step, self.obs_sensor = np.nonzero(observed)
@@ -122,9 +121,7 @@ class IndependentProblem:
         """(z, ż) (K + 1, d) and the whole parameter vector."""
         d = len(self.zi)
         states = x[:self.state_size].reshape(self.steps + 1, 2 * d)
-        p = self.base.copy()
-        p[self.selected] = x[self.state_size:]
-        return states[:, :d], states[:, d:], p
+        return states[:, :d], states[:, d:], self.parameters(x)
 
     def _dependent(self, z: Array, zd: Array, guess: Array, p: Array
                    ) -> tuple[Array, Array, bool]:
@@ -144,8 +141,9 @@ class IndependentProblem:
         z, zd, p = self.unknowns(x)
         q, v, ok = self._dependent(z, zd, self._q, p)
         if not ok:
-            raise IdentificationError("a state of the identification has no assembly (the position "
-                             "solve failed at the independent coordinates' values)")
+            raise IdentificationError("a state of the identification has no assembly (the "
+                                      "position solve failed at the independent "
+                                      "coordinates' values)")
         return q, v, p
 
     def fitted(self, x: Array, readings_shape: tuple[int, int]) -> Array:
