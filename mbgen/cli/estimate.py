@@ -56,7 +56,8 @@ if TYPE_CHECKING:
 @click.option("--dt", type=POSITIVE, default=None, help="Filter step [s] [default: the "
               "readings' period].")
 @click.option("--integrator", type=click.Choice(list(PREDICTORS)),
-              default="rk4", show_default=True, help="Explicit integrator of the prediction.")
+              default=defaults.INTEGRATOR, show_default=True,
+              help="Explicit integrator of the prediction.")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the filter's random numbers: the same seed, the same estimate.")
 @click.option("--spread", type=POSITIVE, default=None,

@@ -8,3 +8,4 @@ PARTICLES = 1000
 POOL = 100
 SIGMA_A = 1.0  # acceleration noise [m/s² on point coordinates, rad/s² on angles]
 SPEED = 1.0  # the initial velocities' span [m/s or rad/s]
+INTEGRATOR = "rk4"  # the prediction's explicit integrator (one of runtime.integration's PREDICTORS)

@@ -162,7 +162,7 @@ class ParticleFilter:
                  sigma_a: float = defaults.SIGMA_A, sigma_s: float | Array | None = None,
                  seed: int = 0, spread: float | None = None, speed: float = defaults.SPEED,
                  prune: float = 1e-6, pool: int = defaults.POOL, roughening: float = 0.0,
-                 branches: Branches | None = None, integrator: str = "rk4",
+                 branches: Branches | None = None, integrator: str = defaults.INTEGRATOR,
                  prior: tuple[Array, Array] | None = None) -> None:
         if not mech.sensor_labels:
             raise ValueError(f"{mech.name} has no sensors: declare them under `sensors:` in "
