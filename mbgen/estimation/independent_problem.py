@@ -164,6 +164,11 @@ class IndependentProblem:
         zm, zdm = 0.5 * (z[:-1] + z[1:]), 0.5 * (zd[:-1] + zd[1:])
         qm, vm, ok_m = self._dependent(zm, zdm, self._qm, p)
         if not (ok and ok_m):
+            if self._best == np.inf:  # the starting point itself: nothing to fall back to
+                raise IdentificationError(
+                    f"the starting states put the mechanism where it has no assembly (a "
+                    f"position solve at the independent coordinates {', '.join(self.z_names)}"
+                    " failed): use dependent coordinates")
             return np.full(self.size, np.nan), None  # a trial the solver will refuse
         forces, forces_p = self.impulses.input_forces_p(self.commands, p)
         out = mech.independent_dynamics(qm, vm, forces, z=self.z_names, params=p,
