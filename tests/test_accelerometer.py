@@ -2,7 +2,7 @@
 body along the body's axes, checked against the kinematics written by hand (SymPy
 differentiating a prescribed motion in the joint angles) on the spatial Furuta pendulum
 and the planar double pendulum; their Jacobian kernels against finite differences; the
-columns `simulate --with sensors` writes; and located errors."""
+columns `simulate --with sensors` writes, the commands, the drawing; located errors."""
 
 from __future__ import annotations
 
@@ -165,3 +165,16 @@ def test_the_commands_show_and_write_the_accelerometer(tmp_path: Path, out_dir: 
     assert refused.exit_code == EXIT_USAGE, refused.output
     assert "accelerometers (tip.x, tip.y) read q̈" in " ".join(refused.output.split())
     assert not (tmp_path / "s.csv").exists() and not (tmp_path / "r.csv").exists()
+
+
+def test_a_drawing_marks_the_accelerometer_where_it_sits(furuta_imu, tmp_path: Path) -> None:
+    """The spatial drawing puts a sensor mark on the pendulum's tip T, where the
+    accelerometer sits (meta.json keeps accelerometers apart from the sensors)."""
+    from mbgen.io.drawing import draw_png
+
+    tip = furuta_imu.meta["points"][[p["name"] for p in furuta_imu.meta["points"]].index("T")]
+    drawing = draw_png(furuta_imu, furuta_imu.q0, tmp_path / "imu.png")
+    marks = [mark for mark, sensor in drawing.sensors if sensor["kind"] == "accelerometer"]
+    assert len(marks) == 1
+    x, y, z = (np.ravel(values)[0] for values in marks[0].get_data_3d())
+    assert (x, y, z) == pytest.approx((tip["x"], tip["y"], tip["z"]))

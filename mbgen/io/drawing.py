@@ -142,7 +142,7 @@ def draw(ax: Any, geometry: Geometry, q: Array, labels: bool = True,
         path = _spring_path(*xy[spring["points"]])
         (line,) = ax.plot(path[:, 0], path[:, 1], color="#7f7f7f", linewidth=1.3, zorder=2)
         result.springs.append((line, spring))
-    for sensor in meta.get("sensors", []):
+    for sensor in placed_sensors(meta):
         where = _sensor_point(meta, sensor, xy)
         if where is None:
             continue
@@ -195,7 +195,7 @@ def _draw_spatial(ax: Any, geometry: Geometry, xyz: Array, labels: bool,
     for spring in meta.get("springs", []):
         (line,) = ax.plot(*xyz[spring["points"]].T, color="#7f7f7f", linewidth=1.3)
         result.springs.append((line, spring))
-    for sensor in meta.get("sensors", []):
+    for sensor in placed_sensors(meta):
         where = _sensor_point(meta, sensor, xyz)
         if where is not None:
             (mark,) = ax.plot(*([v] for v in where), marker="*", markersize=12,
@@ -211,8 +211,17 @@ def _draw_spatial(ax: Any, geometry: Geometry, xyz: Array, labels: bool,
     return result
 
 
+def placed_sensors(meta: dict) -> list[dict]:
+    """The sensors to mark on a drawing: the state sensors, then the accelerometers (which
+    meta.json keeps apart), each as {"kind", "target", ...}; an accelerometer's target is
+    the point it sits on."""
+    return [*meta.get("sensors", []),
+            *({"kind": "accelerometer", "target": a["point"], **a}
+              for a in meta.get("accelerometers", []))]
+
+
 def _sensor_point(meta: dict, sensor: dict, xy: Array) -> Array | None:
-    if sensor["kind"] in ("position", "velocity"):
+    if sensor["kind"] in ("position", "velocity", "accelerometer"):
         return xy[int(sensor["target"])]
     if sensor["kind"] == "gyroscope":
         return xy[meta["bodies"][int(sensor["target"])]["points"]].mean(axis=0)
