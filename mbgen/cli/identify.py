@@ -116,10 +116,15 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
     names = [name.strip() for name in params.split(",") if name.strip()]
     t, readings = read_readings(data_path, mech.sensor_labels)
     commands = None if inputs_path is None else read_commands(mech, file, inputs_path, t)
-    # the Jacobian's blocks: about 60 n² doubles a step (twice the steps for the check)
+    # the Jacobian's blocks: about 60 w² doubles a step for w unknowns a state (n, or the
+    # dof in independent coordinates, whose states also map z to q: a few n² more; twice
+    # the steps for the check)
     steps = (len(t) - 1) * substeps * (2 if step_check else 1)
+    width = mech.dof if coordinates == "independent" else mech.n
+    per_step = 60 * width**2 + 20 * width * len(names) + (
+        4 * mech.n**2 if coordinates == "independent" else 0)
     check_work(steps, max_steps, f"time steps ({len(t)} samples × {substeps} substeps)",
-               "--max-steps", 8.0 * (60 * mech.n**2 + 20 * mech.n * len(names)))
+               "--max-steps", 8.0 * per_step)
     start = {name: value[0] for name, value in _pairs(initial, "--initial", 1).items()}
     settings = Settings(scheme=scheme, coordinates=coordinates, impulse_noise=impulse_noise,
                         compliance=compliance, substeps=substeps, max_iterations=max_iterations,
