@@ -20,6 +20,7 @@ from mbgen.cli.conventions import (
     untrusted_path,
 )
 from mbgen.errors import UntrustedResultError
+from mbgen.estimation.identification_inputs import COORDINATES
 from mbgen.io.figures import plot_paths
 
 if TYPE_CHECKING:  # loaded with the command: `mbgen --help` stays fast
@@ -72,8 +73,8 @@ def _pairs(values: tuple[str, ...], option: str, parts: int) -> dict[str, tuple[
 @click.option("--scheme", type=click.Choice(["midpoint", "spook"]), default="midpoint",
               show_default=True, help="The step read as inverse dynamics: the second-order "
               "midpoint rule or the paper's first-order SPOOK step.")
-@click.option("--coordinates", type=click.Choice(["dependent", "independent"]),
-              default="dependent", show_default=True, help="The states: all coordinates, "
+@click.option("--coordinates", type=click.Choice(COORDINATES),
+              default=COORDINATES[0], show_default=True, help="The states: all coordinates, "
               "held on the constraints by --compliance (the paper's), or only the "
               "independent ones, exactly on the constraints (no compliance and its bias, "
               "far fewer unknowns; the midpoint scheme).")

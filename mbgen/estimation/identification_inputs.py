@@ -11,6 +11,8 @@ import numpy as np
 from mbgen.errors import MbgenError
 
 Array = np.ndarray
+#: What ``Settings.coordinates`` may name: the states' coordinates (the first is the default)
+COORDINATES = ("dependent", "independent")
 
 
 class IdentificationError(MbgenError):
@@ -44,7 +46,7 @@ class Settings:
     into each σ (:func:`identify`)."""
 
     scheme: str = "midpoint"
-    coordinates: str = "dependent"
+    coordinates: str = COORDINATES[0]
     friction: str = "smooth"
     impulse_noise: float = 1e-3
     constraint_noise: float = 1e-3

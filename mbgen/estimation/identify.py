@@ -30,6 +30,7 @@ import numpy as np
 
 from mbgen.estimation.centroidal import CentroidalInertias
 from mbgen.estimation.identification_inputs import (
+    COORDINATES,
     IdentificationError,
     Recording,
     Settings,
@@ -251,9 +252,9 @@ def make_problem(mech: CompiledMechanism, recording: Recording, names: Sequence[
     """The problem in the coordinates ``settings.coordinates`` names."""
     if settings.coordinates == "dependent":
         return IdentificationProblem(mech, recording, names, settings, priors)
-    if settings.coordinates != "independent":
+    if settings.coordinates not in COORDINATES:
         raise IdentificationError(f"unknown coordinates {settings.coordinates!r} (one of: "
-                                  "dependent, independent)")
+                                  f"{', '.join(COORDINATES)})")
     if settings.scheme != "midpoint" or settings.friction != "smooth":
         raise IdentificationError("identification in independent coordinates reads the "
                                   "midpoint scheme with smooth friction (got scheme "
