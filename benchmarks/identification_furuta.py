@@ -8,9 +8,10 @@ independent model: the pendulum's closed-form equations of motion (Cazzolato & P
 2011, with tilted gravity, viscous and smoothed dry friction: ``tests/independent.py``,
 against which ``tests/test_spatial.py`` checks mbgen's accelerations), integrated by SciPy's Radau
 to 1e-11, sampled at 100 Hz and rounded to 16-bit encoder counts. A motor command of
-four sines drives the arm from rest, hanging down; the slowest spins it back and forth
-at up to 7 rad/s, where its viscous friction (1e-4 N·m·s) is 0.7 mN·m against the dry
-friction's 4 (with the three others alone, 2.5 rad/s, it was σ 41 %). Targets, as for the
+four sines drives the arm from rest, hanging down; the slowest spins it up to 7 rad/s,
+slows it almost to rest and spins it up again (35 rad in 10 s), and at its speed the
+viscous friction (1e-4 N·m·s) is 0.7 mN·m against the dry friction's 4 (with the three
+others alone, 2.5 rad/s at most, b1 had σ 41 %). Targets, as for the
 planar stand-in (``benchmarks/identification.py``): each parameter within 2 % of the
 truth, within 3 linearized standard deviations, in at most 10 s.
 

@@ -30,7 +30,7 @@ INDEPENDENT = Settings(coordinates="independent", substeps=2, impulse_noise=2e-5
 
 
 def command(t: np.ndarray) -> np.ndarray:
-    """Spins the arm back and forth (up to ~6 rad/s) and shakes the pendulum."""
+    """Spins the arm up at a varying rate and shakes the pendulum."""
     return (0.1 * np.sin(2 * np.pi * 0.3 * t) + 0.15 * np.sin(2 * np.pi * 0.6 * t)
             + 0.1 * np.sin(2 * np.pi * 1.7 * t + 1.0))
 
