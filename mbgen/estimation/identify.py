@@ -34,10 +34,10 @@ from mbgen.estimation.identification_inputs import (
     IdentificationError,
     Recording,
     Settings,
-    check_recording,
 )
 from mbgen.estimation.impulses import MidpointImpulses, SpookImpulses
 from mbgen.estimation.independent_problem import IndependentProblem
+from mbgen.estimation.problem_layout import ProblemLayout
 from mbgen.model.mechanism import Mechanism
 from mbgen.numerics.batched import matrix_vector, transposed_vector
 from mbgen.numerics.least_squares import (
@@ -85,21 +85,12 @@ class Identification:
         return self.converged and bool(self.identifiable.all()) and not self.problems
 
 
-class IdentificationProblem:
+class IdentificationProblem(ProblemLayout):
     """Residuals and sparse Jacobian of one identification problem."""
 
     def __init__(self, mech: CompiledMechanism, recording: Recording, names: Sequence[str],
                  settings: Settings, priors: Mapping[str, tuple[float, float]]) -> None:
-        self.mech = mech
-        self.settings = settings
-        self.prior_index = np.array([list(names).index(name) for name in priors], dtype=int)
-        self.prior_mean = np.array([mean for mean, _ in priors.values()], dtype=float)
-        self.prior_weight = 1.0 / np.array([std for _, std in priors.values()], dtype=float)
-        period = check_recording(recording.t)
-        self.h = period / settings.substeps
-        self.samples = len(recording.t)
-        self.steps = (self.samples - 1) * settings.substeps
-        self.t = recording.t[0] + self.h * np.arange(self.steps + 1)
+        super().__init__(mech, recording, names, settings, priors)
         if settings.scheme not in ("midpoint", "spook"):
             raise IdentificationError(f"unknown scheme {settings.scheme!r} (one of: "
                                       "midpoint, spook)")
@@ -112,38 +103,19 @@ class IdentificationProblem:
                                              settings.damping, settings.friction)
         else:
             self.impulses = SpookImpulses(mech, self.h, settings.compliance, settings.damping)
-        self.commands = None
-        if recording.commands is not None:
-            self.commands = _commands_at(recording, self.t[:-1] + self.impulses.phase * self.h)
-        all_names = list(mech.parameters)
-        self.selected = np.array([all_names.index(name) for name in names], dtype=int)
-        self.base = mech.parameter_vector
-        self.sensor_weight = 1.0 / mech.sensor_noise()
-        observed = ~np.isnan(recording.readings)
-        self.obs_step, self.obs_sensor = np.nonzero(observed)  # sample, output
-        self.obs_value = recording.readings[observed]
-        self.obs_state = self.obs_step * settings.substeps
+        self.commands = self.commands_between(recording, self.impulses.phase)
         self.inertia = float(np.trace(mech.mass_matrix(mech.q0, self.base)))
-        n = mech.n
-        self.state_size = 2 * n * (self.steps + 1)
+        self.state_size = 2 * mech.n * (self.steps + 1)
         self.size = self.state_size + len(names)
 
     # -- layout -----------------------------------------------------------------------------
     def split(self, x: Array) -> tuple[Array, Array, Array]:
         n = self.mech.n
         states = x[:self.state_size].reshape(self.steps + 1, 2 * n)
-        p = self.base.copy()
-        p[self.selected] = x[self.state_size:]
-        return states[:, :n], states[:, n:], p
+        return states[:, :n], states[:, n:], self.parameters(x)
 
     def pack(self, q: Array, v: Array, theta: Array) -> Array:
         return np.concatenate([np.hstack([q, v]).ravel(), theta])
-
-    def parameters(self, x: Array) -> Array:
-        """The whole parameter vector of the unknowns x."""
-        p = self.base.copy()
-        p[self.selected] = x[self.state_size:]
-        return p
 
     def inertia_scale(self, p: Array) -> tuple[Array, Array]:
         """The model's inertia relative to the file's, tr M(q0; θ) / tr M(q0; θ_file), and
@@ -238,11 +210,6 @@ class IdentificationProblem:
         v1 = v1 - _least_norm(jac1, matrix_vector(jac1, v1) - rate_target)
         return self.pack(q1, v1, trial[self.state_size:])
 
-    def fitted(self, x: Array, readings_shape: tuple[int, int]) -> Array:
-        q, v, p = self.split(x)
-        states = np.arange(self.samples) * self.settings.substeps
-        return self.mech.sensors(q[states], v[states], p).reshape(readings_shape)
-
 
 Problem = IdentificationProblem | IndependentProblem
 
@@ -259,25 +226,7 @@ def make_problem(mech: CompiledMechanism, recording: Recording, names: Sequence[
         raise IdentificationError("identification in independent coordinates reads the "
                                   "midpoint scheme with smooth friction (got scheme "
                                   f"{settings.scheme}, friction {settings.friction})")
-    h = check_recording(recording.t) / settings.substeps
-    commands = None
-    if recording.commands is not None:
-        steps = (len(recording.t) - 1) * settings.substeps
-        commands = _commands_at(recording, recording.t[0] + h * (np.arange(steps) + 0.5))
-    return IndependentProblem(mech, recording, names, settings, priors, commands)
-
-
-def _commands_at(recording: Recording, at: Array) -> Array:
-    """The actuators' commands (N, actuators) between samples: a cubic spline through them
-    (samples of a smooth signal; linear interpolation shaves the peaks by h²u''/8, about
-    0.2 % of the benchmark's command at 100 Hz, a bias the motor gain would absorb)."""
-    from scipy.interpolate import CubicSpline
-
-    assert recording.commands is not None  # only asked of a recording with commands
-    if len(recording.t) < 4:
-        return np.column_stack([np.interp(at, recording.t, column)
-                                for column in recording.commands.T])
-    return CubicSpline(recording.t, recording.commands, axis=0)(at)
+    return IndependentProblem(mech, recording, names, settings, priors)
 
 
 def _least_norm(jac: Array, gap: Array) -> Array:

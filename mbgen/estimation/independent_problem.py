@@ -33,39 +33,25 @@ from mbgen.estimation.identification_inputs import (
     IdentificationError,
     Recording,
     Settings,
-    check_recording,
 )
 from mbgen.estimation.impulses import ImpulseModel
+from mbgen.estimation.problem_layout import ProblemLayout
 from mbgen.numerics.least_squares import BlockJacobian, RowBlocks
 from mbgen.runtime.compiled import CompiledMechanism
 
 Array = np.ndarray
 
 
-class IndependentProblem:
+class IndependentProblem(ProblemLayout):
     """Residuals and sparse Jacobian of one identification problem in independent
     coordinates; the interface of ``IdentificationProblem`` (``split`` and ``pack`` in
     the dependent (q, v), so the caller's states and results stay those of the file)."""
 
     def __init__(self, mech: CompiledMechanism, recording: Recording, names: Sequence[str],
-                 settings: Settings, priors: Mapping[str, tuple[float, float]],
-                 commands: Array | None) -> None:
-        """``commands`` (K, actuators): the actuators' commands at each step's midpoint."""
-        self.mech, self.settings = mech, settings
-        substeps = settings.substeps
-        self.prior_index = np.array([list(names).index(name) for name in priors], dtype=int)
-        self.prior_mean = np.array([mean for mean, _ in priors.values()], dtype=float)
-        self.prior_weight = 1.0 / np.array([std for _, std in priors.values()], dtype=float)
-        self.h = check_recording(recording.t) / substeps
-        self.substeps = substeps
-        self.samples = len(recording.t)
-        self.steps = (self.samples - 1) * substeps
-        self.t = recording.t[0] + self.h * np.arange(self.steps + 1)
+                 settings: Settings, priors: Mapping[str, tuple[float, float]]) -> None:
+        super().__init__(mech, recording, names, settings, priors)
         self.impulses = ImpulseModel(mech, self.h)  # the actuators' forces only
-        self.commands = commands
-        all_names = list(mech.parameters)
-        self.selected = np.array([all_names.index(name) for name in names], dtype=int)
-        self.base = mech.parameter_vector
+        self.commands = self.commands_between(recording, 0.5)  # at each step's midpoint
         moved = np.abs(mech.phi_p(mech.q0, self.base)[:, self.selected]).max(axis=0) > 0
         if moved.any():
             raise IdentificationError(
@@ -80,16 +66,11 @@ class IndependentProblem:
                 "identification in independent coordinates needs independent constraints "
                 f"({len(self.rows)} kept rows and {len(self.zi)} independent coordinates for "
                 f"{mech.n} coordinates): use dependent coordinates")
-        self.sensor_weight = 1.0 / mech.sensor_noise()
-        observed = ~np.isnan(recording.readings)
-        self.obs_step, self.obs_sensor = np.nonzero(observed)
-        self.obs_value = recording.readings[observed]
-        self.obs_state = self.obs_step * substeps
         d = len(self.zi)
         self.state_size = 2 * d * (self.steps + 1)
         self.size = self.state_size + len(names)
         reduced = self._reduced_mass(mech.q0, self.base)
-        self.weight = np.linalg.cholesky(reduced).T * (np.sqrt(substeps)
+        self.weight = np.linalg.cholesky(reduced).T * (np.sqrt(settings.substeps)
                                                         / settings.impulse_noise)
         # the positions of the lowest cost yet, from which every solve starts: a trial's
         # own would carry a jump to another assembly (a relative angle's constraint also
@@ -104,12 +85,6 @@ class IndependentProblem:
         return r.T @ self.mech.mass_matrix(q, p) @ r
 
     # -- layout ---------------------------------------------------------------------------
-    def parameters(self, x: Array) -> Array:
-        """The whole parameter vector of the unknowns x."""
-        p = self.base.copy()
-        p[self.selected] = x[self.state_size:]
-        return p
-
     def pack(self, q: Array, v: Array, theta: Array) -> Array:
         """Unknowns from dependent states q, v (K + 1, n): their z and ż."""
         self._q = np.array(q, dtype=float)
@@ -145,11 +120,6 @@ class IndependentProblem:
                                       "position solve failed at the independent "
                                       "coordinates' values)")
         return q, v, p
-
-    def fitted(self, x: Array, readings_shape: tuple[int, int]) -> Array:
-        q, v, p = self.split(x)
-        states = np.arange(self.samples) * self.substeps
-        return self.mech.sensors(q[states], v[states], p).reshape(readings_shape)
 
     def correct(self, x: Array, trial: Array) -> Array:
         """Nothing to correct: every state is on the constraints by construction."""
