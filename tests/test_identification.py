@@ -532,6 +532,18 @@ def test_cli_identify_writes_parameters_and_fit_plot(motor_pendulum, tmp_path) -
     bad = CliRunner().invoke(cli, [*args, "--scheme", "rk4"])
     assert bad.exit_code == 2 and "'rk4' is not one of 'midpoint', 'spook'" in bad.output, \
         bad.output
+    bad = CliRunner().invoke(cli, [*args, "--coordinates", "joint"])
+    assert bad.exit_code == 2 and "'joint' is not one of 'dependent', 'independent'" in \
+        bad.output, bad.output
+    refused = tmp_path / "refused.yaml"
+    independent = [*args, "--coordinates", "independent"]
+    independent[independent.index(str(out))] = str(refused)
+    for extra, message in ((["--scheme", "spook"], "midpoint scheme with smooth friction"),
+                           (["--params", "L,b,c,K"], "L moves them")):
+        bad = CliRunner().invoke(cli, [*independent, *extra])
+        assert bad.exit_code == EXIT_BAD_INPUT and message in " ".join(bad.output.split()), \
+            bad.output
+        assert not refused.exists() and not (tmp_path / "refused_fit.png").exists()
     short = tmp_path / "short.csv"
     write_csv(short, ["t", "motor"], [recording.t[:50], recording.commands[:50, 0]])
     bad_args = [*args[:5], str(short), *args[6:]]
