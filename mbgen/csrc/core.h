@@ -71,6 +71,10 @@ struct mb_workspace {
     const double* sigma;          /* compliance block of the last factorization, or NULL */
     int factored_sparse;          /* the last solve used the sparse factors */
     int factored_unrolled;        /* ... and they are the model's unrolled ones (node order) */
+    /* joint_space.c: scratch, and whether kv[MB_K_REDUCED_CONSTANTS] holds the constants
+     * of the parameters saved in it */
+    double* joint;
+    int joint_cached;
 };
 
 /* Workspace contents: Jacobian memory; the dense dynamics' blocks even when the options
@@ -147,6 +151,68 @@ int mb_independent_one(mb_ws* w, mb_ws* wk, const double* q, const double* qd,
                        const double* Qext, const double* p, const int* zfix, int nz,
                        double* zdd, double* Jz, double* Jzd, double* JzQ);
 
+/* joint_space.c: whether the joint-space kernels give z̈ for these independent
+ * coordinates under these options (the model has them for exactly these, and the method
+ * is MB_METHOD_AUTO), and z̈ with its Jacobians (any NULL) at one state from them. */
+int mb_joint_space_applies(const mb_plan* plan, const mb_options* options, const int* zfix,
+                           int nz);
+int mb_joint_space_one(mb_ws* w, const double* q, const double* qd, const double* Qext,
+                       const double* p, double* zdd, double* Jz, double* Jzd, double* JzQ);
+/* ... for count states (strides as mb_independent_dynamics), the terms in lanes where
+ * the module has them; NaN and a status where a state fails; returns the failures */
+int mb_joint_space_batch(mb_ws* w, long count, const double* q, long q_stride,
+                         const double* qd, long qd_stride, const double* Qext, long Q_stride,
+                         const double* p, long p_stride, double* zdd, double* Jz, double* Jzd,
+                         double* JzQ, int* status);
+
+/* Cholesky factor L (lower triangle) of the symmetric d x d K in place; MB_SINGULAR_MASS
+ * where a pivot is not above tol times the largest diagonal entry. Inline: with a constant
+ * d (joint_space.c's small d) the compiler unrolls the loops. */
+static inline int mb_cholesky(double* K, int d, double tol)
+{
+    double scale = 0.0;
+    for (int i = 0; i < d; ++i) if (K[i * d + i] > scale) scale = K[i * d + i];
+    for (int j = 0; j < d; ++j) {
+        double s = K[j * d + j];
+        for (int k = 0; k < j; ++k) s -= K[j * d + k] * K[j * d + k];
+        if (!(s > tol * scale)) return s != s ? MB_NOT_FINITE : MB_SINGULAR_MASS;
+        const double l = sqrt(s);
+        K[j * d + j] = l;
+        for (int i = j + 1; i < d; ++i) {
+            double t = K[i * d + j];
+            for (int k = 0; k < j; ++k) t -= K[i * d + k] * K[j * d + k];
+            K[i * d + j] = t / l;
+        }
+    }
+    return MB_OK;
+}
+
+/* Solves (L Lᵀ) X = B in place, B is d x cols: row by row, so the loops over the columns
+ * vectorize (each entry sees the same operations in the same order as column by column). */
+static inline void mb_cholesky_solve(const double* L, int d, double* B, int cols)
+{
+    for (int i = 0; i < d; ++i) {
+        double* row = B + (long)i * cols;
+        for (int k = 0; k < i; ++k) {
+            const double f = L[i * d + k];
+            const double* done = B + (long)k * cols;
+            for (int c = 0; c < cols; ++c) row[c] -= f * done[c];
+        }
+        const double pivot = L[i * d + i];
+        for (int c = 0; c < cols; ++c) row[c] /= pivot;
+    }
+    for (int i = d - 1; i >= 0; --i) {
+        double* row = B + (long)i * cols;
+        for (int k = i + 1; k < d; ++k) {
+            const double f = L[k * d + i];
+            const double* done = B + (long)k * cols;
+            for (int c = 0; c < cols; ++c) row[c] -= f * done[c];
+        }
+        const double pivot = L[i * d + i];
+        for (int c = 0; c < cols; ++c) row[c] /= pivot;
+    }
+}
+
 /* Scratch of MB_LANES states side by side, every array [entry][lane] (particles.c). */
 typedef struct {
     double *q, *qd, *e, *x1, *v1;  /* n each: the start, the noise force, the result */
@@ -184,6 +250,23 @@ static inline void mb_copy(double* restrict dst, const double* restrict src, lon
 static inline void mb_zero(double* dst, long count)
 {
     for (long i = 0; i < count; ++i) dst[i] = 0.0;
+}
+
+/* A failed state's outputs (v may be NULL: not asked for). */
+static inline void mb_fill_nan(double* v, long len)
+{
+    if (v) for (long i = 0; i < len; ++i) v[i] = NAN;
+}
+
+/* ... of state s of mb_independent_dynamics (z̈, ∂z̈/∂z, ∂z̈/∂ż, ∂z̈/∂Q; any NULL) */
+static inline void mb_independent_nan(long s, int d, int n, double* zdd, double* Jz,
+                                      double* Jzd, double* JzQ)
+{
+    const long dd = (long)d * d, dn = (long)d * n;
+    mb_fill_nan(zdd + s * d, d);
+    mb_fill_nan(Jz ? Jz + s * dd : NULL, dd);
+    mb_fill_nan(Jzd ? Jzd + s * dd : NULL, dd);
+    mb_fill_nan(JzQ ? JzQ + s * dn : NULL, dn);
 }
 
 #endif

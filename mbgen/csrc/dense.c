@@ -161,42 +161,6 @@ static void mass_mul(const mb_ws* w, const double* B, int cols, double* out)
     }
 }
 
-static int cholesky(double* K, int d, double tol)
-{
-    double scale = 0.0;
-    for (int i = 0; i < d; ++i) if (K[i * d + i] > scale) scale = K[i * d + i];
-    for (int j = 0; j < d; ++j) {
-        double s = K[j * d + j];
-        for (int k = 0; k < j; ++k) s -= K[j * d + k] * K[j * d + k];
-        if (!(s > tol * scale)) return s != s ? MB_NOT_FINITE : MB_SINGULAR_MASS;
-        const double l = sqrt(s);
-        K[j * d + j] = l;
-        for (int i = j + 1; i < d; ++i) {
-            double t = K[i * d + j];
-            for (int k = 0; k < j; ++k) t -= K[i * d + k] * K[j * d + k];
-            K[i * d + j] = t / l;
-        }
-    }
-    return MB_OK;
-}
-
-/* Solves (L Lᵀ) X = B in place, B is d x cols. */
-static void cholesky_solve(const double* L, int d, double* B, int cols)
-{
-    for (int c = 0; c < cols; ++c) {
-        for (int i = 0; i < d; ++i) {
-            double s = B[i * cols + c];
-            for (int k = 0; k < i; ++k) s -= L[i * d + k] * B[k * cols + c];
-            B[i * cols + c] = s / L[i * d + i];
-        }
-        for (int i = d - 1; i >= 0; --i) {
-            double s = B[i * cols + c];
-            for (int k = i + 1; k < d; ++k) s -= L[k * d + i] * B[k * cols + c];
-            B[i * cols + c] = s / L[i * d + i];
-        }
-    }
-}
-
 /* Cholesky factor of RᵀMR in w->Kd (needs a partition first). */
 int mb_dense_factor_mass(mb_ws* w, const double* q, const double* p)
 {
@@ -210,7 +174,7 @@ int mb_dense_factor_mass(mb_ws* w, const double* q, const double* p)
             for (int i = 0; i < n; ++i) s += w->R[i * d + a] * w->W[i * d + b];
             w->Kd[a * d + b] = s;
         }
-    return cholesky(w->Kd, d, w->opt->mass_tol);
+    return mb_cholesky(w->Kd, d, w->opt->mass_tol);
 }
 
 /* q̈ from w->Q and w->c (active-row order); keeps S c in w->Sc. */
@@ -227,7 +191,7 @@ void mb_dense_accelerations(mb_ws* w, double* qdd)
         for (int i = 0; i < n; ++i) s += w->R[i * d + a] * rhs[i];
         z[a] = s;
     }
-    if (d) cholesky_solve(w->Kd, d, z, 1);
+    if (d) mb_cholesky_solve(w->Kd, d, z, 1);
     for (int i = 0; i < n; ++i) {
         double s = w->Sc[i];
         for (int a = 0; a < d; ++a) s += w->R[i * d + a] * z[a];
@@ -256,7 +220,7 @@ static void apply_P(mb_ws* w, const double* B, int cols, double* out)
             for (int i = 0; i < n; ++i) s += w->R[i * d + a] * B[i * cols + c];
             tmp[a * cols + c] = s;
         }
-    cholesky_solve(w->Kd, d, tmp, cols);
+    mb_cholesky_solve(w->Kd, d, tmp, cols);
     for (int i = 0; i < n; ++i)
         for (int c = 0; c < cols; ++c) {
             double s = 0.0;
@@ -368,9 +332,9 @@ int mb_dense_min_norm(mb_ws* w, const double* b, double* x)
             for (int k = 0; k < n; ++k) s += w->A[i * n + k] * w->A[j * n + k];
             G[i * r + j] = G[j * r + i] = s;
         }
-    if (cholesky(G, r, 1e-12)) return MB_SINGULAR_PHIQ;
+    if (mb_cholesky(G, r, 1e-12)) return MB_SINGULAR_PHIQ;
     memcpy(y, b, sizeof(double) * (size_t)r);
-    cholesky_solve(G, r, y, 1);
+    mb_cholesky_solve(G, r, y, 1);
     for (int k = 0; k < n; ++k) {
         double s = 0.0;
         for (int i = 0; i < r; ++i) s += w->A[i * n + k] * y[i];

@@ -490,11 +490,6 @@ int mb_velocity_one(mb_ws* w, const double* q, double* qd, const double* p,
 
 /* ---- batched API -------------------------------------------------------------------- */
 
-static void fill_nan(double* v, long len)
-{
-    if (v) for (long i = 0; i < len; ++i) v[i] = NAN;
-}
-
 int mb_forward_dynamics_one(mb_workspace* w, const double* q, const double* qd,
     const double* Qext, const double* p, double* qdd, double* lam, double* Jq,
     double* Jqd, double* JQ)
@@ -621,8 +616,8 @@ static int forward_dynamics_lanes(const mb_plan* plan, const mb_options* options
                                                     p + k * p_stride, out[0], NULL, out[1],
                                                     out[2], out[3]);
                 if (status[k] != MB_OK) {
-                    fill_nan(out[0], n);
-                    for (int a = 1; a < 4; ++a) fill_nan(out[a], nn);
+                    mb_fill_nan(out[0], n);
+                    for (int a = 1; a < 4; ++a) mb_fill_nan(out[a], nn);
                     failed++;
                 }
                 continue;
@@ -676,9 +671,9 @@ int mb_forward_dynamics(const mb_plan* plan, const mb_options* options, long cou
                                             p + s * p_stride, out[0], out[1], out[2],
                                             out[3], out[4]);
         if (status[s] != MB_OK) {
-            fill_nan(out[0], n);
-            fill_nan(out[1], m);
-            for (int k = 2; k < 5; ++k) fill_nan(out[k], nn);
+            mb_fill_nan(out[0], n);
+            mb_fill_nan(out[1], m);
+            for (int k = 2; k < 5; ++k) mb_fill_nan(out[k], nn);
             failed++;
         }
     }
@@ -708,8 +703,8 @@ int mb_partition(const mb_plan* plan, const mb_options* options, long count,
         status[s] = st;
         if (st) {
             failed++;
-            fill_nan(R + s * n * d, (long)n * d);
-            fill_nan(Sc ? Sc + s * n : NULL, n);
+            mb_fill_nan(R + s * n * d, (long)n * d);
+            mb_fill_nan(Sc ? Sc + s * n : NULL, n);
             continue;
         }
         for (int j = 0; j < d; ++j) ind[s * d + j] = w->pcol[r + j];
@@ -752,7 +747,7 @@ int mb_solve_velocity(const mb_plan* plan, const mb_options* options, long count
     for (long s = 0; s < count; ++s) {
         status[s] = correct_rates(w, q + s * q_stride, qd + s * n, NULL, p + s * p_stride,
                                   zfix, nz, minimum_norm);
-        if (status[s]) fill_nan(qd + s * n, n);
+        if (status[s]) mb_fill_nan(qd + s * n, n);
         failed += status[s] != MB_OK;
     }
     mb_ws_free(w);
@@ -787,7 +782,7 @@ int mb_solve_acceleration(const mb_plan* plan, const mb_options* options, long c
             st = correct_rates(w, qs, out, c, ps, ind, d, 0);
         }
         status[s] = st;
-        if (st) fill_nan(out, n);
+        if (st) mb_fill_nan(out, n);
         failed += st != MB_OK;
     }
     mb_ws_free(w);
@@ -822,6 +817,8 @@ int mb_independent_one(mb_ws* w, mb_ws* wk, const double* q, const double* qd,
     int* ind = wk->ind;
     int st = check_indices(w, zfix, nz);
     if (st) return st;
+    if (nz && mb_joint_space_applies(w->plan, w->opt, zfix, nz))
+        return mb_joint_space_one(w, q, qd, Qext, p, zdd, Jz, Jzd, JzQ);
     if (nz) memcpy(ind, zfix, sizeof(int) * (size_t)d);
     else if ((st = mb_choose_z(wk, q, p, ind))) return st;
     const int jac = Jz || Jzd || JzQ;
@@ -898,6 +895,15 @@ int mb_independent_dynamics(const mb_plan* plan, const mb_options* options, long
 {
     const int n = plan->model->n, d = plan->d;
     const int jac = Jz || Jzd || JzQ;
+    if (nz && mb_joint_space_applies(plan, options, zfix, nz)) {
+        mb_ws* w = mb_ws_new(plan, options, 0);
+        if (!w) return MB_NO_MEMORY;
+        const int failed = mb_joint_space_batch(w, count, q, q_stride, qd, qd_stride, Qext,
+                                                Q_stride, p, p_stride, zdd, Jz, Jzd, JzQ,
+                                                status);
+        mb_ws_free(w);
+        return failed;
+    }
     mb_ws* w = mb_ws_new(plan, options, jac ? MB_WS_JACOBIANS : 0);
     mb_ws* wk = mb_ws_new(plan, options, 0);
     int failed = 0;
@@ -908,12 +914,7 @@ int mb_independent_dynamics(const mb_plan* plan, const mb_options* options, long
                                  Qext ? Qext + s * Q_stride : NULL, p + s * p_stride, zfix, nz,
                                  zdd + s * d, Jz ? Jz + s * dd : NULL,
                                  Jzd ? Jzd + s * dd : NULL, JzQ ? JzQ + s * dn : NULL);
-        if (st) {
-            fill_nan(zdd + s * d, d);
-            fill_nan(Jz ? Jz + s * dd : NULL, dd);
-            fill_nan(Jzd ? Jzd + s * dd : NULL, dd);
-            fill_nan(JzQ ? JzQ + s * dn : NULL, dn);
-        }
+        if (st) mb_independent_nan(s, d, n, zdd, Jz, Jzd, JzQ);
         status[s] = st;
         failed += st != MB_OK;
     }
@@ -997,7 +998,7 @@ int mb_forward_dynamics_params(const mb_plan* plan, const mb_options* options, l
                                            Qext ? Qext + s * Q_stride : NULL,
                                            p + s * p_stride, rhs, Jp + s * size);
         if (status[s] != MB_OK) {
-            fill_nan(Jp + s * size, size);
+            mb_fill_nan(Jp + s * size, size);
             failed++;
         }
     }

@@ -71,6 +71,10 @@ struct mb_model {
     mb_kernel kernel[MB_KERNEL_COUNT];
     const int* coordinate_order;  /* fill-reducing elimination order of q (length n) */
     const mb_kkt* kkt;            /* NULL: the generic sparse code */
+    /* the independent coordinates of the joint-space kernels (MB_K_REDUCED_*: a spatial
+     * open chain's joint angles, symbolic/reduced.py); joint_d = 0: none */
+    int joint_d;
+    const int* joint_z;
 };
 
 #endif

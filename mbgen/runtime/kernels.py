@@ -64,10 +64,16 @@ class Quantities:
                    ) -> tuple[list[Any], int, bool]:
         """(q, q_stride, x, x_stride, p, p_stride) pointers, N, batched."""
         core = self._core
-        wanted = {a: (inputs[a], self._sizes[a]) for a in info.inputs if a != "p"}
+        wanted = {a: (inputs[a], self._sizes[a]) for a in info.inputs if a not in ("p", "k")}
         arrays, strides, count, batched = core.batch(**wanted)
-        second = next((a for a in info.inputs if a not in ("q", "p")), None)
+        second = next((a for a in info.inputs if a not in ("q", "p", "k")), None)
         p, p_stride = core.params(params, count)
+        if "k" in info.inputs:  # the joint-space kernels read constants computed from p
+            sets = np.asarray(params, dtype=float) if params is not None else None
+            states = 1 if sets is None or sets.ndim == 1 else len(sets)
+            constants, _ = self.evaluate("reduced_constants", params,
+                                         q=np.repeat(self._q0[None], states, axis=0))
+            p, p_stride = core.doubles(constants), (constants.shape[1] if states > 1 else 0)
         args = [core.doubles(arrays["q"]), strides["q"],
                 core.null if second is None else core.doubles(arrays[second]),
                 0 if second is None else strides[second], p, p_stride]

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 import sympy as sp
 
 from mbgen.symbolic.differentiate import Differentiator
+from mbgen.symbolic.joint_space import joint_space_of
 from mbgen.symbolic.model import SymbolicModel
+from mbgen.symbolic.reduced import reduced_kernels
 
 Entry = tuple[tuple[int, ...], sp.Expr]
 
@@ -23,7 +25,7 @@ class Kernel:
     """``out[entries[k].index] = entries[k].expr`` for a function of ``inputs``."""
 
     name: str
-    inputs: tuple[str, ...]  # among "q", "qd", "v", "lam", "qdd", "p"
+    inputs: tuple[str, ...]  # among "q", "qd", "v", "lam", "qdd", "p", "k"
     shape: tuple[int, ...]
     entries: list[Entry]
     doc: str
@@ -38,6 +40,9 @@ class KernelSet:
     model: SymbolicModel
     symbols: dict[str, list[sp.Symbol]]  # input name → its symbols, in order
     kernels: list[Kernel]
+    # the independent coordinates (indices in q) of the joint-space kernels, if any, or
+    # why there are none
+    joint_space: list[int] | str = "not derived"
 
     def __getitem__(self, name: str) -> Kernel:
         for kernel in self.kernels:
@@ -183,4 +188,19 @@ def derive_kernels(model: SymbolicModel) -> KernelSet:
                    _parameter_tensor(_dense(model.coefficients), params, diff),
                    "∂(dry-friction bounds, actuator gains)/∂p"),
         ]
-    return KernelSet(model, symbols, kernels)
+    space = joint_space_of(model)
+    if not isinstance(space, str):
+        reduced = reduced_kernels(space, q, qd, params, model.mass, forces, diff)
+        symbols["k"] = [symbol for symbol, _ in reduced.constants]
+        d = len(space.z)
+        kernels += [
+            Kernel("reduced_constants", ("q", "p"), (len(reduced.constants),),
+                   _dense([e for _, e in reduced.constants]),
+                   "the joint-space kernels' parameter parts k"),
+            Kernel("reduced_terms", ("q", "qd", "k"), (len(reduced.terms),),
+                   _dense(reduced.terms),
+                   "joint space: Mz, bz, ∂bz/∂z, ∂bz/∂ż, ∂Mz/∂z (symbolic/reduced.py)"),
+            Kernel("reduced_basis", ("q", "k"), (n, d), reduced.basis, "J = ∂q/∂z"),
+            Kernel("reduced_basis_q", ("q", "k"), (n, d * d), reduced.basis_q, "∂J/∂z"),
+        ]
+    return KernelSet(model, symbols, kernels, space if isinstance(space, str) else space.z)
