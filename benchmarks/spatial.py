@@ -160,7 +160,8 @@ def main() -> None:
                       f"m = {pendulum.m}")
         planar_z = mbgen.load(str(MECHANISMS / "actuated-double-pendulum.yaml"),
                               out_dir=str(work))
-        planar["zdd+J"] = costs(planar_z, count, repeat, Z)["zdd+J"]
+        planar_joints = costs(planar_z, count, repeat, Z)
+        planar.update({what: planar_joints[what] for what in ("zdd+J", "zdd+J kkt")})
         chains = {}
         for bodies in sizes:
             mech = mbgen.load(str(spatial_chain(bodies, work)), out_dir=str(work))

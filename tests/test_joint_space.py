@@ -162,3 +162,18 @@ def test_a_serial_arm_in_joint_space_agrees_with_the_kkt_path(
     slow = kkt_path(arm).independent_dynamics(q, qd, forces)
     for mine, theirs in zip(fast, slow, strict=True):
         np.testing.assert_allclose(mine, theirs, rtol=1e-8, atol=1e-8 * np.max(np.abs(theirs)))
+
+
+def test_info_says_whether_a_spatial_mechanism_has_joint_space_dynamics(out_dir: Path) -> None:
+    from click.testing import CliRunner
+
+    from mbgen.cli.main import cli
+
+    def info(name: str) -> str:
+        result = CliRunner().invoke(cli, ["info", str(SHIPPED_DIR / name), "--build-dir",
+                                          str(out_dir)], terminal_width=200)
+        assert result.exit_code == 0, result.output
+        return " ".join(result.output.split())
+
+    assert "joint-space dynamics in theta1, theta2" in info("furuta.yaml")
+    assert "joint-space dynamics none: body BC is not placed" in info("bricard.yaml")

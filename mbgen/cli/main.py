@@ -192,6 +192,11 @@ def info(file: Path, build_dir: Path | None) -> None:
                     escape("; ".join(f"{i}: {labels[i]}" for i in redundant)) or "none")
     if mech.meta.get("independent"):
         summary.add_row("independent", ", ".join(mech.meta["independent"]))
+    joint_space = mech.meta.get("joint_space")
+    if mech.meta.get("dimension") == 3 and joint_space is not None:
+        summary.add_row("joint-space dynamics", escape(
+            "in " + ", ".join(mech.coordinate_names[i] for i in joint_space)
+            if isinstance(joint_space, list) else f"none: {joint_space}"))
     console.print(Panel(summary, title=f"[bold]{escape(mech.name)}[/]", title_align="left",
                         expand=False))
 
