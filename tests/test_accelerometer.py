@@ -140,9 +140,9 @@ def test_a_misplaced_accelerometer_gets_a_located_error(line: str, message: str)
 
 
 def test_the_commands_show_and_write_the_accelerometer(tmp_path: Path, out_dir: Path) -> None:
-    """`info` lists it apart from the sensors, `simulate --with sensors` writes its columns,
-    and `--sensors-out` of a mechanism with only an accelerometer says why it has nothing
-    to write for the estimators."""
+    """`info` lists it apart from the sensors, `simulate --with sensors` and
+    `--sensors-out` write its columns, and `identify`, which does not take them, says why
+    a mechanism with only an accelerometer has nothing it reads."""
     from click.testing import CliRunner
 
     from mbgen.cli.conventions import EXIT_USAGE
@@ -159,12 +159,54 @@ def test_the_commands_show_and_write_the_accelerometer(tmp_path: Path, out_dir: 
                                    "--out", str(out), "--with", "sensors", *build])
     assert ran.exit_code == 0, ran.output
     assert out.read_text().splitlines()[0].split(",")[-2:] == ["tip.x", "tip.y"]
-    refused = CliRunner().invoke(cli, ["simulate", str(path), "--t-end", "0.01", "--dt",
-                                       "1e-3", "--out", str(tmp_path / "r.csv"),
-                                       "--sensors-out", str(tmp_path / "s.csv"), *build])
+    readings = tmp_path / "s.csv"
+    wrote = CliRunner().invoke(cli, ["simulate", str(path), "--t-end", "0.01", "--dt", "1e-3",
+                                     "--out", str(tmp_path / "r.csv"), "--sensors-out",
+                                     str(readings), *build])
+    assert wrote.exit_code == 0, wrote.output
+    assert readings.read_text().splitlines()[0].split(",") == ["t", "tip.x", "tip.y"]
+    refused = CliRunner().invoke(cli, ["identify", str(path), "--data", str(readings),
+                                       "--params", "m1", "--out", str(tmp_path / "i.csv"),
+                                       *build])
     assert refused.exit_code == EXIT_USAGE, refused.output
-    assert "accelerometers (tip.x, tip.y) read q̈" in " ".join(refused.output.split())
-    assert not (tmp_path / "s.csv").exists() and not (tmp_path / "r.csv").exists()
+    assert "accelerometers (tip.x, tip.y) read q̈, which identification does not take" in \
+        " ".join(refused.output.split())
+    assert not (tmp_path / "i.csv").exists()
+    alone = CliRunner().invoke(cli, ["estimate", str(path), "--data", str(readings),
+                                     "--out", str(tmp_path / "e.csv"), *build])
+    assert alone.exit_code == EXIT_USAGE, alone.output
+    assert "alongside sensors of the state only" in " ".join(alone.output.split())
+    assert not (tmp_path / "e.csv").exists()
+
+
+def test_estimate_reads_the_accelerometers_columns(tmp_path: Path, out_dir: Path) -> None:
+    """`simulate --sensors-out` writes the sensors' and the accelerometers' columns and
+    `estimate` takes them all; `identify` says it leaves the accelerometers' out."""
+    from click.testing import CliRunner
+
+    from mbgen.cli.main import cli
+
+    path = tmp_path / "pendulum-imu.yaml"
+    path.write_text((SHIPPED_DIR / "double-pendulum.yaml").read_text() + "sensors:\n"
+                    "  - {type: encoder, coordinate: x1, name: enc, noise: 0.001}\n"
+                    "  - {type: accelerometer, body: 1, name: tip, noise: 0.1}\n")
+    build = ["--build-dir", str(out_dir)]
+    readings = tmp_path / "s.csv"
+    wrote = CliRunner().invoke(cli, ["simulate", str(path), "--t-end", "0.05", "--dt", "1e-3",
+                                     "--out", str(tmp_path / "r.csv"), "--sensors-out",
+                                     str(readings), "--noise-sensor", "0.001", *build])
+    assert wrote.exit_code == 0, wrote.output
+    assert readings.read_text().splitlines()[0].split(",") == ["t", "enc", "tip.x", "tip.y"]
+    out = tmp_path / "e.csv"
+    ran = CliRunner().invoke(cli, ["estimate", str(path), "--data", str(readings), "--out",
+                                   str(out), "--particles", "200", *build])
+    assert ran.exit_code == 0, ran.output
+    assert out.read_text().splitlines()[0].startswith("t,x1")
+    used = CliRunner().invoke(cli, ["identify", str(path), "--data", str(readings),
+                                    "--params", "m1", "--out", str(tmp_path / "i.csv"),
+                                    *build])
+    assert "accelerometers' readings (tip.x, tip.y) are not used" in " ".join(
+        used.output.split())
 
 
 def test_a_drawing_marks_the_accelerometer_where_it_sits(furuta_imu, tmp_path: Path) -> None:
@@ -178,3 +220,35 @@ def test_a_drawing_marks_the_accelerometer_where_it_sits(furuta_imu, tmp_path: P
     assert len(marks) == 1
     x, y, z = (np.ravel(values)[0] for values in marks[0].get_data_3d())
     assert (x, y, z) == pytest.approx((tip["x"], tip["y"], tip["z"]))
+
+
+@pytest.fixture(scope="module")
+def furuta_imu_noise(compiled: Compiled, tmp_path_factory: pytest.TempPathFactory
+                     ) -> CompiledMechanism:
+    """The shipped Furuta pendulum with an accelerometer at the tip that states its noise."""
+    path = with_accelerometer(SHIPPED_DIR / "furuta.yaml", FURUTA_SENSORS,
+                              "  - {type: accelerometer, body: 1, point: T, name: imu, "
+                              "noise: 0.05}\n",
+                              tmp_path_factory.mktemp("imu") / "furuta-imu-noise.yaml")
+    return compiled(path)
+
+
+def test_the_filter_weighs_the_accelerometer_with_the_noise_the_prediction_applies(
+        furuta_imu_noise: CompiledMechanism) -> None:
+    """The likelihood takes the prediction's acceleration noise as R ε on z̈, z by full
+    pivoting: one Euler step of the prediction moves q̇ by dt (q̈ + R ε) with the R that
+    `partition(q, z=())` gives."""
+    mech, dt, count = furuta_imu_noise, 1e-4, 6
+    rng = np.random.default_rng(8)
+    guess = np.repeat(mech.q0[None], count, axis=0)
+    guess[:, mech.coordinate_indices(["theta1", "theta2"])] = rng.uniform(-3, 3, (count, 2))
+    q = mech.solve_position(guess, z=["theta1", "theta2"])
+    qd = np.zeros_like(q)
+    noise = rng.standard_normal((count, mech.dof))
+    qdd = mech.forward_dynamics(q, qd)
+    _, basis, _ = mech.partition(q, z=())
+    moved_q, moved_qd = q.copy(), qd.copy()
+    status = mech.predict_particles(moved_q, moved_qd, noise, dt, "euler")
+    assert not status.any()
+    np.testing.assert_allclose((moved_qd - qd) / dt - qdd, np.einsum("ijk,ik->ij", basis,
+                                                                     noise), atol=1e-6)

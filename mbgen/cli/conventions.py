@@ -184,12 +184,11 @@ def untrusted_path(path: Path) -> Path:
     return path.with_name(f"{path.stem}.untrusted{path.suffix}")
 
 
-def no_sensors(name: object, accelerometers: list[str]) -> str:
-    """Why a mechanism without state sensors cannot give readings to an estimator: what
-    to declare, and (when it has them) that accelerometers are not among them."""
+def no_sensors(name: object, accelerometers: list[str], why_not: str = "") -> str:
+    """Why a mechanism cannot give readings to an estimator: what to declare, and (when
+    it has accelerometers) ``why_not`` they are not enough for it."""
     text = (f"{name} has no sensors: declare them under `sensors:` (gyroscope, encoder, "
             "position, velocity)")
-    if accelerometers:
-        text += (f"; its accelerometers ({', '.join(accelerometers)}) read q̈, which the "
-                 "estimators do not take (`simulate --with sensors` writes them)")
+    if accelerometers and why_not:
+        text += f"; its accelerometers ({', '.join(accelerometers)}) read q̈, {why_not}"
     return text

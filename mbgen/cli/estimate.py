@@ -37,8 +37,9 @@ if TYPE_CHECKING:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--data", "readings_path", type=click.Path(exists=True, dir_okay=False,
                                                          path_type=Path), required=True,
-              help="Readings CSV: t [s], then one column per sensor label (empty: no "
-              "reading); `mbgen simulate --sensors-out` writes one.")
+              help="Readings CSV: t [s], then one column per sensor label and per "
+              "accelerometer label (empty: no reading); `mbgen simulate --sensors-out` "
+              "writes one.")
 @click.option("--particles", type=click.IntRange(min=1), default=defaults.PARTICLES,
               show_default=True,
               help="Particles that carry the belief after the first readings (fewer make "
@@ -91,8 +92,11 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
                 {"--out": csv_path, "--plot": plot_paths(csv_path, "estimate") if plot else None})
     mech, _ = load_with_status(file, build_dir)
     if not mech.sensor_labels:
-        raise click.UsageError(no_sensors(file, mech.accelerometer_labels))
-    t, readings = read_readings(readings_path, mech.sensor_labels)
+        raise click.UsageError(no_sensors(
+            file, mech.accelerometer_labels, "which the filter weighs alongside sensors of "
+            "the state only (alone, its intervals come out too narrow: docs/estimation.md)"))
+    t, readings = read_readings(readings_path, [*mech.sensor_labels,
+                                                *mech.accelerometer_labels])
     try:
         step, steps = filter_step(t, dt)
     except ValueError as exc:
@@ -108,6 +112,10 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
         noise = mech.sensor_noise(sigma_s)
     except MbgenError as exc:
         raise click.BadParameter(f"{exc}, or here", param_hint="--noise-sensor") from None
+    try:  # the accelerometers' own units (m/s²): only from the file
+        mech.accelerometer_noise()
+    except MbgenError as exc:
+        raise click.UsageError(str(exc)) from None
     try:
         observer = ParticleFilter(mech, particles=particles, sigma_a=sigma_a,
                                   sigma_s=noise, seed=seed, spread=spread,

@@ -113,9 +113,15 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
                 {"--out": out_path, "--plot": plot_paths(out_path, "identify") if plot else None})
     mech, _ = load_with_status(file, build_dir)
     if not mech.sensor_labels:
-        raise click.UsageError(no_sensors(file, mech.accelerometer_labels))
+        raise click.UsageError(no_sensors(file, mech.accelerometer_labels,
+                                          "which identification does not take"))
     names = [name.strip() for name in params.split(",") if name.strip()]
-    t, readings = read_readings(data_path, mech.sensor_labels)
+    t, readings = read_readings(data_path, mech.sensor_labels,
+                                ignored=mech.accelerometer_labels)
+    if mech.accelerometer_labels:
+        status_console.print(f"[yellow]![/] the accelerometers' readings "
+                             f"({', '.join(mech.accelerometer_labels)}) are not used: "
+                             "identification takes the sensors that read the state")
     commands = None if inputs_path is None else read_commands(mech, file, inputs_path, t)
     # the Jacobian's blocks: about 60 w² doubles a step for w unknowns a state (n, or the
     # dof in independent coordinates, whose states also map z to q: a few n² more; twice

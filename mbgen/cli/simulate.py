@@ -91,8 +91,8 @@ def run_factor_graph(mech: CompiledMechanism, t_end: float, dt: float, integrato
 def reading_stride(mech: CompiledMechanism, dt: float, period: float) -> int:
     """Steps between readings; checked before the run, so a refused option writes
     nothing."""
-    if not mech.sensor_labels:
-        raise click.BadParameter(no_sensors(mech.name, mech.accelerometer_labels),
+    if not mech.sensor_labels and not mech.accelerometer_labels:
+        raise click.BadParameter(no_sensors(mech.name, []) + " or accelerometers",
                                  param_hint="--sensors-out")
     every = int(round(period / dt))
     if every < 1 or abs(every * dt - period) > 1e-9 * period:
@@ -102,14 +102,22 @@ def reading_stride(mech: CompiledMechanism, dt: float, period: float) -> int:
 
 
 def write_readings(result: Any, path: Path, noise: float, every: int, seed: int) -> None:
-    """Sensor outputs of a run every ``every`` steps with Gaussian noise, as readings CSV."""
+    """Sensor outputs of a run every ``every`` steps with Gaussian noise, as readings CSV:
+    the sensors', then the accelerometers' (from the run's q̈)."""
     from mbgen.io.tables import write_table
 
     mech = result.mechanism
     rows = np.arange(0, len(result.t), every)
-    values = mech.sensors(result.q[rows], result.qd[rows]).reshape(len(rows), -1)
-    values = values + noise * np.random.default_rng(seed).standard_normal(values.shape)
-    write_table(path, ["t", *mech.sensor_labels], np.column_stack([result.t[rows], values]))
+    blocks = [result.t[rows][:, None]]
+    if mech.sensor_labels:
+        blocks.append(mech.sensors(result.q[rows], result.qd[rows]).reshape(len(rows), -1))
+    if mech.accelerometer_labels:
+        blocks.append(mech.accelerometers(result.q[rows], result.qdd[rows]).reshape(
+            len(rows), -1))
+    values = np.column_stack(blocks)
+    values[:, 1:] += noise * np.random.default_rng(seed).standard_normal(
+        values[:, 1:].shape)
+    write_table(path, ["t", *mech.sensor_labels, *mech.accelerometer_labels], values)
 
 
 @click.command(cls=Command, renamed={"--sensor-noise": "--noise-sensor"}, example=(
@@ -175,7 +183,7 @@ def write_readings(result: Any, path: Path, noise: float, every: int, seed: int)
               help="Write every K-th step (the last one always).")
 @click.option("--sensors-out", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Also write synthetic sensor readings (t, one column per "
-              "sensor label), the input of `mbgen estimate`.")
+              "sensor label, then per accelerometer label), the input of `mbgen estimate`.")
 @click.option("--noise-sensor", "sensor_noise", type=NON_NEGATIVE, default=0.0,
               show_default=True, help="Standard deviation of the Gaussian noise added to "
               "every reading [the sensors' units: rad/s for a gyroscope].")

@@ -139,8 +139,10 @@ class ParticleFilter:
     """Tracks a mechanism's state and assembly branch from its sensors.
 
     ``sigma_a``: acceleration noise of the prediction on each independent coordinate
-    (m/s² or rad/s², as the coordinate); ``sigma_s``: standard deviation of each sensor
-    output (default: the file's ``noise``, else 1e-3); ``integrator``: "rk4", "euler" or
+    (m/s² or rad/s², as the coordinate); ``sigma_s``, ``sigma_acc``: standard deviation
+    of each sensor output and each accelerometer output (default: the file's ``noise``;
+    none declared is an error); readings are the sensors' outputs, then the
+    accelerometers' (``labels``); ``integrator``: "rk4", "euler" or
     "semi-implicit-euler". The initial belief is uniform over the branches and, in each,
     over every configuration the mechanism can take (``spread=None``) or over those within
     ±spread of q0 in every coordinate; velocities are uniform within ±``speed`` per
@@ -163,14 +165,18 @@ class ParticleFilter:
                  seed: int = 0, spread: float | None = None, speed: float = defaults.SPEED,
                  prune: float = 1e-6, pool: int = defaults.POOL, roughening: float = 0.0,
                  branches: Branches | None = None, integrator: str = defaults.INTEGRATOR,
-                 prior: tuple[Array, Array] | None = None) -> None:
-        if not mech.sensor_labels:
+                 prior: tuple[Array, Array] | None = None,
+                 sigma_acc: float | Array | None = None) -> None:
+        if not mech.sensor_labels and not mech.accelerometer_labels:
             raise ValueError(f"{mech.name} has no sensors: declare them under `sensors:` in "
-                             "its file (gyroscope, encoder, position, velocity)")
+                             "its file (gyroscope, encoder, position, velocity, "
+                             "accelerometer)")
         self.mech = mech
         self.count = int(particles)
         self.sigma_a = float(sigma_a)
         self.sigma_s = mech.sensor_noise(sigma_s)
+        self.sigma_acc = mech.accelerometer_noise(sigma_acc)
+        self.labels = [*mech.sensor_labels, *mech.accelerometer_labels]
         self.rng = np.random.default_rng(seed)
         self.spread = spread
         self.speed = float(speed)
@@ -206,6 +212,9 @@ class ParticleFilter:
             self.log_p[present] = -np.log(len(present))
         self.q, self.qd, self.branch = q, qd, label
         self.log_w = np.where(status == 0, 0.0, -np.inf)  # a singular sample weighs nothing
+        # the next step's acceleration noise given accelerometer readings: (mean (M, dof),
+        # root (M, dof, dof)) of its posterior, None: its prior
+        self._noise: tuple[Array, Array] | None = None
         self._spread = None
         # a uniform belief takes its velocities from the first reading (_from_reading)
         self._fresh = self.prior is None or uniform
@@ -262,7 +271,12 @@ class ParticleFilter:
         then back onto the constraints keeping z and ż (the dependent coordinates follow
         from the particle's own last q, so it stays on its branch). A particle whose
         dynamics or position problem fails keeps its state and loses its weight."""
-        noise = self.rng.normal(0.0, self.sigma_a, (len(self.q), self.mech.dof))
+        if self._noise is None:
+            noise = self.rng.normal(0.0, self.sigma_a, (len(self.q), self.mech.dof))
+        else:  # given the accelerometers' last readings
+            mean, root = self._noise
+            noise = mean + posterior_draw(root, self.rng.standard_normal((*mean.shape, 1)))
+            self._noise = None
         status = self.mech.predict_particles(self.q, self.qd, noise, dt, self.integrator,
                                              *self._jitter())
         self.log_w[status != 0] = -np.inf
@@ -307,18 +321,52 @@ class ParticleFilter:
         return False
 
     def _likelihood(self, y: Array, seen: Array) -> tuple[Array, Array | None]:
-        """log p(y | particle) (M,) of the readings y (sensors,) where ``seen``, by the
+        """log p(y | particle) (M,) of the readings y (``labels``) where ``seen``, by the
         Gaussian sensor model; for a fresh uniform belief, with new velocities (M, n)
-        drawn given the readings (_from_reading), else None."""
-        if self._fresh:
-            conditioned = self._from_reading(y, seen)
-            if conditioned is not None:
-                return conditioned
-        h = self.mech.sensors(self.q, self.qd).reshape(len(self.q), -1)
-        r = (h[:, seen] - y[seen]) / self.sigma_s[seen]
-        likelihood = -0.5 * (r * r).sum(axis=1)
+        drawn given the sensors' readings (_from_reading), else None. The accelerometers'
+        readings are weighed at the particles' (new) velocities."""
+        count = len(self.mech.sensor_labels)
+        y_s, seen_s, y_a, seen_a = y[:count], seen[:count], y[count:], seen[count:]
+        likelihood, velocities = np.zeros(len(self.q)), None
+        conditioned = self._from_reading(y_s, seen_s) if self._fresh and seen_s.any() \
+            else None
+        if conditioned is not None:
+            likelihood, velocities = conditioned
+        elif seen_s.any():
+            h = self.mech.sensors(self.q, self.qd).reshape(len(self.q), -1)
+            r = (h[:, seen_s] - y_s[seen_s]) / self.sigma_s[seen_s]
+            likelihood = -0.5 * (r * r).sum(axis=1)
+        if seen_a.any():
+            likelihood = likelihood + self._accelerometers(
+                y_a[seen_a], seen_a, self.qd if velocities is None else velocities)
         likelihood[np.isnan(likelihood)] = -np.inf  # a broken particle weighs nothing
-        return likelihood, None
+        return likelihood, velocities
+
+    def _accelerometers(self, y: Array, seen: Array, qd: Array) -> Array:
+        """log p(y | particle) (M,) of accelerometer readings y (where ``seen``), as the
+        state sensors' are, without the constant every particle shares. The reading sees
+        the particle's q̈: its dynamics' plus the acceleration noise R ε of the step that
+        follows (ε ~ N(0, σa²) on z̈, z by full pivoting as the prediction chooses it), so
+        a(q, q̈) = a₀ + B ε + e with B = (∂a/∂q̈) R: the particle is weighed by the
+        reading with ε integrated out, and the next prediction draws its ε from ε's
+        posterior given the reading (``_noise``), not from the prior again."""
+        mech, q = self.mech, self.q
+        count, d = len(q), mech.dof
+        qdd, status = mech.forward_dynamics(q, qd, errors="status")
+        _, basis, _, status_r = mech.partition(q, z=(), errors="status")
+        a = mech.accelerometers(q, qdd).reshape(count, -1)[:, seen]
+        seen_by = mech.accelerometers_qdd(q, qdd).reshape(count, len(seen), -1)[:, seen]
+        b = seen_by @ basis  # (M, k, d): the readings per unit of z̈ noise
+        r = y - a
+        good = ((status == 0) & (status_r == 0) & np.isfinite(b).all(axis=(1, 2))
+                & np.isfinite(r).all(axis=1))
+        likelihood = np.full(count, -np.inf)  # a broken particle weighs nothing
+        noise = self.sigma_acc[seen] ** 2
+        mean, root = np.zeros((count, d)), np.repeat(np.eye(d)[None] / self.sigma_a, count, 0)
+        likelihood[good], mean[good], root[good] = gaussian_posterior(
+            b[good], r[good], noise, self.sigma_a**2)
+        self._noise = (mean, root)
+        return likelihood + 0.5 * np.log(noise).sum()  # the state sensors' convention
 
     def _from_reading(self, y: Array, seen: Array) -> tuple[Array, Array] | None:
         """A uniform belief meeting its first reading: each particle's velocity drawn from
@@ -397,6 +445,9 @@ class ParticleFilter:
             if 1.0 / (w * w).sum() < len(w) / 2:
                 pick = np.arange(len(self.q))[mine][systematic(w, len(w), self.rng)]
                 self.q[mine], self.qd[mine] = self.q[pick], self.qd[pick]
+                if self._noise is not None:
+                    for part in self._noise:
+                        part[mine] = part[pick]
                 self.log_w[mine] = -np.log(len(w))
                 picked.append(mine)
         if picked:
@@ -437,6 +488,8 @@ class ParticleFilter:
                 np.exp(self.log_w[self.branch == b]), k, self.rng)]
             for b, k in zip(alive, share, strict=True) if k > 0])
         self.q, self.qd, self.branch = self.q[index], self.qd[index], self.branch[index]
+        if self._noise is not None:
+            self._noise = (self._noise[0][index], self._noise[1][index])
         self.log_w = np.zeros(len(index))
         self._spread = None
         self._normalize_within_branches()
@@ -446,7 +499,7 @@ class ParticleFilter:
         return np.exp(self.log_p[self.branch] + self.log_w)
 
     def _readings(self, readings: Mapping[str, float] | Array) -> Array:
-        labels = self.mech.sensor_labels
+        labels = self.labels
         if isinstance(readings, Mapping):
             unknown = set(readings) - set(labels)
             if unknown:
@@ -478,7 +531,7 @@ class ParticleFilter:
 
     def run(self, t: Array, readings: Array, dt: float | None = None,
             progress: Callable[[], None] | None = None) -> Track:
-        """The filter over a readings file: t (N,) increasing, readings (N, sensors) with
+        """The filter over a readings file: t (N,) increasing, readings (N, labels) with
         NaN for no reading. Steps of dt (default: the readings' median period) from t[0];
         a step takes the reading within half a step of its time, if any. The first
         reading weighs the initial belief (no prediction before it). ``progress`` is
@@ -564,9 +617,17 @@ def linear_gaussian_update(A: Array, r: Array, noise: Array, prior: float,
                            normals: Array) -> tuple[Array, Array]:
     """Readings r = A s + e (r (M, k), A (M, k, d)) with s ~ N(0, prior I) and
     e ~ N(0, diag(noise)) (noise (k,)), for M independent problems: log p(r) (M,), up to
-    one constant, and a draw (M, d) of s from its posterior N(μ, P), where
-    P⁻¹ = I/prior + Aᵀ diag(noise)⁻¹ A and μ = P Aᵀ diag(noise)⁻¹ r, made from the
-    standard normals ``normals`` (M, d, 1)."""
+    one constant, and a draw (M, d) of s from its posterior (``gaussian_posterior``) made
+    from the standard normals ``normals`` (M, d, 1)."""
+    log_likelihood, mean, root = gaussian_posterior(A, r, noise, prior)
+    return log_likelihood, mean + posterior_draw(root, normals)
+
+
+def gaussian_posterior(A: Array, r: Array, noise: Array, prior: float
+                       ) -> tuple[Array, Array, Array]:
+    """The same problems' log p(r) (M,), up to one constant, and the posterior N(μ, P) of
+    s: μ (M, d) and the root (M, d, d) with P = root⁻ᵀ root⁻¹, where
+    P⁻¹ = I/prior + Aᵀ diag(noise)⁻¹ A and μ = P Aᵀ diag(noise)⁻¹ r."""
     d = A.shape[2]
     C = prior * A @ A.transpose(0, 2, 1) + np.diag(noise)  # r's covariance
     L = np.linalg.cholesky(C)
@@ -576,9 +637,13 @@ def linear_gaussian_update(A: Array, r: Array, noise: Array, prior: float,
     scaled = A.transpose(0, 2, 1) / noise  # Aᵀ diag(noise)⁻¹ (M, d, k)
     information = np.eye(d) / prior + scaled @ A
     mean = np.linalg.solve(information, scaled @ r[:, :, None])[:, :, 0]
-    root = np.linalg.cholesky(information)  # P = root⁻ᵀ root⁻¹
-    draw = np.linalg.solve(root.transpose(0, 2, 1), normals)
-    return log_likelihood, mean + draw[:, :, 0]
+    return log_likelihood, mean, np.linalg.cholesky(information)
+
+
+def posterior_draw(root: Array, normals: Array) -> Array:
+    """Draws (M, d) from N(0, P), P = root⁻ᵀ root⁻¹ (root (M, d, d)), made from the
+    standard normals ``normals`` (M, d, 1)."""
+    return np.linalg.solve(root.transpose(0, 2, 1), normals)[:, :, 0]
 
 
 def _hopeless(likelihood: Array, seen: Array) -> bool:

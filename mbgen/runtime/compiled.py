@@ -141,16 +141,25 @@ class CompiledMechanism:
         ``override`` (one value, or S) when given, else each sensor's ``noise`` from the
         file. A sensor that declares none takes ``default``, or is an error: a noise made
         up for it (estimate used 1e-3) makes every weight and interval meaningless."""
+        return self._noise(self.sensor_labels, "sensor_noise", override, default,
+                           "{type: gyroscope, body: 1, noise: 0.01}")
+
+    def accelerometer_noise(self, override: Any = None) -> Array:
+        """The same for the accelerometers' outputs, in ``accelerometer_labels`` order."""
+        return self._noise(self.accelerometer_labels, "accelerometer_noise", override, None,
+                           "{type: accelerometer, body: 1, noise: 0.05}")
+
+    def _noise(self, labels: list[str], key: str, override: Any, default: float | None,
+               example: str) -> Array:
         if override is not None:
-            return np.broadcast_to(np.asarray(override, dtype=float),
-                                   (len(self.sensor_labels),)).copy()
-        declared = self.meta.get("sensor_noise") or [None] * len(self.sensor_labels)
-        missing = [label for label, noise in zip(self.sensor_labels, declared, strict=True)
+            return np.broadcast_to(np.asarray(override, dtype=float), (len(labels),)).copy()
+        declared = self.meta.get(key) or [None] * len(labels)
+        missing = [label for label, noise in zip(labels, declared, strict=True)
                    if noise is None]
         if missing and default is None:
             raise MbgenError(f"{', '.join(missing)} of {self.name} declare(s) no `noise` (the "
                              "standard deviation of a reading): give it in the file's "
-                             "sensors, e.g. {type: gyroscope, body: 1, noise: 0.01}")
+                             f"sensors, e.g. {example}")
         return np.array([default if noise is None else float(noise) for noise in declared])
 
     @property

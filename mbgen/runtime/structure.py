@@ -118,11 +118,12 @@ class Structure:
 
     def z_indices(self, z: Any) -> Array:
         """int32 indices of z (names or indices, ``dof`` distinct ones), the file's choice
-        when ``z`` is None, or none (0,): the core then chooses by full pivoting."""
+        when ``z`` is None, or none (0,) when ``z`` is empty or the file names none: the
+        core then chooses by full pivoting (as the particle filter's prediction does)."""
         coordinates = self._coordinates
         if z is None:
             z = coordinates.default_independent
-        if z is None:
+        if z is None or len(z) == 0:
             return np.zeros(0, dtype=np.int32)
         try:
             indices = coordinates.indices(z)
