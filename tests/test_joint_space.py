@@ -60,6 +60,7 @@ def test_open_chains_of_joint_angles_get_joint_space_dynamics_and_others_say_why
     assert "is not placed" in space((SHIPPED_DIR / "bricard.yaml").read_text())  # a loop
     assert "spatial" in space((SHIPPED_DIR / "double-pendulum.yaml").read_text())
     assert "no independent" in space(spatial_chain_yaml(3))
+    assert "beyond 6" in space(spatial_chain_yaml(7, joint_angles=True))
     # the pendulum's angle measured from a direction fixed in the world, not on the arm:
     # θ1 then turns the pendulum about more than the vertical axis
     tilted = FURUTA.read_text().replace(

@@ -34,6 +34,10 @@ from mbgen.symbolic.kinematics import Kinematics, kinematics
 from mbgen.symbolic.model import SymbolicModel
 
 CHECKS = 3  # random placements J is checked at
+# Joint angles beyond which the joint-space kernels are not written: their code grows as
+# d³ (∂Mz/∂z), and a serial arm's cold build took 6.3 → 13 s with them at 6 joints, 14 →
+# 150 s at 10 (2026-11-26)
+MAX_JOINTS = 6
 TOLERANCE = 1e-8  # on |Φ| and |Φq J| (relative to the mechanism's size), and on J's z rows
 
 
@@ -196,6 +200,9 @@ def joint_space(mechanism: Mechanism, kin: Kinematics,
     names = mechanism.independent
     if not names:
         return "the file names no independent coordinates"
+    if len(names) > MAX_JOINTS:
+        return (f"{len(names)} independent coordinates: beyond {MAX_JOINTS} the joint-space "
+                "code takes longer to build than the KKT path")
     if any(joint.slides for joint in mechanism.joints) or any(
             joint.points[0] != joint.points[1] for joint in mechanism.joints):
         return "a joint between two separate points or a sliding joint"
