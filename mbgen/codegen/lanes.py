@@ -21,9 +21,10 @@ LANE_KERNELS = ("forces", "dphiq_qd", "phi", "phi_q", "mass")
 # mechanism whose KKT inverse and Jacobian products are unrolled and have lanes
 JACOBIAN_LANE_KERNELS = ("forces_q", "forces_qd", "mass_v_q", "phiqT_lam_q", "dphiq_qd_q",
                          "dphiq_qd_qd", "phiq_v_q")
-# ... and the joint-space terms of batched z̈ with its Jacobians (joint_space.c), where
-# their body stays under LANE_STATEMENTS (the Furuta pendulum's has ~230)
-JOINT_SPACE_LANE_KERNELS = ("reduced_terms",)
+# ... and the joint-space terms of batched z̈ with (and without) its Jacobians
+# (joint_space.c), where their body stays under LANE_STATEMENTS (the Furuta pendulum's
+# has ~230)
+JOINT_SPACE_LANE_KERNELS = ("reduced_terms", "reduced_accelerations")
 # Statements of the factor and solve above which there are no KKT lanes (the five-bar has
 # ~190, the pick-and-place robot over 1 000): one loop body that long would slow the C
 # compiler more than the lanes gain; such mechanisms run the one-state code

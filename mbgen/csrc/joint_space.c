@@ -56,7 +56,8 @@ static inline void joint_times(const double* A, int d, const double* B, int cols
     }
 }
 
-/* The rest of one state from its terms t (the reduced_terms kernel's values): Mz⁻¹ once
+/* The rest of one state from its terms t (the reduced_terms kernel's values, or without
+ * Jacobians the reduced_accelerations kernel's, its first d² + d): Mz⁻¹ once
  * (d is small), then every result is one product with it. Inlined into `joint_finish`
  * once per small d, where the constant d unrolls its loops. */
 static inline __attribute__((always_inline)) int joint_finish_d(
@@ -135,12 +136,20 @@ static int joint_finish(mb_ws* w, const double* t, const double* q, const double
     }
 }
 
+/* The kernel of the terms asked for: all of them, or Mz and bz alone (z̈ without its
+ * Jacobians: the same first d² + d values) */
+static int terms_kernel(const double* Jz, const double* Jzd, const double* JzQ)
+{
+    return Jz || Jzd || JzQ ? MB_K_REDUCED_TERMS : MB_K_REDUCED_ACCELERATIONS;
+}
+
 int mb_joint_space_one(mb_ws* w, const double* q, const double* qd, const double* Qext,
                        const double* p, double* zdd, double* Jz, double* Jzd, double* JzQ)
 {
     const double* k = joint_constants(w, p);
-    double* t = w->kv[MB_K_REDUCED_TERMS];
-    w->model->kernel[MB_K_REDUCED_TERMS].eval(q, qd, k, t);
+    const int kernel = terms_kernel(Jz, Jzd, JzQ);
+    double* t = w->kv[kernel];
+    w->model->kernel[kernel].eval(q, qd, k, t);
     return joint_finish(w, t, q, qd, Qext, k, zdd, Jz, Jzd, JzQ);
 }
 
@@ -150,7 +159,8 @@ int mb_joint_space_batch(mb_ws* w, long count, const double* q, long q_stride,
                          double* JzQ, int* status)
 {
     const mb_model* model = w->model;
-    const mb_kernel* terms = &model->kernel[MB_K_REDUCED_TERMS];
+    const int kernel = terms_kernel(Jz, Jzd, JzQ);
+    const mb_kernel* terms = &model->kernel[kernel];
     const int n = w->n, d = model->joint_d, nk = model->kernel[MB_K_REDUCED_CONSTANTS].nnz;
     const long dd = (long)d * d, dn = (long)d * n;
     const int nt = terms->nnz;
@@ -161,7 +171,7 @@ int mb_joint_space_batch(mb_ws* w, long count, const double* q, long q_stride,
     if (blocks && !scratch) return MB_NO_MEMORY;
     double *ql = scratch, *qdl = ql + MB_LANES * n, *kl = qdl + MB_LANES * n;
     double* tl = kl + MB_LANES * (long)nk;
-    double* t = w->kv[MB_K_REDUCED_TERMS];
+    double* t = w->kv[kernel];
     /* one parameter set for all: its constants once, in every lane */
     const double* shared = p_stride ? NULL : joint_constants(w, p);
     for (int i = 0; shared && blocks && i < nk; ++i)

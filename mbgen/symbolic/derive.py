@@ -200,6 +200,9 @@ def derive_kernels(model: SymbolicModel) -> KernelSet:
             Kernel("reduced_terms", ("q", "qd", "k"), (len(reduced.terms),),
                    _dense(reduced.terms),
                    "joint space: Mz, bz, ∂bz/∂z, ∂bz/∂ż, ∂Mz/∂z (symbolic/reduced.py)"),
+            Kernel("reduced_accelerations", ("q", "qd", "k"), (d * d + d,),
+                   _dense(reduced.terms[:d * d + d]),
+                   "joint space: Mz, bz alone (z̈ without its Jacobians)"),
             Kernel("reduced_basis", ("q", "k"), (n, d), reduced.basis, "J = ∂q/∂z"),
             Kernel("reduced_basis_q", ("q", "k"), (n, d * d), reduced.basis_q, "∂J/∂z"),
         ]

@@ -13,6 +13,7 @@ parameter set evaluates them once):
   reduced_terms      (q, q̇, k)       [Mz (d×d), bz (d), ∂bz/∂z (d×d), ∂bz/∂ż (d×d),
                                       ∂Mz/∂z (d×d×d, [a][b][w] = ∂Mz_ab/∂z_w)], row-major,
                                       in one function so that they share subexpressions
+  reduced_accelerations (q, q̇, k)    [Mz, bz] alone: z̈ without its Jacobians
   reduced_basis      (q, k)          J (n × d)
   reduced_basis_q    (q, k)          ∂J/∂z (n × d², [i][k d + w] = ∂J_ik/∂z_w)
 """
