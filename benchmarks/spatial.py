@@ -73,6 +73,9 @@ def costs(mech, count: int, repeat: int, z: list[str] | None) -> dict[str, float
         "qdd+J": per_state(lambda: mech.forward_dynamics_jacobians(q, qd), count, repeat),
     }
     if z is not None:
+        found["zdd"] = per_state(lambda: mech.independent_dynamics(q, qd, z=z,
+                                                                  jacobians=False),
+                                 count, repeat)
         found["zdd+J"] = per_state(lambda: mech.independent_dynamics(q, qd, z=z), count,
                                    repeat)
         mech.options.method = "unrolled"  # the KKT path (the joint space's is "auto" only)
@@ -181,6 +184,8 @@ def main() -> None:
     figures.insert(2, Figure("furuta q̈ + J in natural coordinates / double pendulum's",
                              furuta["qdd+J"] / planar["qdd+J"], "x", note=sizes_note))
     figures += [
+        Figure("furuta θ̈ (joint space) per state", furuta["zdd"] * 1e9, "ns",
+               note=f"planar double pendulum's q̈ {planar['qdd'] * 1e9:.0f} ns"),
         Figure("furuta θ̈ + J (joint space) per state", furuta["zdd+J"] * 1e9, "ns",
                note=f"KKT path {furuta['zdd+J kkt'] * 1e9:.0f} ns"),
         Figure("furuta θ̈ + J (joint space) / double pendulum's q̈ + J",
