@@ -32,6 +32,7 @@ from mbgen.model.mechanism import Mechanism
 from mbgen.model.spatial import Direction, Element, SpatialBody, SpatialCoordinate
 from mbgen.symbolic.kinematics import Kinematics, kinematics
 from mbgen.symbolic.model import SymbolicModel
+from mbgen.symbolic.spatial import file_value
 
 CHECKS = 3  # random placements J is checked at
 # Joint angles beyond which the joint-space kernels are not written: their code grows as
@@ -56,11 +57,6 @@ class _Turn:
     pivot: Element  # a point on its axis: the placed point of the body it turns
 
 
-def _file_vector(mechanism: Mechanism, element: Element) -> sp.Matrix:
-    item = (mechanism.points if element.kind == "point" else mechanism.vectors)[element.index]
-    return sp.Matrix([item.x, item.y, item.z])
-
-
 def _direction_elements(direction: Direction) -> list[Element]:
     if direction.vector is not None:
         return [Element("vector", direction.vector)]
@@ -83,7 +79,7 @@ class _Placement:
     """Elements placed with numbers at given joint angles, and the joints each moves with."""
 
     def __init__(self, mechanism: Mechanism, angles: dict[str, float]) -> None:
-        numbers = {p.symbol: p.value for p in mechanism.parameters}
+        numbers = mechanism.parameter_values
         self.angles = angles
         self.file: dict[Element, np.ndarray] = {}
         self.value: dict[Element, np.ndarray] = {}
@@ -92,8 +88,8 @@ class _Placement:
             *((Element("point", p.index), p) for p in mechanism.points),
             *((Element("vector", v.index), v) for v in mechanism.vectors)]
         for e, item in items:
-            self.file[e] = np.array([float(sp.sympify(c).xreplace(numbers))
-                                     for c in (item.x, item.y, item.z)])
+            self.file[e] = np.array(file_value(mechanism, e).xreplace(numbers), dtype=float
+                                    ).ravel()
             if item.fixed:
                 self.value[e], self.moves_with[e] = self.file[e], frozenset()
         self.turns: dict[str, _Turn] = {}
@@ -257,17 +253,15 @@ def _state(kin: Kinematics, placement: _Placement) -> np.ndarray:
 def _check(mechanism: Mechanism, kin: Kinematics, names: list[str], found: JointSpace,
            placements: list[_Placement], constraints: Callable[[np.ndarray], np.ndarray]
            ) -> str | None:
-    numbers = {p.symbol: p.value for p in mechanism.parameters}
-    entries = [(i, k, sp.lambdify(kin.q, e.xreplace(numbers), "numpy"))
-               for i, row in enumerate(found.basis) for k, e in enumerate(row) if e != 0]
+    # lambdify prints the model's own expressions (parameters already numbers): no user text
+    basis_at = sp.lambdify(kin.q, sp.Matrix(found.basis).xreplace(
+        mechanism.parameter_values), "numpy")
     scale = max(1.0, len(kin.q))
     for placement in placements:
         q = _state(kin, placement)
         if np.max(np.abs(constraints(q)), initial=0.0) > TOLERANCE * scale:
             return "the bodies placed by the joint angles leave a constraint open (a loop?)"
-        basis = np.zeros((len(kin.q), len(found.z)))
-        for i, k, f in entries:
-            basis[i, k] = f(*q)
+        basis = np.asarray(basis_at(*q), dtype=float)
         step = 1e-6
         for k in range(len(found.z)):
             tangent = (constraints(q + step * basis[:, k])
@@ -281,7 +275,7 @@ def _check(mechanism: Mechanism, kin: Kinematics, names: list[str], found: Joint
 def joint_space_of(model: SymbolicModel) -> JointSpace | str:
     """:func:`joint_space` of a symbolic model (its constraints evaluated with numbers)."""
     numbers = model.mechanism.parameter_values
-    phi = sp.lambdify(model.q, [sp.sympify(c.expr).xreplace(numbers)
-                                for c in model.constraints], "numpy")
+    phi = sp.lambdify(model.q, [c.expr.xreplace(numbers) for c in model.constraints],
+                      "numpy")
     return joint_space(model.mechanism, kinematics(model.mechanism),
                        lambda q: np.asarray(phi(*q), dtype=float))

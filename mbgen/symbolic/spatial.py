@@ -20,7 +20,8 @@ from mbgen.symbolic.differentiate import Differentiator
 from mbgen.symbolic.kinematics import Constraint, Kinematics
 
 
-def _file_value(mechanism: Mechanism, element: Element) -> sp.Matrix:
+def file_value(mechanism: Mechanism, element: Element) -> sp.Matrix:
+    """A point's or unit vector's placement in the file (in the parameters)."""
     if element.kind == "point":
         p = mechanism.points[element.index]
         return sp.Matrix([p.x, p.y, p.z])
@@ -50,7 +51,7 @@ def _elements(body: SpatialBody) -> list[Element]:
 
 
 def _file_basis(mechanism: Mechanism, body: SpatialBody) -> sp.Matrix:
-    return _directions(body, {e: _file_value(mechanism, e) for e in _elements(body)})
+    return _directions(body, {e: file_value(mechanism, e) for e in _elements(body)})
 
 
 def _moving_basis(kin: Kinematics, body: SpatialBody) -> sp.Matrix:
@@ -97,9 +98,9 @@ def constraints(mechanism: Mechanism, kin: Kinematics) -> list[Constraint]:
         inverse = x_file.inv()
         origin = _value(kin, Element("point", body.origin))
         for element in body.extra:
-            offset = _file_value(mechanism, element)
+            offset = file_value(mechanism, element)
             if element.kind == "point":
-                offset -= _file_value(mechanism, Element("point", body.origin))
+                offset -= file_value(mechanism, Element("point", body.origin))
             local = inverse * offset
             moving = _value(kin, element)
             if element.kind == "point":
@@ -136,8 +137,8 @@ def _joint_constraints(mechanism: Mechanism, kin: Kinematics) -> list[Constraint
         if joint.axes is not None:
             u, v = joint.axes
             now = sp.Matrix(kin.vector[u]).dot(sp.Matrix(kin.vector[v]))
-            file = _file_value(mechanism, Element("vector", u)).dot(
-                _file_value(mechanism, Element("vector", v)))
+            file = file_value(mechanism, Element("vector", u)).dot(
+                file_value(mechanism, Element("vector", v)))
             found.append(Constraint(f"{joint.name}: angle(u{u}, u{v}) = const", now - file))
     return found
 
