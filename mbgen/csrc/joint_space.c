@@ -165,12 +165,13 @@ int mb_joint_space_batch(mb_ws* w, long count, const double* q, long q_stride,
     const long dd = (long)d * d, dn = (long)d * n;
     const int nt = terms->nnz;
     const long blocks = terms->lanes ? count / MB_LANES : 0;
-    /* [entry][lane]: q, q̇, the constants, the terms */
-    double* scratch = blocks ? (double*)malloc(sizeof(double) * MB_LANES
-                                               * (size_t)(2 * n + nk + nt + 1)) : NULL;
+    /* [entry][lane]: q, q̇, the constants, the terms; then one lane's constants */
+    double* scratch = blocks ? (double*)malloc(sizeof(double) * ((size_t)MB_LANES
+                                               * (size_t)(2 * n + nk + nt) + nk + 1)) : NULL;
     if (blocks && !scratch) return MB_NO_MEMORY;
     double *ql = scratch, *qdl = ql + MB_LANES * n, *kl = qdl + MB_LANES * n;
     double* tl = kl + MB_LANES * (long)nk;
+    double* lane_k = tl + MB_LANES * (long)nt;
     double* t = w->kv[kernel];
     /* one parameter set for all: its constants once, in every lane */
     const double* shared = p_stride ? NULL : joint_constants(w, p);
@@ -190,16 +191,17 @@ int mb_joint_space_batch(mb_ws* w, long count, const double* q, long q_stride,
                         ql[i * MB_LANES + b] = q[(s + b) * q_stride + i];
                         qdl[i * MB_LANES + b] = qd[(s + b) * qd_stride + i];
                     }
-                    const double* k = shared ? NULL : joint_constants(w, p + (s + b) * p_stride);
+                    const double* k = shared ? NULL
+                                             : joint_constants(w, p + (s + b) * p_stride);
                     for (int i = 0; k && i < nk; ++i) kl[i * MB_LANES + b] = k[i];
                 }
                 terms->lanes(ql, qdl, kl, tl);
             }
             for (int i = 0; i < nt; ++i) t[i] = tl[i * MB_LANES + l];
-            st = joint_finish(w, t, qs, qd + s * qd_stride, Qs,
-                              shared ? shared : joint_constants(w, ps), zdd + s * d,
-                              Jz ? Jz + s * dd : NULL, Jzd ? Jzd + s * dd : NULL,
-                              JzQ ? JzQ + s * dn : NULL);
+            for (int i = 0; !shared && i < nk; ++i) lane_k[i] = kl[i * MB_LANES + l];
+            st = joint_finish(w, t, qs, qd + s * qd_stride, Qs, shared ? shared : lane_k,
+                              zdd + s * d, Jz ? Jz + s * dd : NULL,
+                              Jzd ? Jzd + s * dd : NULL, JzQ ? JzQ + s * dn : NULL);
         } else {
             st = mb_joint_space_one(w, qs, qd + s * qd_stride, Qs, ps, zdd + s * d,
                                     Jz ? Jz + s * dd : NULL, Jzd ? Jzd + s * dd : NULL,
