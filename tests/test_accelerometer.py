@@ -252,3 +252,27 @@ def test_the_filter_weighs_the_accelerometer_with_the_noise_the_prediction_appli
     assert not status.any()
     np.testing.assert_allclose((moved_qd - qd) / dt - qdd, np.einsum("ijk,ik->ij", basis,
                                                                      noise), atol=1e-6)
+
+
+def test_estimate_refuses_an_accelerometer_without_noise(tmp_path: Path, out_dir: Path
+                                                         ) -> None:
+    """The accelerometers' noise comes from the file only (`--noise-sensor` is the state
+    sensors'): one that declares none is bad input, named, and nothing is written."""
+    from click.testing import CliRunner
+
+    from mbgen.cli.conventions import EXIT_BAD_INPUT
+    from mbgen.cli.main import cli
+
+    path = tmp_path / "pendulum-imu.yaml"
+    path.write_text((SHIPPED_DIR / "double-pendulum.yaml").read_text() + "sensors:\n"
+                    "  - {type: encoder, coordinate: x1, name: enc, noise: 0.001}\n"
+                    "  - {type: accelerometer, body: 1, name: tip}\n")
+    readings = tmp_path / "s.csv"
+    readings.write_text("t,enc,tip.x,tip.y\n0,0.5,0,9.81\n0.01,0.5,0,9.81\n")
+    out = tmp_path / "e.csv"
+    refused = CliRunner().invoke(cli, ["estimate", str(path), "--data", str(readings),
+                                       "--out", str(out), "--noise-sensor", "0.01",
+                                       "--build-dir", str(out_dir)])
+    assert refused.exit_code == EXIT_BAD_INPUT, refused.output
+    assert "tip.x, tip.y of" in refused.output and "declare(s) no `noise`" in refused.output
+    assert not out.exists()

@@ -112,14 +112,13 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
         noise = mech.sensor_noise(sigma_s)
     except MbgenError as exc:
         raise click.BadParameter(f"{exc}, or here", param_hint="--noise-sensor") from None
-    try:  # the accelerometers' own units (m/s²): only from the file
-        mech.accelerometer_noise()
-    except MbgenError as exc:
-        raise click.UsageError(str(exc)) from None
+    # the accelerometers' own units (m/s²): only from the file (none declared: bad input)
+    accelerometer_noise = mech.accelerometer_noise()
     try:
         observer = ParticleFilter(mech, particles=particles, sigma_a=sigma_a,
                                   sigma_s=noise, seed=seed, spread=spread,
-                                  speed=speed, pool=pool, integrator=integrator)
+                                  speed=speed, pool=pool, integrator=integrator,
+                                  sigma_acc=accelerometer_noise)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     console = status_console
