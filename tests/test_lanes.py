@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import sympy as sp
 
-from mbgen.codegen.c_printer import element_names, kernel_body
+from mbgen.codegen.c_printer import element_names, eliminate, kernel_body
 from mbgen.codegen.kkt import KktProgram, kkt_program
 from mbgen.codegen.kkt_jacobians import JACOBIAN_TERMS
 from mbgen.codegen.kkt_steps import SolveStep
@@ -83,6 +83,32 @@ def test_a_kernel_reads_every_input_per_lane() -> None:
     lines = macros.kernel_body(body, True, "").splitlines()
     assert lines[2] == ("out[2 * MB_LANES + l] = "
                         "x[0 * MB_LANES + l] + p[0 * MB_LANES + l]*sin(q[1 * MB_LANES + l]);")
+
+
+def test_libm_calls_in_lanes_come_first_in_a_loop_of_their_own() -> None:
+    """A loop over the lanes that calls libm does not vectorize: each call (innermost
+    first, once) is stored per lane in the prelude with the temporaries its argument
+    reads and nothing else; the main loop reads the stored values and calls nothing."""
+    q1, q2, x0, p0 = sp.symbols("q1 q2 x0 p0")
+    elements = {q1: ("q", 1), q2: ("q", 2), x0: ("x", 0), p0: ("p", 0)}
+    inner = sp.sin(q1 * x0)
+    exprs = [p0 * sp.tanh(2 * inner * x0) + q2 ** 2 * (q2 + 1), inner * (q2 + 1) ** 2,
+             sp.sqrt(q2) + sp.Abs(q1)]
+    eliminated = eliminate(exprs)
+    body = eliminated.printed_in_lanes(element_names(elements, LANE_ARRAYS))
+    assert body.calls == ["f0", "f1"]
+    stored = [t for t in body.prelude if t.stored]
+    assert [t.name for t in stored] == ["f0", "f1"]
+    assert stored[0].value.startswith("sin(") and stored[1].value.startswith("tanh(")
+    # tanh reads sin's value (through CSE's t0), not a call of its own
+    assert "sin(" not in stored[1].value
+    assert [(t.name, t.value) for t in body.prelude if not t.stored] == [("t0", "f0[l]")]
+    main = [t.value for t in body.temporaries] + body.outputs
+    assert not any(re.search(r"\b(sin|tanh)\(", text) for text in main)
+    assert any("sqrt(" in text for text in main) and any("fabs(" in text for text in main)
+    # every temporary of the one-state body is computed, with the same expression
+    one = eliminated.printed(element_names(elements, LANE_ARRAYS))
+    assert [t.name for t in body.temporaries] == [t.name for t in one.temporaries]
 
 
 def test_long_programs_have_no_lanes() -> None:

@@ -8,7 +8,7 @@ statements around them are written by the templates (templates/c.j2, kernel_body
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sympy as sp
 from sympy.printing.c import C99CodePrinter
@@ -57,15 +57,33 @@ class KernelPrinter(C99CodePrinter):
 class Temporary:
     name: str
     value: str  # C expression
+    stored: bool = False  # a lane array's element name[l] rather than a const double
 
 
 @dataclass
 class KernelBody:
     """What a kernel computes, as printed expressions: the temporaries in order, then
-    out[k] = outputs[k]."""
+    out[k] = outputs[k]. In lanes, a loop over the lanes calling a libm function does not
+    vectorize: such calls are made first, in a loop of their own (``prelude``: the calls,
+    stored in the lane arrays ``calls``, and the temporaries their arguments need), and
+    the main loop reads their values."""
 
     temporaries: list[Temporary]
     outputs: list[str]
+    prelude: list[Temporary] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
+
+
+def calls_out_of_line(expr: sp.Basic) -> bool:
+    """Whether the printed C of ``expr`` (itself, not its arguments) is a libm call: any
+    function but fabs, and powers other than KernelPrinter's products and square roots."""
+    if isinstance(expr, sp.Function):
+        return not isinstance(expr, sp.Abs)
+    if isinstance(expr, sp.Pow):
+        exp = expr.exp
+        return not ((exp.is_Integer and abs(int(exp)) <= 4)
+                    or exp in (sp.Rational(1, 2), -sp.Rational(1, 2)))
+    return False
 
 
 @dataclass
@@ -81,6 +99,41 @@ class Eliminated:
         printer = KernelPrinter({**names, **{s: str(s) for s, _ in self.replacements}})
         return KernelBody([Temporary(str(s), printer.doprint(v)) for s, v in self.replacements],
                           [printer.doprint(v) for v in self.reduced])
+
+    def printed_in_lanes(self, names: Mapping[sp.Symbol, str]) -> KernelBody:
+        """The expressions printed for lanes (``names``: element k of lane l): the libm
+        calls hoisted into the prelude, each with the same argument as in ``printed``, so
+        every lane still computes what the one-state code does, bit for bit."""
+        calls: dict[sp.Basic, sp.Symbol] = {}
+        numbered = sp.numbered_symbols("f")
+        items: list[tuple[sp.Symbol, sp.Expr]] = []
+
+        def hoisted(expr: sp.Expr) -> sp.Expr:
+            """``expr`` reading its calls' symbols; each new call (innermost first) is
+            appended to ``items``."""
+            for node in sp.postorder_traversal(expr):
+                if node not in calls and calls_out_of_line(node):
+                    symbol = next(numbered)
+                    items.append((symbol, node.xreplace(calls)))
+                    calls[node] = symbol
+            return expr.xreplace(calls) if calls else expr
+
+        for symbol, value in self.replacements:
+            items.append((symbol, hoisted(value)))
+        outputs = [hoisted(value) for value in self.reduced]
+        call_symbols = set(calls.values())
+        needed = set(call_symbols)
+        for symbol, value in reversed(items):  # what the calls' arguments read
+            if symbol in needed:
+                needed |= value.free_symbols
+        printer = KernelPrinter({**names, **{s: str(s) for s, _ in items},
+                                 **{f: f"{f}[l]" for f in call_symbols}})
+        return KernelBody(
+            [Temporary(str(s), printer.doprint(v)) for s, v in items if s not in call_symbols],
+            [printer.doprint(v) for v in outputs],
+            [Temporary(str(s), printer.doprint(v), stored=s in call_symbols)
+             for s, v in items if s in needed],
+            [str(f) for f in calls.values()])
 
 
 def element_names(elements: Mapping[sp.Symbol, tuple[str, int]],

@@ -70,8 +70,8 @@ def kernel_data(kernel: Kernel, elements: dict[sp.Symbol, tuple[str, int]],
         "rows": [index[0] for index, _ in kernel.entries],
         "cols": [index[1] for index, _ in kernel.entries] if len(kernel.shape) > 1 else [],
         "body": eliminated.printed(element_names(elements)),
-        "lane_body": (eliminated.printed(element_names(elements, LANE_ARRAYS)) if lanes
-                      else None),
+        "lane_body": (eliminated.printed_in_lanes(element_names(elements, LANE_ARRAYS))
+                      if lanes else None),
     }
 
 
