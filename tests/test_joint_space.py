@@ -150,6 +150,33 @@ def test_a_bad_state_fails_alone_in_a_joint_space_batch(furuta: CompiledMechanis
     assert np.isfinite(zdd[good]).all() and np.isfinite(jz[good]).all()
 
 
+def test_joint_space_lanes_give_each_state_alone_bit_for_bit(furuta: CompiledMechanism) -> None:
+    """19 states, each with its own parameters and force: two blocks of 8 in lanes (the
+    terms, J and the finish of Mz⁻¹ side by side) and a tail of 3 alone give exactly what
+    each state gives in a call of its own; a state whose Mz is not positive definite (a
+    negative mass in its parameter set) fails alone in its block, with its status."""
+    count = 19
+    rng = np.random.default_rng(13)
+    names = list(furuta.parameters)
+    params = np.tile(list(furuta.parameters.values()), (count, 1))
+    params *= rng.uniform(0.9, 1.1, params.shape)
+    params[:, names.index("c1")] = rng.uniform(0.0, 0.01, count)  # tanh's calls, hoisted
+    q, qd = joint_states(furuta, count, seed=14)
+    forces = rng.normal(0.0, 0.3, q.shape)
+    params[5, names.index("m2")] = -1.0
+    params[5, names.index("J2p")] = -1.0
+    *batch, status = furuta.independent_dynamics(q, qd, forces, z=Z, params=params,
+                                                 errors="status")
+    assert np.flatnonzero(status).tolist() == [5]
+    assert status[5] == furuta.lib.MB_SINGULAR_MASS and np.isnan(batch[0][5]).all()
+    for k in range(count):
+        if k == 5:
+            continue
+        alone = furuta.independent_dynamics(q[k], qd[k], forces[k], z=Z, params=params[k])
+        for part, values in zip(alone, batch, strict=True):
+            assert np.array_equal(values[k], part), k
+
+
 def test_a_serial_arm_in_joint_space_agrees_with_the_kkt_path(
         tmp_path: Path, out_dir: Path) -> None:
     import mbgen

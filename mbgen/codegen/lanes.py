@@ -24,7 +24,8 @@ JACOBIAN_LANE_KERNELS = ("forces_q", "forces_qd", "mass_v_q", "phiqT_lam_q", "dp
 # ... and the joint-space terms of batched z̈ with (and without) its Jacobians
 # (joint_space.c), where their body stays under LANE_STATEMENTS (the Furuta pendulum's
 # has ~230)
-JOINT_SPACE_LANE_KERNELS = ("reduced_terms", "reduced_accelerations")
+JOINT_SPACE_LANE_KERNELS = ("reduced_terms", "reduced_accelerations", "reduced_basis",
+                            "reduced_basis_q")
 # Statements of the factor and solve above which there are no KKT lanes (the five-bar has
 # ~190, the pick-and-place robot over 1 000): one loop body that long would slow the C
 # compiler more than the lanes gain; such mechanisms run the one-state code

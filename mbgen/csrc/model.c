@@ -239,8 +239,7 @@ static void layout(mb_ws* w, arena* a, int flags)
     if (model->joint_d) {  /* joint_space.c: Mz's factor and inverse, a right-hand side,
                               the parameters of the constants */
         const size_t j = (size_t)model->joint_d;
-        w->joint = (double*)take(a, D * (2 * j * j + j * (j > n ? j : n)
-                                         + (size_t)model->np + 1));
+        w->joint = (double*)take(a, D * (3 * j * j + (size_t)model->np + 1));
     }
     if (flags & MB_WS_JACOBIANS) {
         if (dense) {
