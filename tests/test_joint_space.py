@@ -177,12 +177,13 @@ def test_joint_space_lanes_give_each_state_alone_bit_for_bit(furuta: CompiledMec
             assert np.array_equal(values[k], part), k
 
 
+@pytest.mark.parametrize("joints", [3, 4])  # the finish in lanes (d <= 3), or per state
 def test_a_serial_arm_in_joint_space_agrees_with_the_kkt_path(
-        tmp_path: Path, out_dir: Path) -> None:
+        tmp_path: Path, out_dir: Path, joints: int) -> None:
     import mbgen
 
     path = tmp_path / "arm.yaml"
-    path.write_text(spatial_chain_yaml(3, joint_angles=True))
+    path.write_text(spatial_chain_yaml(joints, joint_angles=True))
     arm = mbgen.load(str(path), out_dir=str(out_dir))
     q, qd = joint_states(arm, 10, seed=11)
     forces = np.random.default_rng(12).normal(0.0, 0.5, q.shape)
