@@ -65,13 +65,17 @@ from mbgen.symbolic import build_symbolic_model, derive_kernels
 # q̈ and q̈ + J within noise) but cost the four-bar's gcc 0.20 → 0.16 s of a cold build;
 # the lane functions' loops still vectorize
 # -pipe: no temporary assembly file between the compiler and the assembler (a few ms)
+# -fno-math-errno: sqrt is the instruction (the same number; nothing reads errno), so a
+# lane loop with a square root vectorizes (c_printer.py hoists only real calls)
 KERNEL_FLAGS = ["-O1", "-ftree-loop-vectorize", "-pipe", "-fPIC", "-std=gnu99",
                 "-fno-strict-aliasing", "-fvisibility=hidden", "-ffp-contract=off",
-                "-fno-trapping-math", "-w"]
+                "-fno-trapping-math", "-fno-math-errno", "-w"]
 # -fno-tree-loop-distribute-patterns: core.h's mb_copy/mb_zero stay inline loops;
-# -fno-trapping-math as above (the lane partition's pivot search)
+# -fno-trapping-math, -fno-math-errno as above (the lane partition's pivot search, the
+# joint-space finish's square roots in lanes)
 CORE_FLAGS = ["-O3", "-fPIC", "-std=c99", "-fvisibility=hidden", "-ffp-contract=off",
-              "-fno-tree-loop-distribute-patterns", "-fno-trapping-math", "-Wall",
+              "-fno-tree-loop-distribute-patterns", "-fno-trapping-math", "-fno-math-errno",
+              "-Wall",
               "-Werror=implicit", "-Werror=incompatible-pointer-types",
               "-Werror=int-conversion"]
 GLUE_FLAGS = ["-O0", "-fPIC", "-w", "-Werror=incompatible-pointer-types",

@@ -56,6 +56,29 @@ static inline void joint_times(const double* A, int d, const double* B, int cols
     }
 }
 
+/* Mz⁻¹ = L⁻ᵀ L⁻¹ from Mz's Cholesky factor L: mb_cholesky_solve on the identity, with the
+ * pivots' reciprocals multiplied (d divisions instead of 2 d²); per lane the same in
+ * joint_lanes_finish_d */
+static inline __attribute__((always_inline)) void joint_inverse(const double* L, const int d,
+                                                                double* inverse)
+{
+    double reciprocal[d];
+    for (int i = 0; i < d; ++i) reciprocal[i] = 1.0 / L[i * d + i];
+    for (int i = 0; i < d * d; ++i) inverse[i] = i % (d + 1) == 0;
+    for (int i = 0; i < d; ++i)
+        for (int c = 0; c < d; ++c) {
+            double v = inverse[i * d + c];
+            for (int k = 0; k < i; ++k) v -= L[i * d + k] * inverse[k * d + c];
+            inverse[i * d + c] = v * reciprocal[i];
+        }
+    for (int i = d - 1; i >= 0; --i)
+        for (int c = 0; c < d; ++c) {
+            double v = inverse[i * d + c];
+            for (int k = i + 1; k < d; ++k) v -= L[k * d + i] * inverse[k * d + c];
+            inverse[i * d + c] = v * reciprocal[i];
+        }
+}
+
 /* The rest of one state from its terms t (the reduced_terms kernel's values, or without
  * Jacobians the reduced_accelerations kernel's, its first d² + d): Mz⁻¹ once
  * (d is small), then every result is one product with it. Inlined into `joint_finish`
@@ -80,8 +103,7 @@ static inline __attribute__((always_inline)) int joint_finish_d(
     mb_copy(L, mass, (long)d * d);
     int st = mb_cholesky(L, d, w->opt->mass_tol);
     if (st) return st;
-    for (int i = 0; i < d * d; ++i) inverse[i] = i % (d + 1) == 0;
-    mb_cholesky_solve(L, d, inverse, d);
+    joint_inverse(L, d, inverse);
     for (int a = 0; a < d; ++a) B[a] = -bias[a];
     const mb_kernel* basis = &model->kernel[MB_K_REDUCED_BASIS];
     double* J = w->kv[MB_K_REDUCED_BASIS];
@@ -166,6 +188,10 @@ typedef struct {
 
 #define W MB_LANES
 #define LANE(i) ((long)(i) * W)
+/* The finish in lanes is written out for each d up to this: unrolled for d = 4 to 6 too it
+ * made the core's compilation 1.3 -> 3.4 s for 13 % of a 6-DOF arm's z̈ (365 -> 317 ns);
+ * there each state's finish runs alone from its lane's terms. */
+#define LANE_FINISH_D 3
 
 /* MB_LANES doubles, one per lane, as one value: its arithmetic is the scalar code's lane
  * by lane (so the same numbers), and vectorized whatever the compiler proves about aliasing
@@ -240,25 +266,23 @@ static inline __attribute__((always_inline)) void joint_lanes_finish_d(
             AT(L + LANE(i * d + j)) = t / AT(pivot);
         }
     }
+    double reciprocal[LANE(LANE_FINISH_D)];  /* joint_inverse per lane */
+    for (int i = 0; i < d; ++i) AT(reciprocal + LANE(i)) = one / AT(L + LANE(i * d + i));
     for (int i = 0; i < d * d; ++i) AT(inverse + LANE(i)) = i % (d + 1) == 0 ? one : zero;
-    for (int i = 0; i < d; ++i) {  /* mb_cholesky_solve(L, d, inverse, d) */
-        const lanes_v pivot = AT(L + LANE(i * d + i));
+    for (int i = 0; i < d; ++i)
         for (int c = 0; c < d; ++c) {
             lanes_v v = AT(inverse + LANE(i * d + c));
             for (int k = 0; k < i; ++k)
                 v -= AT(L + LANE(i * d + k)) * AT(inverse + LANE(k * d + c));
-            AT(inverse + LANE(i * d + c)) = v / pivot;
+            AT(inverse + LANE(i * d + c)) = v * AT(reciprocal + LANE(i));
         }
-    }
-    for (int i = d - 1; i >= 0; --i) {
-        const lanes_v pivot = AT(L + LANE(i * d + i));
+    for (int i = d - 1; i >= 0; --i)
         for (int c = 0; c < d; ++c) {
             lanes_v v = AT(inverse + LANE(i * d + c));
             for (int k = i + 1; k < d; ++k)
                 v -= AT(L + LANE(k * d + i)) * AT(inverse + LANE(k * d + c));
-            AT(inverse + LANE(i * d + c)) = v / pivot;
+            AT(inverse + LANE(i * d + c)) = v * AT(reciprocal + LANE(i));
         }
-    }
     for (int i = 0; i < d; ++i) AT(B + LANE(i)) = -AT(bias + LANE(i));
     if (with_Q)
         for (int e = 0; e < basis->nnz; ++e) {
@@ -324,11 +348,6 @@ static void joint_lanes_finish(joint_lanes* a, const mb_ws* w, int with_Q, int w
                                  want_JzQ); break;
     }
 }
-
-/* The finish in lanes is written out for each d up to this: unrolled for d = 4 to 6 too it
- * made the core's compilation 1.3 -> 3.4 s for 13 % of a 6-DOF arm's z̈ (365 -> 317 ns);
- * there each state's finish runs alone from its lane's terms. */
-#define LANE_FINISH_D 3
 
 /* Whether the finish runs in lanes: d is small, and the J kernels it needs have lane
  * functions (the code generator gives them where their code stays short). */
