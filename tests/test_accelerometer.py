@@ -141,8 +141,8 @@ def test_a_misplaced_accelerometer_gets_a_located_error(line: str, message: str)
 
 def test_the_commands_show_and_write_the_accelerometer(tmp_path: Path, out_dir: Path) -> None:
     """`info` lists it apart from the sensors, `simulate --with sensors` and
-    `--sensors-out` write its columns, and `identify`, which does not take them, says why
-    a mechanism with only an accelerometer has nothing it reads."""
+    `--sensors-out` write its columns, and `identify`, which takes them only alongside
+    sensors of the state, says why a mechanism with only an accelerometer is refused."""
     from click.testing import CliRunner
 
     from mbgen.cli.conventions import EXIT_USAGE
@@ -169,8 +169,8 @@ def test_the_commands_show_and_write_the_accelerometer(tmp_path: Path, out_dir: 
                                        "--params", "m1", "--out", str(tmp_path / "i.csv"),
                                        *build])
     assert refused.exit_code == EXIT_USAGE, refused.output
-    assert "accelerometers (tip.x, tip.y) read q̈, which identification does not take" in \
-        " ".join(refused.output.split())
+    assert ("accelerometers (tip.x, tip.y) read q̈, which identification takes alongside "
+            "sensors of the state only") in " ".join(refused.output.split())
     assert not (tmp_path / "i.csv").exists()
     alone = CliRunner().invoke(cli, ["estimate", str(path), "--data", str(readings),
                                      "--out", str(tmp_path / "e.csv"), *build])
@@ -181,9 +181,12 @@ def test_the_commands_show_and_write_the_accelerometer(tmp_path: Path, out_dir: 
 
 def test_estimate_reads_the_accelerometers_columns(tmp_path: Path, out_dir: Path) -> None:
     """`simulate --sensors-out` writes the sensors' and the accelerometers' columns and
-    `estimate` takes them all; `identify` says it leaves the accelerometers' out."""
+    `estimate` and `identify` take them all; `identify` also takes a file without the
+    accelerometers' columns (no readings), with another result."""
+    import yaml
     from click.testing import CliRunner
 
+    from mbgen.cli.conventions import EXIT_UNTRUSTED, untrusted_path
     from mbgen.cli.main import cli
 
     path = tmp_path / "pendulum-imu.yaml"
@@ -202,11 +205,18 @@ def test_estimate_reads_the_accelerometers_columns(tmp_path: Path, out_dir: Path
                                    str(out), "--particles", "200", *build])
     assert ran.exit_code == 0, ran.output
     assert out.read_text().splitlines()[0].startswith("t,x1")
-    used = CliRunner().invoke(cli, ["identify", str(path), "--data", str(readings),
-                                    "--params", "m1", "--out", str(tmp_path / "i.csv"),
-                                    *build])
-    assert "accelerometers' readings (tip.x, tip.y) are not used" in " ".join(
-        used.output.split())
+    encoder_only = tmp_path / "enc.csv"
+    encoder_only.write_text("\n".join(",".join(line.split(",")[:2])
+                                      for line in readings.read_text().splitlines()) + "\n")
+    found = {}
+    for data in (readings, encoder_only):
+        out = tmp_path / f"i-{data.stem}.yaml"
+        used = CliRunner().invoke(cli, ["identify", str(path), "--data", str(data),
+                                        "--params", "m", "--out", str(out), *build])
+        assert used.exit_code in (0, EXIT_UNTRUSTED), used.output
+        written = out if used.exit_code == 0 else untrusted_path(out)
+        found[data.stem] = yaml.safe_load(written.read_text())
+    assert found["s"] != found["enc"]  # the accelerometer's readings count
 
 
 def test_a_drawing_marks_the_accelerometer_where_it_sits(furuta_imu, tmp_path: Path) -> None:

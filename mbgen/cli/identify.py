@@ -114,14 +114,12 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
     mech, _ = load_with_status(file, build_dir)
     if not mech.sensor_labels:
         raise click.UsageError(no_sensors(file, mech.accelerometer_labels,
-                                          "which identification does not take"))
+                                          "which identification takes alongside sensors "
+                                          "of the state only"))
     names = [name.strip() for name in params.split(",") if name.strip()]
+    # the accelerometers' columns may be left out (empty: no readings)
     t, readings = read_readings(data_path, mech.sensor_labels,
-                                ignored=mech.accelerometer_labels)
-    if mech.accelerometer_labels:
-        status_console.print(f"[yellow]![/] the accelerometers' readings "
-                             f"({', '.join(mech.accelerometer_labels)}) are not used: "
-                             "identification takes the sensors that read the state")
+                                optional=mech.accelerometer_labels)
     commands = None if inputs_path is None else read_commands(mech, file, inputs_path, t)
     # the Jacobian's blocks: about 60 w² doubles a step for w unknowns a state (n, or the
     # dof in independent coordinates, whose states also map z to q: a few n² more; twice
@@ -158,7 +156,12 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
     if plot:
         labels = [f"{label} [{unit}]" for label, unit in zip(mech.sensor_labels,
                                                              mech.sensor_units, strict=True)]
-        status_console.print(f"  wrote {_plot(result, t, readings, labels, written)}")
+        labels += [f"{label} [m/s²]" for label in mech.accelerometer_labels]
+        read = [k for k in range(len(labels)) if k < len(mech.sensor_labels)
+                or not np.isnan(readings[:, k]).all()]  # not accelerometers without data
+        picture = _plot(t, readings[:, read], result.fitted[:, read],
+                        [labels[k] for k in read], written)
+        status_console.print(f"  wrote {picture}")
     if not trusted:
         raise UntrustedResultError(distrust(result, written, out_path))
 
@@ -263,8 +266,9 @@ def _write_yaml(path: Path, result: Identification, source: Path, data: Path) ->
     atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
-def _plot(result: Identification, t: np.ndarray, readings: np.ndarray, labels: list[str],
+def _plot(t: np.ndarray, readings: np.ndarray, fitted: np.ndarray, labels: list[str],
           out_path: Path) -> Path:
+    """Each reading (N, outputs) against the identified model's (``fitted``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -276,7 +280,7 @@ def _plot(result: Identification, t: np.ndarray, readings: np.ndarray, labels: l
                              squeeze=False)
     for k, (ax, label) in enumerate(zip(axes[:, 0], labels, strict=True)):
         ax.plot(t, readings[:, k], ".", ms=2, label="measured")
-        ax.plot(t, result.fitted[:, k], "-", lw=1, label="identified model")
+        ax.plot(t, fitted[:, k], "-", lw=1, label="identified model")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[0, 0].legend(loc="upper right")

@@ -66,7 +66,7 @@ class Identification:
     t: Array  # (K + 1,) the state grid
     q: Array  # (K + 1, n)
     v: Array  # (K + 1, n)
-    fitted: Array  # (N, sensor outputs): the model's readings at the solution
+    fitted: Array  # (N, the readings' columns): the model's readings at the solution
     cost: float
     iterations: int
     converged: bool
@@ -136,14 +136,14 @@ class IdentificationProblem(ProblemLayout):
         n, steps, rows = mech.n, self.steps, self.impulses.rows
         # white process noise: a substep's impulses are 1/√substeps of a sample period's
         scale, scale_p = self.inertia_scale(p)
+        if not scale > 0.0:  # a trial point without inertia: refused
+            return np.full(self.size, np.nan), None
         w_dyn = np.sqrt(s.substeps) / (s.impulse_noise * scale)
         w_con = 1.0 / s.constraint_noise
         out = self.impulses.evaluate(q, v, p, self.commands, jacobian)
-        qs, vs = q[self.obs_state], v[self.obs_state]
-        h_all = mech.sensors(qs, vs, p)
-        pick = np.arange(len(self.obs_state))
+        model, hq, hv, hp = self.readings(q, v, p, jacobian)
         w_obs = self.sensor_weight[self.obs_sensor]
-        obs = (h_all[pick, self.obs_sensor] - self.obs_value) * w_obs
+        obs = (model - self.obs_value) * w_obs
         jac0 = mech.phi_q(q[0], p)[rows]
         initial = np.concatenate([mech.phi(q[0], p)[rows], jac0 @ v[0]]) * w_con
         theta = x[self.state_size:]
@@ -164,9 +164,7 @@ class IdentificationProblem(ProblemLayout):
         assert out.ru_p is not None and out.rq_p is not None  # Jacobians were asked for
         dynamics_p = (np.concatenate([out.ru_p[:, :, sel], out.rq_p[:, :, sel]], axis=1)
                       - impulses[:, :, None] * (scale_p / scale))  # w_dyn's own derivative
-        hq = mech.sensors_q(qs, vs, p)[pick, self.obs_sensor]
-        hv = mech.sensors_qd(qs, vs, p)[pick, self.obs_sensor]
-        hp = mech.sensors_p(qs, vs, p)[pick, self.obs_sensor][:, sel]
+        assert hq is not None and hv is not None and hp is not None  # asked for
         r0 = len(rows)
         init = np.zeros((1, 2 * r0, 2 * n))
         init[0, :r0, :n] = jac0
@@ -180,7 +178,7 @@ class IdentificationProblem(ProblemLayout):
         groups = [  # impulses (IMPULSES), readings, initial constraints, priors
             RowBlocks(2 * n * np.arange(steps), dynamics * w_dyn, dynamics_p * w_dyn),
             RowBlocks(2 * n * self.obs_state, (np.hstack([hq, hv]) * w_obs[:, None])[:, None],
-                      (hp * w_obs[:, None])[:, None]),
+                      (hp[:, sel] * w_obs[:, None])[:, None]),
             RowBlocks(np.zeros(1, dtype=int), init * w_con, init_p[None] * w_con),
             RowBlocks(np.zeros(count, dtype=int), np.zeros((count, 1, 0)), priors),
         ]
@@ -418,11 +416,16 @@ def _starting_values(mech: CompiledMechanism, names: list[str],
 
 
 def _checked_readings(mech: CompiledMechanism, recording: Recording) -> Array:
-    """The readings (N, sensor outputs), checked against the mechanism with the commands."""
+    """The readings (N, sensor outputs [+ accelerometer outputs]), checked against the
+    mechanism with the commands."""
     readings = np.asarray(recording.readings, dtype=float)
-    if readings.ndim != 2 or readings.shape[1] != len(mech.sensor_labels):
+    sensors, accelerometers = mech.sensor_labels, mech.accelerometer_labels
+    if readings.ndim != 2 or readings.shape[1] not in (
+            len(sensors), len(sensors) + len(accelerometers)):
+        also = (f", then optionally one per accelerometer output "
+                f"({', '.join(accelerometers)})" if accelerometers else "")
         raise IdentificationError(f"readings must have one column per sensor output "
-                                  f"({', '.join(mech.sensor_labels)})")
+                                  f"({', '.join(sensors)}){also}")
     if recording.commands is not None and recording.commands.shape[1] != len(
             mech.meta.get("actuators", [])):
         raise IdentificationError("commands must have one column per actuator")

@@ -36,6 +36,7 @@ from mbgen.estimation.identification_inputs import (
 )
 from mbgen.estimation.impulses import ImpulseModel
 from mbgen.estimation.problem_layout import ProblemLayout
+from mbgen.numerics.batched import transposed_vector
 from mbgen.numerics.least_squares import BlockJacobian, RowBlocks
 from mbgen.runtime.compiled import CompiledMechanism
 
@@ -147,10 +148,9 @@ class IndependentProblem(ProblemLayout):
         w = self.weight
         ru = (zd[1:] - zd[:-1] - h * zdd) @ w.T
         rq = ((z[1:] - z[:-1]) / h - zdm) @ w.T
-        qs, vs = q[self.obs_state], v[self.obs_state]
-        pick = np.arange(len(self.obs_state))
+        model, hq, hv, h_p = self.readings(q, v, p, jacobian)
         w_obs = self.sensor_weight[self.obs_sensor]
-        obs = (mech.sensors(qs, vs, p)[pick, self.obs_sensor] - self.obs_value) * w_obs
+        obs = (model - self.obs_value) * w_obs
         theta = x[self.state_size:]
         prior = (theta[self.prior_index] - self.prior_mean) * self.prior_weight
         residual = np.concatenate([np.hstack([ru, rq]).ravel(), obs, prior])
@@ -174,20 +174,19 @@ class IndependentProblem(ProblemLayout):
                  + a_force @ forces_p)[:, :, sel]
         dynamics_p = np.concatenate([w @ (-h * zdd_p), np.zeros((steps, d, len(sel)))],
                                     axis=1)
-        hq, hv = mech.sensors_q(qs, vs, p), mech.sensors_qd(qs, vs, p)
-        r_map, v_z = self._state_maps(qs, vs, p)
-        h_z = hq @ r_map + hv @ v_z
-        h_w = hv @ r_map
-        h_p = mech.sensors_p(qs, vs, p)[:, :, sel]
-        observed = np.concatenate([h_z[pick, self.obs_sensor], h_w[pick, self.obs_sensor]],
-                                  axis=1) * w_obs[:, None]
+        assert hq is not None and hv is not None and h_p is not None  # asked for
+        # through each reading's state: ∂q/∂z = R, ∂q̇/∂z = V_z, ∂q̇/∂ż = R
+        r_map, v_z = self._state_maps(q[self.obs_state], v[self.obs_state], p)
+        h_z = transposed_vector(r_map, hq) + transposed_vector(v_z, hv)
+        h_w = transposed_vector(r_map, hv)
+        observed = np.concatenate([h_z, h_w], axis=1) * w_obs[:, None]
         count = len(self.prior_index)
         priors = np.zeros((count, 1, len(sel)))
         priors[np.arange(count), 0, self.prior_index] = self.prior_weight
         groups = [  # impulses, readings, initial constraints (none here), priors
             RowBlocks(2 * d * np.arange(steps), dynamics, dynamics_p),
             RowBlocks(2 * d * self.obs_state, observed[:, None],
-                      (h_p[pick, self.obs_sensor] * w_obs[:, None])[:, None]),
+                      (h_p[:, sel] * w_obs[:, None])[:, None]),
             RowBlocks(np.zeros(0, dtype=int), np.zeros((0, 0, 0)), np.zeros((0, 0, len(sel)))),
             RowBlocks(np.zeros(count, dtype=int), np.zeros((count, 1, 0)), priors),
         ]

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from mbgen.estimation.identification_inputs import Recording, Settings, check_recording
+from mbgen.estimation.impulses import ImpulseModel
 from mbgen.runtime.compiled import CompiledMechanism
 
 Array = np.ndarray
@@ -18,9 +19,11 @@ class ProblemLayout:
     """The step grid ``t`` (K + 1,) of step ``h``, the selected parameters and the whole
     vector ``base`` they sit in, the priors (index, mean, weight) and the observed readings
     (sample, output, value, state, weight). A subclass sets ``state_size``: the unknowns
-    are the states' (state_size,) then the selected parameters."""
+    are the states' (state_size,) then the selected parameters, and ``impulses``: the
+    step's model, whose input forces the accelerometers' q̈ takes too."""
 
     state_size: int
+    impulses: ImpulseModel
 
     def __init__(self, mech: CompiledMechanism, recording: Recording, names: Sequence[str],
                  settings: Settings, priors: Mapping[str, tuple[float, float]]) -> None:
@@ -36,11 +39,24 @@ class ProblemLayout:
         all_names = list(mech.parameters)
         self.selected = np.array([all_names.index(name) for name in names], dtype=int)
         self.base = mech.parameter_vector
-        self.sensor_weight = 1.0 / mech.sensor_noise()
+        # the readings' columns: the sensors' outputs, then (where given) the accelerometers'
+        self.sensor_count = len(mech.sensor_labels)
         observed = ~np.isnan(recording.readings)
+        noise = mech.sensor_noise()
+        if observed[:, self.sensor_count:].any():
+            noise = np.concatenate([noise, mech.accelerometer_noise()])
+        self.sensor_weight = 1.0 / noise
         self.obs_step, self.obs_sensor = np.nonzero(observed)  # sample, output
         self.obs_value = recording.readings[observed]
         self.obs_state = self.obs_step * settings.substeps
+        # the samples an accelerometer read (their q̈ once each), and each such reading's
+        acc = self.obs_sensor >= self.sensor_count
+        self.acc_samples, self.acc_row = np.unique(self.obs_step[acc], return_inverse=True)
+        self.commands_at_samples = recording.commands
+        actuators = len(mech.meta.get("actuators", []))
+        self.acc_commands = (np.zeros((len(self.acc_samples), actuators))
+                             if recording.commands is None
+                             else np.asarray(recording.commands)[self.acc_samples])
 
     def parameters(self, x: Array) -> Array:
         """The whole parameter vector of the unknowns x."""
@@ -53,10 +69,66 @@ class ProblemLayout:
         raise NotImplementedError
 
     def fitted(self, x: Array, readings_shape: tuple[int, int]) -> Array:
-        """The model's readings at the samples' states of x."""
+        """The model's readings (N, outputs of ``readings_shape``: the sensors', then the
+        accelerometers' if the readings have their columns) at the samples' states of x."""
         q, v, p = self.split(x)
         states = np.arange(self.samples) * self.settings.substeps
-        return self.mech.sensors(q[states], v[states], p).reshape(readings_shape)
+        mech, samples = self.mech, len(states)
+        fitted = mech.sensors(q[states], v[states], p).reshape(samples, self.sensor_count)
+        if readings_shape[1] > self.sensor_count:
+            commands = (np.zeros((samples, len(mech.meta.get("actuators", []))))
+                        if self.commands_at_samples is None else self.commands_at_samples)
+            forces = self.impulses.input_forces(commands, p)
+            qdd, _ = mech.forward_dynamics(q[states], v[states], forces, p, errors="status")
+            fitted = np.hstack([fitted, mech.accelerometers(q[states], qdd, p).reshape(
+                samples, -1)])
+        return fitted
+
+    def readings(self, q: Array, v: Array, p: Array, jacobian: bool
+                 ) -> tuple[Array, Array | None, Array | None, Array | None]:
+        """The model's value of each observed reading (obs,) at its sample's state, and with
+        ``jacobian`` its derivatives with respect to that state's q and v (obs, n) each and
+        the whole parameter vector (obs, parameters). A sensor reads h(q, v); an
+        accelerometer a(q, q̈) with q̈ the forward dynamics (the file's smooth friction) at
+        the state and the sample's commands."""
+        mech = self.mech
+        count, n = len(self.obs_state), mech.n
+        value = np.empty(count)
+        d_q, d_v = np.zeros((count, n)), np.zeros((count, n))
+        d_p = np.zeros((count, len(p)))
+        sensor = np.flatnonzero(self.obs_sensor < self.sensor_count)
+        if sensor.size:
+            qs, vs = q[self.obs_state[sensor]], v[self.obs_state[sensor]]
+            pick = (np.arange(sensor.size), self.obs_sensor[sensor])
+            value[sensor] = mech.sensors(qs, vs, p)[pick]
+            if jacobian:
+                d_q[sensor] = mech.sensors_q(qs, vs, p)[pick]
+                d_v[sensor] = mech.sensors_qd(qs, vs, p)[pick]
+                d_p[sensor] = mech.sensors_p(qs, vs, p)[pick]
+        acc = np.flatnonzero(self.obs_sensor >= self.sensor_count)
+        if acc.size:
+            states = self.acc_samples * self.settings.substeps
+            qa, va = q[states], v[states]
+            forces, forces_p = self.impulses.input_forces_p(self.acc_commands, p)
+            pick = (self.acc_row, self.obs_sensor[acc] - self.sensor_count)
+            # a trial point whose dynamics fail (a mass through zero) gives NaN: refused
+            if not jacobian:
+                qdd, _ = mech.forward_dynamics(qa, va, forces, p, errors="status")
+                value[acc] = mech.accelerometers(qa, qdd, p)[pick]
+                return value, None, None, None
+            qdd, qdd_q, qdd_v, qdd_force, _ = mech.forward_dynamics_jacobians(
+                qa, va, forces, p, errors="status")
+            value[acc] = mech.accelerometers(qa, qdd, p)[pick]
+            a_qdd = mech.accelerometers_qdd(qa, qdd, p)  # (samples, outputs, n)
+            qdd_p = (mech.forward_dynamics_parameter_jacobian(qa, va, forces, p,
+                                                              errors="status")[0]
+                     + qdd_force @ forces_p)
+            d_q[acc] = (mech.accelerometers_q(qa, qdd, p) + a_qdd @ qdd_q)[pick]
+            d_v[acc] = (a_qdd @ qdd_v)[pick]
+            d_p[acc] = (mech.dense("accelerometers_p", p, q=qa, qdd=qdd) + a_qdd @ qdd_p)[pick]
+        if not jacobian:
+            return value, None, None, None
+        return value, d_q, d_v, d_p
 
     def commands_between(self, recording: Recording, phase: float) -> Array | None:
         """The actuators' commands (K, actuators) at ``phase`` of each step (0 its start,

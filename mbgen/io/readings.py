@@ -15,11 +15,15 @@ Array = np.ndarray
 
 
 def read_readings(path: Path, labels: list[str], what: str = "sensor",
-                  ignored: list[str] | None = None) -> tuple[Array, Array]:
-    """(t (N,), readings (N, len(labels)) with NaN where a cell is empty), in ``labels``'
-    order; ``what`` names the columns in errors ("sensor", "actuator"); ``ignored``:
-    columns the file may also have, not read (the accelerometers', for identification)."""
-    data = read_data(path, required=labels, allowed=[*labels, *(ignored or [])],
+                  optional: list[str] | None = None) -> tuple[Array, Array]:
+    """(t (N,), readings (N, len(labels) + len(optional)) with NaN where a cell is empty),
+    in ``labels``' then ``optional``'s order; ``what`` names the columns in errors
+    ("sensor", "actuator"); ``optional``: columns the file may leave out, read as
+    empty (the accelerometers', for identification)."""
+    optional = optional or []
+    data = read_data(path, required=labels, allowed=[*labels, *optional],
                      empty_cells=True, what=what)
-    return data.t, np.column_stack([data.column(label) for label in labels]) if labels \
-        else np.empty((len(data.t), 0))
+    missing = np.full(len(data.t), np.nan)
+    columns = [data.column(label) for label in labels] + [
+        data.column(label) if label in data.names else missing for label in optional]
+    return data.t, np.column_stack(columns) if columns else np.empty((len(data.t), 0))
