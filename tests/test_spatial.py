@@ -317,8 +317,8 @@ def test_the_stiff_flyball_governor_follows_an_independent_solution(
 
 def test_every_command_runs_on_the_spatial_mechanisms(tmp_path: Path, out_dir: Path) -> None:
     """compile (and --package), export --c, check, info, draw, simulate (every formulation
-    and solver family), inverse (direct and factor graph), estimate, identify and animate,
-    on the Furuta pendulum and Bricard's linkage, each trusted (exit 0)."""
+    and solver family), sweep, inverse (direct and factor graph), estimate, identify and
+    animate, on the Furuta pendulum and Bricard's linkage, each trusted (exit 0)."""
     from click.testing import CliRunner
 
     from mbgen.cli.main import cli
@@ -348,12 +348,18 @@ def test_every_command_runs_on_the_spatial_mechanisms(tmp_path: Path, out_dir: P
             "--out", str(out / f"{name}-fg.csv"))
         run("animate", str(out / f"{name}-run.csv"), "--mechanism", path, "--out",
             str(out / f"{name}.gif"), "--fps", "10")
+        study = out / f"{name}-study.yaml"
+        study.write_text(f"mechanism: {path}\nsamples: 10\nseed: 1\nparameters:\n"
+                         "  g: {distribution: uniform, tolerance: 0.1}\n"
+                         "run: {integrator: rk4, dt: 0.001, t_end: 0.2}\n"
+                         "record: {final: true}\n")
+        assert "10 runs" in run("sweep", str(study), "--out", str(out / f"{name}.parquet"))
     motion = ["--motion", "theta1=0.5*sin(2*t)", "--motion", "theta2=0.3*sin(3*t)",
               "--t-end", "0.5", "--dt", "0.01"]
     for method in ("direct", "factor-graph"):
         run("inverse", furuta, *motion, "--method", method, "--out", str(out / "inv.csv"))
-    run("inverse", bricard, "--motion", "thetaA=1+0.5*sin(2*t)", "--t-end", "0.5", "--dt",
-        "0.01", "--out", str(out / "inv-b.csv"))
+        run("inverse", bricard, "--motion", "thetaA=1+0.5*sin(2*t)", "--t-end", "0.5",
+            "--dt", "0.01", "--method", method, "--out", str(out / "inv-b.csv"))
     for path, start in ((furuta, ["--q0", "theta1=0,theta2=1"]), (bricard, [])):
         run("simulate", path, "--t-end", "0.2", "--dt", "1e-3", *start, "--out",
             str(out / "truth.csv"), "--sensors-out", str(out / "readings.csv"),
@@ -366,6 +372,12 @@ def test_every_command_runs_on_the_spatial_mechanisms(tmp_path: Path, out_dir: P
     output = run("identify", furuta, "--data", str(out / "recorded.csv"), "--params",
                  "b2", "--initial", "b2=5e-4", "--out", str(out / "identified.yaml"))
     assert "b2" in output
+    run("simulate", bricard, "--t-end", "1", "--dt", "1e-3", "--out", str(out / "b.csv"),
+        "--sensors-out", str(out / "b-recorded.csv"), "--noise-sensor", "1e-4",
+        "--sensor-period", "0.01")
+    output = run("identify", bricard, "--data", str(out / "b-recorded.csv"), "--params", "a",
+                 "--initial", "a=0.12", "--out", str(out / "b-identified.yaml"))
+    assert "a" in output
 
 
 def test_a_mirrored_body_is_told_apart_and_never_sampled(compiled: Compiled) -> None:
