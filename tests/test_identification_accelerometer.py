@@ -15,7 +15,13 @@ from conftest import SHIPPED_DIR, entrywise_error, numerical_jacobian
 from independent import furuta_acceleration
 from test_accelerometer import FURUTA_SENSORS, with_accelerometer
 from test_identification import dense_jacobian
-from test_identification_independent import INDEPENDENT, TRUTH, closed_form_recording, command
+from test_identification_independent import (
+    INDEPENDENT,
+    TRUTH,
+    closed_form_recording,
+    command,
+    swinging_unknowns,
+)
 
 from mbgen.estimation.identify import Recording, Settings, identify, make_problem
 from mbgen.runtime.compiled import CompiledMechanism
@@ -107,15 +113,7 @@ def test_accelerometer_rows_of_the_jacobian_match_finite_differences(
     recording = Recording(t, readings, np.sin(3 * t)[:, None])
     names = ["m2", "l2", "J2p", "b1", "c2", "K", "tilt", "offset2"]
     problem = make_problem(mech, recording, names, settings, {"m2": (0.075, 0.01)})
-    grid = problem.t
-    z = np.column_stack([0.3 + 2 * grid, 0.5 + np.sin(4 * grid)])
-    zd = np.column_stack([2 + 0 * grid, 4 * np.cos(4 * grid)])
-    z, zd = z + 1e-3 * rng.normal(size=z.shape), zd + 1e-2 * rng.normal(size=zd.shape)
-    guess = np.repeat(mech.q0[None], len(grid), axis=0)
-    guess[:, mech.coordinate_indices(mech.independent_coordinates())] = z
-    q = mech.solve_position(guess, z=mech.independent_coordinates())
-    x = problem.pack(q, mech.solve_velocity(q, zd, z=mech.independent_coordinates()),
-                     1.1 * mech.parameter_vector[problem.selected])
+    x = swinging_unknowns(mech, problem, rng)
     residual, jacobian = problem(x, True)
     assert jacobian is not None and np.all(np.isfinite(residual))
     # 12 encoder readings, 18 - 4 accelerometer readings: a row each

@@ -17,6 +17,7 @@ from test_identification import dense_jacobian
 
 from mbgen.estimation.identify import (
     IdentificationError,
+    Problem,
     Recording,
     Settings,
     identify,
@@ -61,6 +62,22 @@ def closed_form_recording(p: dict[str, float], seconds: float) -> Recording:
     return Recording(t, readings, command(t)[:, None])
 
 
+def swinging_unknowns(mech: CompiledMechanism, problem: Problem,
+                      rng: np.random.Generator) -> np.ndarray:
+    """Unknowns of ``problem`` on the Furuta pendulum: states on the constraints along a
+    swing, θ = (0.3 + 2t, 0.5 + sin 4t) and its rates, roughened, and the parameters 10 %
+    above the mechanism's."""
+    grid, z_names = problem.t, mech.independent_coordinates()
+    z = np.column_stack([0.3 + 2 * grid, 0.5 + np.sin(4 * grid)])
+    zd = np.column_stack([2 + 0 * grid, 4 * np.cos(4 * grid)])
+    z, zd = z + 1e-3 * rng.normal(size=z.shape), zd + 1e-2 * rng.normal(size=zd.shape)
+    guess = np.repeat(mech.q0[None], len(grid), axis=0)
+    guess[:, mech.coordinate_indices(z_names)] = z
+    q = mech.solve_position(guess, z=z_names)
+    return problem.pack(q, mech.solve_velocity(q, zd, z=z_names),
+                        1.1 * mech.parameter_vector[problem.selected])
+
+
 def test_the_independent_problem_jacobian_matches_finite_differences(furuta) -> None:
     """Impulses (through the midpoint's position and velocity solves), readings of both
     encoders (one with an offset) and a prior, against every state and parameter: dry
@@ -70,15 +87,7 @@ def test_the_independent_problem_jacobian_matches_finite_differences(furuta) -> 
     recording = Recording(t, 0.3 * rng.normal(size=(6, 2)), np.sin(3 * t)[:, None])
     names = ["m1", "l2", "J1p", "b1", "c1", "c2", "K", "tilt", "offset2"]
     problem = make_problem(furuta, recording, names, INDEPENDENT, {"m1": (0.3, 0.01)})
-    grid = problem.t
-    z = np.column_stack([0.3 + 2 * grid, 0.5 + np.sin(4 * grid)])
-    zd = np.column_stack([2 + 0 * grid, 4 * np.cos(4 * grid)])
-    z, zd = z + 1e-3 * rng.normal(size=z.shape), zd + 1e-2 * rng.normal(size=zd.shape)
-    guess = np.repeat(furuta.q0[None], len(grid), axis=0)
-    guess[:, problem.zi] = z
-    q = furuta.solve_position(guess, z=problem.z_names)
-    x = problem.pack(q, furuta.solve_velocity(q, zd, z=problem.z_names),
-                     1.1 * furuta.parameter_vector[problem.selected])
+    x = swinging_unknowns(furuta, problem, rng)
     residual, jacobian = problem(x, True)
     assert jacobian is not None and np.all(np.isfinite(residual))
     dense = dense_jacobian(jacobian, len(residual), len(x), problem.state_size)
