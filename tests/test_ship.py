@@ -211,3 +211,23 @@ def test_the_exported_library_is_the_core_and_kernels_verbatim(tmp_path: Path) -
     # in comments
     assert "#define MB_LANES " not in files["demo.c"].split("#define MBGEN_SINGLE_FILE")[0]
     assert "a * / b" in files["demo.h"] and "a */ b" not in files["demo.h"]
+
+
+def test_the_vector_level_is_the_highest_the_cpu_has_and_a_package_runs_on_any_above(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """/proc/cpuinfo's flags give x86-64-v4 with AVX-512, v3 with AVX2 and FMA, else none;
+    a package built for a level loads where the CPU has that level or a higher one."""
+    from mbgen import cpu
+
+    v3 = {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave", "sse2"}
+    v4 = v3 | {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
+    assert cpu.level_of(v4) == cpu.X86_64_V4
+    assert cpu.level_of(v4 - {"avx512vl"}) == cpu.X86_64_V3
+    assert cpu.level_of(v3) == cpu.X86_64_V3
+    assert cpu.level_of(v3 - {"fma"}) is None
+    for here, runs in ((cpu.X86_64_V4, [True, True]), (cpu.X86_64_V3, [True, False]),
+                       (None, [False, False])):
+        monkeypatch.setattr(cpu, "vector_level", lambda here=here: here)
+        assert [cpu.runs(cpu.X86_64_V3), cpu.runs(cpu.X86_64_V4)] == runs
+        assert not cpu.runs("x86-64-v9")
+

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from mbgen.cpu import vector_level
+from mbgen.cpu import LEVELS, runs
 from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.version import __version__
 
@@ -38,8 +38,9 @@ def load_package(directory: Path | str, package: str) -> CompiledMechanism:
                           f"rebuild it with `mbgen compile {meta.get('source')} --package "
                           f"DIR`")
     level = meta.get("vector_level")
-    if level and level != vector_level():
-        raise ImportError(f"package {package!r} was compiled for {level} CPUs (AVX2, FMA), "
+    if level and not runs(level):
+        features = f" ({LEVELS[level]})" if level in LEVELS else ""
+        raise ImportError(f"package {package!r} was compiled for {level} CPUs{features}, "
                           f"which this machine is not: rebuild it here with `mbgen compile "
                           f"{meta.get('source')} --package DIR`")
     return load_build(directory)
