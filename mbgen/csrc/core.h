@@ -276,16 +276,19 @@ typedef int64_t mb_index4 __attribute__((vector_size(4 * sizeof(double))));
 static inline void mb_transpose(const double* restrict src, long src_stride, int rows, int cols,
                                 double* restrict dst, long dst_stride)
 {
-    int i = 0;
-    for (; i + 4 <= rows; i += 4) {
-        const double* from = src + i * src_stride;
-        int j = 0;
-        for (; j + 4 <= cols; j += 4) {
+    /* dst's rows one group of four after another, each written front to back (a batch's
+     * outputs, out of cache: written row by row, as the states one at a time would) */
+    int j = 0;
+    for (; j + 4 <= cols; j += 4) {
+        double* to = dst + j * dst_stride;
+        int i = 0;
+        for (; i + 4 <= rows; i += 4) {
+            const double* from = src + i * src_stride + j;
             mb_double4 r0, r1, r2, r3;
-            memcpy(&r0, from + j, sizeof r0);
-            memcpy(&r1, from + src_stride + j, sizeof r1);
-            memcpy(&r2, from + 2 * src_stride + j, sizeof r2);
-            memcpy(&r3, from + 3 * src_stride + j, sizeof r3);
+            memcpy(&r0, from, sizeof r0);
+            memcpy(&r1, from + src_stride, sizeof r1);
+            memcpy(&r2, from + 2 * src_stride, sizeof r2);
+            memcpy(&r3, from + 3 * src_stride, sizeof r3);
             const mb_double4 t0 = MB_SHUFFLE4(r0, r1, 0, 4, 2, 6);  /* r0j r1j, j = 0, 2 */
             const mb_double4 t1 = MB_SHUFFLE4(r0, r1, 1, 5, 3, 7);  /* j = 1, 3 */
             const mb_double4 t2 = MB_SHUFFLE4(r2, r3, 0, 4, 2, 6);
@@ -294,17 +297,16 @@ static inline void mb_transpose(const double* restrict src, long src_stride, int
             const mb_double4 c1 = MB_SHUFFLE4(t1, t3, 0, 1, 4, 5);
             const mb_double4 c2 = MB_SHUFFLE4(t0, t2, 2, 3, 6, 7);
             const mb_double4 c3 = MB_SHUFFLE4(t1, t3, 2, 3, 6, 7);
-            double* to = dst + j * dst_stride + i;
-            memcpy(to, &c0, sizeof c0);
-            memcpy(to + dst_stride, &c1, sizeof c1);
-            memcpy(to + 2 * dst_stride, &c2, sizeof c2);
-            memcpy(to + 3 * dst_stride, &c3, sizeof c3);
+            memcpy(to + i, &c0, sizeof c0);
+            memcpy(to + dst_stride + i, &c1, sizeof c1);
+            memcpy(to + 2 * dst_stride + i, &c2, sizeof c2);
+            memcpy(to + 3 * dst_stride + i, &c3, sizeof c3);
         }
-        for (; j < cols; ++j)
-            for (int k = 0; k < 4; ++k) dst[j * dst_stride + i + k] = from[k * src_stride + j];
+        for (; i < rows; ++i)
+            for (int k = 0; k < 4; ++k) to[k * dst_stride + i] = src[i * src_stride + j + k];
     }
-    for (; i < rows; ++i)
-        for (int j = 0; j < cols; ++j) dst[j * dst_stride + i] = src[i * src_stride + j];
+    for (; j < cols; ++j)
+        for (int i = 0; i < rows; ++i) dst[j * dst_stride + i] = src[i * src_stride + j];
 }
 
 /* A failed state's outputs (v may be NULL: not asked for). */
