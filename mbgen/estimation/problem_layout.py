@@ -50,6 +50,7 @@ class ProblemLayout:
         self.obs_value = recording.readings[observed]
         self.obs_state = self.obs_step * settings.substeps
         # the samples an accelerometer read (their q̈ once each), and each such reading's
+        # row among them
         acc = self.obs_sensor >= self.sensor_count
         self.acc_samples, self.acc_row = np.unique(self.obs_step[acc], return_inverse=True)
         self.commands_at_samples = recording.commands
