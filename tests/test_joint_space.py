@@ -140,6 +140,32 @@ def test_joint_space_agrees_with_the_kkt_path_per_state_and_per_parameter_set(
         np.testing.assert_allclose(alone[0], slow[0][k], rtol=1e-9)
 
 
+def test_independent_dynamics_writes_into_given_arrays(furuta: CompiledMechanism) -> None:
+    """``out=``: the results land in the caller's arrays (returned as they are), equal to
+    fresh ones, batched and for one state, on the joint-space and the KKT path; a wrong
+    shape is refused before any work."""
+    q, qd = joint_states(furuta, 10, seed=15)
+    d, n = furuta.dof, furuta.n
+    for method in ("auto", "sparse"):
+        furuta.options.method = method
+        fresh = furuta.independent_dynamics(q, qd, z=Z)
+        out = (np.empty((10, d)), np.empty((10, d, d)), np.empty((10, d, d)),
+               np.empty((10, d, n)))
+        given = furuta.independent_dynamics(q, qd, z=Z, out=out)
+        assert all(a is b for a, b in zip(given, out, strict=True))
+        for a, b in zip(given, fresh, strict=True):
+            assert np.array_equal(a, b)
+        one = (np.empty(d),)
+        assert furuta.independent_dynamics(q[3], qd[3], z=Z, jacobians=False,
+                                           out=one) is one[0]
+        assert np.array_equal(one[0], furuta.independent_dynamics(q[3], qd[3], z=Z,
+                                                                  jacobians=False))
+    with pytest.raises(ValueError, match="shape"):
+        furuta.independent_dynamics(q, qd, z=Z, jacobians=False, out=(np.empty((9, d)),))
+    with pytest.raises(ValueError, match="out must hold 4 arrays"):
+        furuta.independent_dynamics(q, qd, z=Z, out=(np.empty((10, d)),))
+
+
 def test_a_bad_state_fails_alone_in_a_joint_space_batch(furuta: CompiledMechanism) -> None:
     q, qd = joint_states(furuta, 12, seed=10)
     q[3, furuta.coordinate_index("theta2")] = np.nan

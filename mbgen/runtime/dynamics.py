@@ -138,31 +138,39 @@ class Dynamics(PlanPart):
 
     def independent_dynamics(self, q: Any, qd: Any, Q: Any = None, z: Any = None,
                              params: Any = None, *, jacobians: bool = True,
-                             errors: str = "raise") -> Any:
+                             errors: str = "raise", out: tuple[Array, ...] | None = None
+                             ) -> Any:
         """(z̈, ∂z̈/∂z, ∂z̈/∂ż, ∂z̈/∂Q) at consistent states, along the constraint manifold.
 
         Moving z moves q by R δz and q̇ by -S (Φq q̇)_q R δz; each direction costs one
         kinematic and one dynamic solve in C (O(n) per direction on the sparse path).
-        Without ``jacobians`` only z̈ is returned.
+        Without ``jacobians`` only z̈ is returned. ``out``: C-contiguous float64 arrays
+        to write into, shaped as the results ((d,), (d, d), (d, d), (d, n), or with a
+        leading N; z̈'s alone without ``jacobians``): a loop over batches then allocates
+        nothing (fresh multi-megabyte outputs cost page faults on every call).
         """
-        core = self._core
+        core, n = self._core, self._n
         arrays, strides, count, batched = core.batch(**self._inputs(q, qd, Q))
         p, p_stride = core.params(params, count)
         d = self._structure.dof
         zfix = self._structure.z_indices(z)
-        zdd = np.empty((count, d))
-        jac = [np.empty((count, d, d)), np.empty((count, d, d)),
-               np.empty((count, d, self._n))] if jacobians else []
-        ptrs = [core.doubles(j) for j in jac] or [core.null] * 3
+        lead = (count,) if batched else ()
+        shapes = [(*lead, d)] + ([(*lead, d, d), (*lead, d, d), (*lead, d, n)]
+                                 if jacobians else [])
+        if out is not None and len(out) != len(shapes):
+            raise ValueError(f"out must hold {len(shapes)} arrays")
+        results = [output_array(o, shape) for o, shape in zip(out or [None] * len(shapes),
+                                                               shapes, strict=True)]
+        ptrs = [core.doubles(r) for r in results[1:]] or [core.null] * 3
         status = np.empty(count, dtype=np.int32)
         core.checked(core.lib.mb_independent_dynamics(
             self._structure.plan, self._options.struct, count, core.doubles(arrays["q"]),
             strides["q"], core.doubles(arrays["qd"]), strides["qd"],
             core.doubles(arrays.get("Q")), strides.get("Q", 0), p, p_stride, core.ints(zfix),
-            len(zfix), core.doubles(zdd), *ptrs, core.ints(status)))
+            len(zfix), core.doubles(results[0]), *ptrs, core.ints(status)))
         core.check_states(status, arrays["q"], "independent-coordinate dynamics", errors,
                           self._describe)
-        return per_state(batched, (zdd, *jac), status, errors)
+        return returned((*results, status if batched else status[:1]), errors)
 
     # -- kinematic problems --------------------------------------------------------------------
     def solve_position(self, q_guess: Any, z: Any = None, minimum_norm: bool = False,
