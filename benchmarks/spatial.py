@@ -61,26 +61,41 @@ ARM = 6  # joints of the serial arm
 
 
 def per_state(call, count: int, repeat: int) -> float:
-    """Best time per state [s] of one batched call over ``count`` states."""
+    """Best time per state [s] of one batched call over ``count`` states, after a call
+    that warms up (the first touch of the output pages, caches)."""
+    call()
     return best_time(call, repeat) / count
+
+
+def outputs(*shapes: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    """Preallocated outputs: every call here writes into them, as peers.py's do, so the
+    figures are the computation and not the page faults of fresh multi-MB arrays (a
+    process with one module loaded paid them on every call: 126 against 35 ns per state
+    for the double pendulum's q̈ + J)."""
+    return tuple(np.empty(shape) for shape in shapes)
 
 
 def costs(mech, count: int, repeat: int, z: list[str] | None) -> dict[str, float]:
     """q̈, q̈ + Jacobians and (with ``z``) z̈ + Jacobians per state [s]."""
     q, qd = manifold_states(mech, count)
+    n, d = mech.n, mech.dof
+    (qdd,) = outputs((count, n))
+    jacobians = outputs((count, n), (count, n, n), (count, n, n), (count, n, n))
     found = {
-        "qdd": per_state(lambda: mech.forward_dynamics(q, qd), count, repeat),
-        "qdd+J": per_state(lambda: mech.forward_dynamics_jacobians(q, qd), count, repeat),
+        "qdd": per_state(lambda: mech.forward_dynamics(q, qd, out=qdd), count, repeat),
+        "qdd+J": per_state(lambda: mech.forward_dynamics_jacobians(q, qd, out=jacobians),
+                           count, repeat),
     }
     if z is not None:
-        found["zdd"] = per_state(lambda: mech.independent_dynamics(q, qd, z=z,
-                                                                  jacobians=False),
-                                 count, repeat)
-        found["zdd+J"] = per_state(lambda: mech.independent_dynamics(q, qd, z=z), count,
-                                   repeat)
+        zdd = outputs((count, d))
+        joint = outputs((count, d), (count, d, d), (count, d, d), (count, d, n))
+        found["zdd"] = per_state(lambda: mech.independent_dynamics(
+            q, qd, z=z, jacobians=False, out=zdd), count, repeat)
+        found["zdd+J"] = per_state(lambda: mech.independent_dynamics(q, qd, z=z, out=joint),
+                                   count, repeat)
         mech.options.method = "unrolled"  # the KKT path (the joint space's is "auto" only)
-        found["zdd+J kkt"] = per_state(lambda: mech.independent_dynamics(q, qd, z=z), count,
-                                       repeat)
+        found["zdd+J kkt"] = per_state(lambda: mech.independent_dynamics(
+            q, qd, z=z, out=joint), count, repeat)
         mech.options.method = "auto"
     return found
 
