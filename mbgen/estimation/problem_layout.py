@@ -53,11 +53,10 @@ class ProblemLayout:
         # row among them
         acc = self.obs_sensor >= self.sensor_count
         self.acc_samples, self.acc_row = np.unique(self.obs_step[acc], return_inverse=True)
-        self.commands_at_samples = recording.commands
-        actuators = len(mech.meta.get("actuators", []))
-        self.acc_commands = (np.zeros((len(self.acc_samples), actuators))
-                             if recording.commands is None
-                             else np.asarray(recording.commands)[self.acc_samples])
+        # the actuators' commands at the samples (N, actuators): zero without commands
+        self.sample_commands = (np.zeros((self.samples, len(mech.meta.get("actuators", []))))
+                                if recording.commands is None
+                                else np.asarray(recording.commands, dtype=float))
 
     def parameters(self, x: Array) -> Array:
         """The whole parameter vector of the unknowns x."""
@@ -77,9 +76,7 @@ class ProblemLayout:
         mech, samples = self.mech, len(states)
         fitted = mech.sensors(q[states], v[states], p).reshape(samples, self.sensor_count)
         if readings_shape[1] > self.sensor_count:
-            commands = (np.zeros((samples, len(mech.meta.get("actuators", []))))
-                        if self.commands_at_samples is None else self.commands_at_samples)
-            forces = self.impulses.input_forces(commands, p)
+            forces = self.impulses.input_forces(self.sample_commands, p)
             qdd, _ = mech.forward_dynamics(q[states], v[states], forces, p, errors="status")
             fitted = np.hstack([fitted, mech.accelerometers(q[states], qdd, p).reshape(
                 samples, -1)])
@@ -110,7 +107,8 @@ class ProblemLayout:
         if acc.size:
             states = self.acc_samples * self.settings.substeps
             qa, va = q[states], v[states]
-            forces, forces_p = self.impulses.input_forces_p(self.acc_commands, p)
+            forces, forces_p = self.impulses.input_forces_p(
+                self.sample_commands[self.acc_samples], p)
             pick = (self.acc_row, self.obs_sensor[acc] - self.sensor_count)
             # a trial point whose dynamics fail (a mass through zero) gives NaN: refused
             if not jacobian:
