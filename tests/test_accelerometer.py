@@ -264,13 +264,15 @@ def test_the_filter_weighs_the_accelerometer_with_the_noise_the_prediction_appli
                                                                      noise), atol=1e-6)
 
 
-def test_estimate_refuses_an_accelerometer_without_noise(tmp_path: Path, out_dir: Path
-                                                         ) -> None:
+@pytest.mark.parametrize("command", ["estimate", "identify"])
+def test_an_accelerometer_without_noise_is_refused(tmp_path: Path, out_dir: Path,
+                                                   command: str) -> None:
     """The accelerometers' noise comes from the file only (`--noise-sensor` is the state
-    sensors'): one that declares none is bad input, named, and nothing is written."""
+    sensors'): with their readings in the data, one that declares none is bad input for
+    `estimate` and `identify`, named, and nothing is written."""
     from click.testing import CliRunner
 
-    from mbgen.cli.conventions import EXIT_BAD_INPUT
+    from mbgen.cli.conventions import EXIT_BAD_INPUT, untrusted_path
     from mbgen.cli.main import cli
 
     path = tmp_path / "pendulum-imu.yaml"
@@ -278,11 +280,13 @@ def test_estimate_refuses_an_accelerometer_without_noise(tmp_path: Path, out_dir
                     "  - {type: encoder, coordinate: x1, name: enc, noise: 0.001}\n"
                     "  - {type: accelerometer, body: 1, name: tip}\n")
     readings = tmp_path / "s.csv"
-    readings.write_text("t,enc,tip.x,tip.y\n0,0.5,0,9.81\n0.01,0.5,0,9.81\n")
-    out = tmp_path / "e.csv"
-    refused = CliRunner().invoke(cli, ["estimate", str(path), "--data", str(readings),
-                                       "--out", str(out), "--noise-sensor", "0.01",
+    readings.write_text("t,enc,tip.x,tip.y\n" + "".join(
+        f"{0.01 * k:g},0.5,0,9.81\n" for k in range(5)))
+    out = tmp_path / ("e.csv" if command == "estimate" else "i.yaml")
+    options = (["--noise-sensor", "0.01"] if command == "estimate" else ["--params", "m"])
+    refused = CliRunner().invoke(cli, [command, str(path), "--data", str(readings),
+                                       "--out", str(out), *options,
                                        "--build-dir", str(out_dir)])
     assert refused.exit_code == EXIT_BAD_INPUT, refused.output
     assert "tip.x, tip.y of" in refused.output and "declare(s) no `noise`" in refused.output
-    assert not out.exists()
+    assert not out.exists() and not untrusted_path(out).exists()
