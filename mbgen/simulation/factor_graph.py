@@ -12,7 +12,7 @@ consecutive q and q̇ (see :meth:`FactorGraphSimulator._transition`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ from mbgen.factors.marginals import marginal_sigmas
 from mbgen.factors.mechanism import MechanismFactors
 from mbgen.factors.noise import PAPER, NoiseDefaults, isotropic
 from mbgen.runtime.compiled import CompiledMechanism
-from mbgen.simulation.integrators import SimulationResult, step_count
+from mbgen.simulation.integrators import RunStopped, SimulationResult, step_count
 
 Array = np.ndarray
 COORDS = ("dependent", "independent")
@@ -55,6 +55,10 @@ def covariance_refusal(coords: str) -> str | None:
 
 class FactorGraphError(MbgenError):
     """A step of the factor-graph simulation did not converge."""
+
+
+class FactorGraphStopped(FactorGraphError, RunStopped):
+    """A factor-graph run that stopped at a step: ``result`` holds the rows before it."""
 
 
 @dataclass(frozen=True)
@@ -217,12 +221,37 @@ class FactorGraphSimulator:
         qdd = mech.forward_dynamics(q, qd, force(0.0))
         out = [np.empty((steps + 1, mech.n)) for _ in range(3)]
         out[0][0], out[1][0], out[2][0] = q, qd, qdd
+        sigma = np.full((steps + 1, mech.n), np.nan) if covariance else None
+        self.iterations = []
+        done = 1  # rows of ``out`` (and ``sigma``) that hold the motion
+        try:
+            for step in self._steps(steps, q, qd, qdd, force, progress, out, sigma):
+                done = step + 1
+        except FactorGraphError as exc:
+            raise FactorGraphStopped(str(exc), SimulationResult(
+                mech, np.arange(done) * self.dt, out[0][:done], out[1][:done], out[2][:done],
+                self._settings(t_end), sigma=None if sigma is None else sigma[:done])) from None
+        return SimulationResult(mech, np.arange(steps + 1) * self.dt, out[0], out[1], out[2],
+                                self._settings(t_end), sigma=sigma)
+
+    def _settings(self, t_end: float) -> dict[str, Any]:
+        """What the run used, for its result (also the result of a run that stopped)."""
+        return {"solver": "factor-graph", "coords": self.coords, "dt": self.dt,
+                "t_end": t_end, "window": self.window, "smoother": self.smoother_kind,
+                "integrator": self.integrator,
+                "mean_iterations": float(np.mean(self.iterations)) if self.iterations
+                else 0.0,
+                "z_switches": [(t, ",".join(names)) for t, names in self.switches]}
+
+    def _steps(self, steps: int, q: Array, qd: Array, qdd: Array,
+               force: Callable[[float], Array | None],
+               progress: Callable[[int, int], None] | None, out: list[Array],
+               sigma: Array | None) -> Iterator[int]:
+        """The run's steps into ``out`` (and ``sigma``), yielding each step once stored."""
         keys = StepKeys.of(0, self.independent)
         smoother, estimate = self._start(keys, q, qd, qdd, force(0.0), 0)
-        sigma = np.empty((steps + 1, mech.n)) if covariance else None
         if sigma is not None:
             sigma[0] = marginal_sigmas(smoother.getFactors(), estimate, [keys.q])[0]
-        self.iterations = []
         for step in range(1, steps + 1):
             t = step * self.dt
             old, keys = keys, StepKeys.of(step, self.independent)
@@ -249,14 +278,7 @@ class FactorGraphSimulator:
                 sigma[step] = marginal_sigmas(smoother.getFactors(), estimate, [keys.q])[0]
             if progress is not None and (step % 100 == 0 or step == steps):
                 progress(step, steps)
-        settings = {"solver": "factor-graph", "coords": self.coords, "dt": self.dt,
-                    "t_end": t_end, "window": self.window, "smoother": self.smoother_kind,
-                    "integrator": self.integrator,
-                    "mean_iterations": float(np.mean(self.iterations)) if self.iterations
-                    else 0.0,
-                    "z_switches": [(t, ",".join(names)) for t, names in self.switches]}
-        return SimulationResult(mech, np.arange(steps + 1) * self.dt, out[0], out[1], out[2],
-                                settings, sigma=sigma)
+            yield step
 
     def _predict(self, q: Array, qd: Array, qdd: Array, t: float,
                  force: Callable[[float], Array | None]) -> tuple[Array, Array, Array]:

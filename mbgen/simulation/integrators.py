@@ -98,6 +98,16 @@ class SimulationResult:
         return header, np.column_stack(blocks)[decimated_rows(len(self.t), every)]
 
 
+class RunStopped(SingularConfigurationError):
+    """A run that could not reach t_end (a dead point, lost rank, a step that failed):
+    ``result`` holds its rows up to the stop, so a caller can keep them for a look
+    without taking them for the run asked for."""
+
+    def __init__(self, message: str, result: SimulationResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
 #: σ_min/σ_max of the constraint rows the dynamics use under which a mechanism with
 #: redundant rows gets the best-conditioned set instead (checked between chunks).
 RESELECT_BELOW = 1e-3
@@ -121,7 +131,8 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
     ``compliance`` and ``damping`` of the SPOOK stepper. A mechanism with redundant
     constraints (Bricard's linkage) is watched between chunks: when the rows its
     dynamics use fall below ``reselect_below`` in σ_min/σ_max, the best-conditioned set
-    at that state replaces them (``result.reselected``: the times).
+    at that state replaces them (``result.reselected``: the times). A run that stops
+    raises :class:`RunStopped` with its rows up to the stop.
     """
     if integrator not in INTEGRATORS:
         raise ValueError(f"unknown integrator {integrator!r} (choose from "
@@ -152,6 +163,8 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
     bounds = np.linspace(0, nsteps, min(chunks, nsteps) + 1).astype(int)
     redundant = mechanism.m > mechanism.rank
     reselected: list[float] = []
+    settings = {"integrator": integrator, "coords": coords, "dt": dt, "t_end": t_end,
+                "project": project, "baumgarte": baumgarte, **dict(spook or {})}
     try:
         for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
             steps = int(stop - start)
@@ -162,9 +175,15 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
                     dict(spook) if spook else None)
             except IntegrationError as error:
                 step = start + error.step
-                raise SingularConfigurationError(
+                done = start + len(error.states[0])  # the chunk's rows before the stop
+                for whole, part in zip((out_q, out_qd, out_qdd), error.states, strict=True):
+                    whole[start:done] = part
+                raise RunStopped(
                     f"simulation stopped at t = {step * dt:.6g} s (step {step}): "
-                    f"{str(error).split(': ', 1)[1]}") from None
+                    f"{str(error).split(': ', 1)[1]}",
+                    SimulationResult(mechanism, np.arange(done) * dt, out_q[:done],
+                                     out_qd[:done], out_qdd[:done], settings,
+                                     dict(forces or {}), reselected=reselected)) from None
             out_q[start:stop + 1] = seg_q
             out_qd[start:stop + 1] = seg_qd
             out_qdd[start:stop + 1] = seg_qdd
@@ -177,8 +196,6 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
     finally:
         mechanism.baumgarte = saved
     t = np.arange(nsteps + 1) * dt
-    settings = {"integrator": integrator, "coords": coords, "dt": dt, "t_end": t_end,
-                "project": project, "baumgarte": baumgarte, **dict(spook or {})}
     return SimulationResult(mechanism, t, out_q, out_qd, out_qdd, settings, dict(forces or {}),
                             reselected=reselected)
 
