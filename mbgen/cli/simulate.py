@@ -13,20 +13,24 @@ from rich.markup import escape
 
 from mbgen.cli import BUILD_DIR, status_console
 from mbgen.cli.conventions import (
+    ENERGY_TOL,
     NON_NEGATIVE,
     PHI_TOL,
     POSITIVE,
     Command,
+    NoiseLevel,
     check_paths,
     check_work,
     max_steps_option,
     no_sensors,
+    reading_noise,
     untrusted_path,
 )
 from mbgen.cli.states import initial_state
+from mbgen.errors import UntrustedResultError
 from mbgen.io.figures import plot_paths
 from mbgen.runtime.compiled import CompiledMechanism
-from mbgen.runtime.integration import INTEGRATORS
+from mbgen.runtime.integration import INTEGRATORS, VARIATIONAL
 
 
 def parse_forces(specs: tuple[str, ...], mech: CompiledMechanism,
@@ -101,9 +105,11 @@ def reading_stride(mech: CompiledMechanism, dt: float, period: float) -> int:
     return every
 
 
-def write_readings(result: Any, path: Path, noise: float, every: int, seed: int) -> None:
-    """Sensor outputs of a run every ``every`` steps with Gaussian noise, as readings CSV:
-    the sensors', then the accelerometers' (from the run's q̈)."""
+def write_readings(result: Any, path: Path, noise: list[float], every: int,
+                   seed: int) -> None:
+    """Sensor outputs of a run every ``every`` steps with Gaussian noise of σ ``noise``
+    (one per column), as readings CSV: the sensors', then the accelerometers' (from the
+    run's q̈)."""
     from mbgen.io.tables import write_table
 
     mech = result.mechanism
@@ -115,7 +121,7 @@ def write_readings(result: Any, path: Path, noise: float, every: int, seed: int)
         blocks.append(mech.accelerometers(result.q[rows], result.qdd[rows]).reshape(
             len(rows), -1))
     values = np.column_stack(blocks)
-    values[:, 1:] += noise * np.random.default_rng(seed).standard_normal(
+    values[:, 1:] += np.asarray(noise) * np.random.default_rng(seed).standard_normal(
         values[:, 1:].shape)
     write_table(path, ["t", *mech.sensor_labels, *mech.accelerometer_labels], values)
 
@@ -148,12 +154,21 @@ def write_readings(result: Any, path: Path, noise: float, every: int, seed: int)
               show_default=True, help="Integrate all q, or only z (q follows).")
 @click.option("--projection", type=click.Choice(["manifold", "energy", "none"]),
               default="manifold", show_default=True,
-              help="After each step (dependent coordinates): back onto Φ=0, Φq q̇=0.")
+              help="After each step of rk4, trapezoidal or the Euler steppers in dependent "
+              "coordinates: back onto Φ=0, Φq q̇=0 (energy: also onto E(0)); refused where "
+              "nothing is projected (spook, variational, factor graph, independent "
+              "coordinates).")
 @click.option("--phi-tol", type=POSITIVE, default=PHI_TOL,
               show_default=True, help="Largest accepted constraint error max ‖Φ‖, times "
               "the mechanism's size squared (the largest |x| or |y| of its points in the "
               "file) [dimensionless]; a run above it ends with exit code 4, its CSV "
               "written as <out>.untrusted.csv.")
+@click.option("--energy-tol", type=POSITIVE, default=ENERGY_TOL, show_default=True,
+              help="Largest accepted energy change of a run without applied forces, "
+              "dampers or friction: max |E(t) - E(0)| over the energy in play (the "
+              "largest T, or V's swing, over the run) [dimensionless]; a run above it "
+              "ends with exit code 4 (<out>.untrusted.csv). A run with forces or "
+              "dampers only reports the figure.")
 @click.option("--q0", help='Initial q [m, rad]: "v1,v2,..." or "name=value,...". As many '
               "names as the DOF are met exactly, on the assembly branch of the file's "
               "positions (or --guess); any other change is printed.")
@@ -184,9 +199,12 @@ def write_readings(result: Any, path: Path, noise: float, every: int, seed: int)
 @click.option("--sensors-out", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Also write synthetic sensor readings (t, one column per "
               "sensor label, then per accelerometer label), the input of `mbgen estimate`.")
-@click.option("--noise-sensor", "sensor_noise", type=NON_NEGATIVE, default=0.0,
-              show_default=True, help="Standard deviation of the Gaussian noise added to "
-              "every reading [the sensors' units: rad/s for a gyroscope].")
+@click.option("--noise-sensor", "sensor_noise", type=NoiseLevel(), multiple=True,
+              help="Standard deviation of the Gaussian noise added to the readings [the "
+              "sensors' units: rad/s for a gyroscope] [default: each sensor's and "
+              "accelerometer's `noise` in the file, 0 where none]: SIGMA for every "
+              "sensor, NAME=SIGMA for one sensor or accelerometer (by name or output "
+              "label); repeat it for more.")
 @click.option("--sensor-period", type=POSITIVE, default=None,
               help="Time between readings [s] [default: --dt; a multiple of it].")
 @click.option("--seed", type=int, default=0, show_default=True,
@@ -196,19 +214,23 @@ def write_readings(result: Any, path: Path, noise: float, every: int, seed: int)
 def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
              compliance: float | None, damping: float | None, solver: str,
              window: int, smoother: str, coords: str, projection: str, phi_tol: float,
+             energy_tol: float,
              q0: str | None, qd0: str | None, guess: str | None, strict: bool,
              forces: tuple[str, ...], csv_path: Path,
              plot: bool,
              extras: tuple[str, ...], covariance: bool, every: int, sensors_out: Path | None,
-             sensor_noise: float, sensor_period: float | None, seed: int, max_steps: int,
+             sensor_noise: tuple[tuple[str | None, float], ...],
+             sensor_period: float | None, seed: int, max_steps: int,
              build_dir: Path | None) -> None:
     """Simulate FILE's forward dynamics and write t, q, q̇, q̈, energy and ‖Φ‖ to a CSV."""
     from mbgen.cli import detail, load_with_status
     from mbgen.io.tables import write_csv
     from mbgen.model.expressions import ExpressionError
+    from mbgen.simulation import RunStopped
     from mbgen.simulation.plots import plot as write_plots
 
     integrator, spook = integrator_settings(solver, integrator, compliance, damping)
+    refuse_ignored(solver, integrator, coords, sensors_out)
     if covariance:
         covariance_settings(solver, coords)
     try:
@@ -221,6 +243,8 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
         initial_q, initial_qd = initial_state(mech, q0, qd0, guess, strict)
         stride = None if sensors_out is None else reading_stride(mech, dt,
                                                                   sensor_period or dt)
+        sensor_sigma, accelerometer_sigma, noise_lines = reading_noise(
+            mech, sensor_noise, "--noise-sensor")
         force_functions = parse_forces(forces, mech)
         if "forces" in extras and not force_functions and not mech.meta.get("actuators"):
             raise click.BadParameter(f"no force is applied: {mech.name} has no actuators "
@@ -243,16 +267,30 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
                        qd0=initial_qd, forces=force_functions, project=projection,
                        progress=progress, spook=spook)
 
-        result, elapsed = with_progress_bar(start, dt)
-        violated = constraint_violation(result, phi_tol)
-        if violated:  # kept for a look, never under the names asked for
+        begin = time.perf_counter()
+        stopped = None
+        try:
+            result = with_progress_bar(start, dt)
+        except RunStopped as exc:  # its rows up to the stop are kept for a look
+            result, stopped = exc.result, str(exc)
+        elapsed = time.perf_counter() - begin
+        if not len(result.t):
+            raise UntrustedResultError(f"{stopped}: no state to write")
+        with np.errstate(over="ignore", invalid="ignore"):  # a run that blew up: said below
+            drift, energy_text = energy_change(result)
+            reasons = [reason for reason in (
+                stopped, constraint_violation(result, phi_tol, fix_hint(
+                    solver, integrator, coords, projection)),
+                energy_distrust(result, drift, energy_tol)) if reason]
+        if reasons:  # kept for a look, never under the names asked for
             csv_path = untrusted_path(csv_path)
             sensors_out = sensors_out and untrusted_path(sensors_out)
             check_paths({"FILE": file}, {"--out": csv_path, "--sensors-out": sensors_out})
         write_csv(result, csv_path, extras=extras, every=every)
         if sensors_out is not None:
             assert stride is not None  # set with --sensors-out
-            write_readings(result, sensors_out, sensor_noise, stride, seed)
+            write_readings(result, sensors_out, sensor_sigma + accelerometer_sigma, stride,
+                           seed)
         pictures = write_plots(result, csv_path) if plot else []
     except ExpressionError as exc:  # a --force not finite at some time of the run
         raise click.BadParameter(str(exc), param_hint="--force") from None
@@ -268,15 +306,16 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
         how += (f", the redundant constraints' kept rows chosen again "
                 f"{len(result.reselected)} times (first at t = {result.reselected[0]:g} s)")
     status_console.print(
-        f"{'[red]✗[/]' if violated else '[green]✓[/]'} {escape(mech.name)}: "
-        f"{len(result.t) - 1} steps of {dt:g} s ({how}) in {elapsed:.3f} s; "
-        f"max ‖Φ‖ = {result.constraint_error.max():.2e}, {energy_change(result)}")
-    status_console.print(escape(f"  wrote {csv_path}"
-                                + "".join(f"\n  wrote {p}" for p in pictures)))
-    if violated:
-        from mbgen.errors import UntrustedResultError
-
-        raise UntrustedResultError(violated)
+        f"{'[red]✗[/]' if reasons else '[green]✓[/]'} {escape(mech.name)}: "
+        f"{len(result.t) - 1} steps of {dt:g} s ({how}) in {elapsed:.3f} s"
+        f"{' before it stopped' if stopped else ''}; max ‖Φ‖ = "
+        f"{result.constraint_error.max():.2e}, {energy_text}")
+    written: list[Path | str] = [csv_path, *pictures]
+    if sensors_out is not None:
+        written.append(f"{sensors_out}; noise σ: {', '.join(noise_lines)}")
+    status_console.print(escape("".join(f"\n  wrote {p}" for p in written)[1:]))
+    if reasons:
+        raise UntrustedResultError("; ".join(reasons))
 
 
 def integrator_settings(solver: str, integrator: str | None, compliance: float | None,
@@ -310,13 +349,10 @@ def covariance_settings(solver: str, coords: str) -> None:
         raise click.BadParameter(refusal, param_hint="--covariance")
 
 
-def with_progress_bar(start: Callable[[Callable[[int, int], None]], Any],
-                      dt: float) -> tuple[Any, float]:
-    """(what ``start(progress)`` returns, its wall time [s]) with a progress bar of the
-    simulated time."""
+def with_progress_bar(start: Callable[[Callable[[int, int], None]], Any], dt: float) -> Any:
+    """What ``start(progress)`` returns, with a progress bar of the simulated time."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    begin = time.perf_counter()
     with Progress(TextColumn("[bold]simulating"), BarColumn(), TextColumn("{task.fields[t]}"),
                   TimeElapsedColumn(), console=status_console, transient=True) as bar:
         task = bar.add_task("sim", total=1.0, t="")
@@ -324,28 +360,89 @@ def with_progress_bar(start: Callable[[Callable[[int, int], None]], Any],
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done / total, t=f"t = {done * dt:.3f} s")
 
-        result = start(progress)
-    return result, time.perf_counter() - begin
+        return start(progress)
 
 
-def energy_change(result: Any) -> str:
-    """The energy change from start to end, relative to the energy in play: |E(0)| or the
-    largest kinetic energy, whichever is larger (dividing by E(0) alone reported 1e+06
-    for a chain whose E(0) is 0); absolute when nothing moves and E(0) = 0."""
+def energy_change(result: Any) -> tuple[float | None, str]:
+    """(max |E(t) − E(0)| over the energy in play, None when nothing is in play; the
+    summary's words). The energy in play is the largest T, or V's swing, over the run: an
+    end-minus-start change hid a swing, a scale of E(0) or of the largest |E| hid drift
+    under V's arbitrary zero (E(0) = 0 on a chain, -29 J on Bricard's linkage)."""
     parts = result.mechanism.energy_parts(result.q, result.qd).reshape(len(result.t), -1)
-    energy = parts.sum(axis=1)
-    change = abs(float(energy[-1] - energy[0]))
-    scale = max(abs(float(energy[0])), float(np.abs(parts[:, 0]).max(initial=0.0)))
+    kinetic, potential = parts[:, 0], parts[:, 1]
+    energy = kinetic + potential
+    change = float(np.abs(energy - energy[0]).max())
+    scale = max(float(kinetic.max()), float(potential.max() - potential.min()))
     if scale > 0:
-        return f"relative energy change = {change / scale:.2e}"
-    return f"energy change = {change:.2e} (E(0) = 0 and no motion)"
+        return change / scale, (f"relative energy change = {change / scale:.2e} (max "
+                                "|E - E(0)| over the largest T or V's swing)")
+    return None, f"energy change = {change:.2e} (nothing moves)"
 
 
-def constraint_violation(result: Any, phi_tol: float) -> str | None:
+def conservative(result: Any) -> bool:
+    """No applied force (--force, an actuator's command), damper or friction: E must
+    stay E(0), so its change measures the integrator alone."""
+    meta = result.mechanism.meta
+    return not (result.forces or meta.get("dissipative") or meta.get("friction"))
+
+
+def energy_distrust(result: Any, drift: float | None, tolerance: float) -> str | None:
+    """Why a conservative run whose energy changes beyond ``tolerance`` (relative, as
+    :func:`energy_change`) is not trusted, or None."""
+    if drift is None or not conservative(result) or drift <= tolerance:
+        return None
+    return (f"the energy of a run without applied forces, dampers or friction changes by "
+            f"{drift:.3g} of the energy in play (tolerance --energy-tol {tolerance:g}): "
+            "the rows are not the mechanism's motion (use rk4, trapezoidal or a "
+            "variational integrator, or a smaller --dt, or raise --energy-tol)")
+
+
+def fix_hint(solver: str, integrator: str, coords: str, projection: str) -> str:
+    """What helps a run that leaves its constraints, for what it ran with."""
+    if integrator == "spook":
+        return "a smaller --dt or --damping (spook is never projected), or raise --phi-tol"
+    if solver == "integrator" and coords == "dependent" and projection == "none" \
+            and integrator not in VARIATIONAL:
+        return "use --projection manifold or a smaller --dt, or raise --phi-tol"
+    return "use a smaller --dt, or raise --phi-tol"
+
+
+def refuse_ignored(solver: str, integrator: str, coords: str,
+                   sensors_out: Path | None) -> None:
+    """Refuses (exit code 2) an option given on the command line that this run would
+    ignore, before anything is loaded: a silently ignored option is a wrong answer."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
+
+    factor_graph = solver == "factor-graph"
+    for name, option in (("window", "--window"), ("smoother", "--smoother")):
+        if given(name) and not factor_graph:
+            raise click.BadParameter("sets the factor graph (add --solver factor-graph)",
+                                     param_hint=option)
+    why = ("the factor graph holds the constraints by its factors" if factor_graph else
+           f"{integrator} keeps the constraints itself" if integrator == "spook"
+           or integrator in VARIATIONAL else
+           "in independent coordinates q follows z by the position problem"
+           if coords == "independent" else None)
+    if given("projection") and why:
+        raise click.BadParameter(f"{why}: nothing is projected (leave --projection out)",
+                                 param_hint="--projection")
+    for name, option in (("sensor_noise", "--noise-sensor"),
+                         ("sensor_period", "--sensor-period"), ("seed", "--seed")):
+        if given(name) and sensors_out is None:
+            raise click.BadParameter("sets the readings of --sensors-out (add it)",
+                                     param_hint=option)
+
+
+def constraint_violation(result: Any, phi_tol: float, fix: str) -> str | None:
     """None when max ‖Φ‖ stays within ``phi_tol`` × size² (Φ holds squared lengths; size:
     ``mech.size``, no floor: a 7 mm crank is measured in its own size); else what is
-    wrong, so no ✓ is printed over rows that are not a motion of the mechanism (a
-    stretched rocker, drift without projection)."""
+    wrong and ``fix`` (:func:`fix_hint`), so no ✓ is printed over rows that are not a
+    motion of the mechanism (a stretched rocker, drift without projection)."""
     error = result.constraint_error
     limit = phi_tol * result.mechanism.size**2
     bad = np.flatnonzero(~(error <= limit))  # NaN counts as bad
@@ -353,5 +450,4 @@ def constraint_violation(result: Any, phi_tol: float) -> str | None:
         return None
     return (f"the constraint error ‖Φ‖ reaches {np.nanmax(error):.3g} (tolerance {limit:.3g}"
             f" = --phi-tol {phi_tol:g} × size²), first exceeded at t = "
-            f"{result.t[bad[0]]:.6g} s: the rows are not a motion of the mechanism (use "
-            "--projection manifold or a smaller --dt, or raise --phi-tol)")
+            f"{result.t[bad[0]]:.6g} s: the rows are not a motion of the mechanism ({fix})")
