@@ -27,8 +27,8 @@ EXIT_UNTRUSTED = 4  # the command ran, but its result is not to be trusted
 PHI_TOL = 1e-3
 #: Default --energy-tol of simulate: a run without applied forces, dampers or friction
 #: whose max |E(t) - E(0)| exceeds it, relative to the energy in play, is untrusted. Every
-#: shipped mechanism stays below 1e-8 with rk4 (5 s at 1 ms) and below 6e-3 with spook;
-#: the Euler steppers drift 4e-2 to 0.15 there (docs/cli.md).
+#: shipped mechanism stays below 7e-9 with rk4 (5 s at 1 ms) and below 6e-3 with spook;
+#: explicit Euler drifts 2e-2 to 0.15 there (docs/cli.md has the figures).
 ENERGY_TOL = 1e-2
 
 #: Picture formats Matplotlib writes, by suffix; animations by the encoder they need.
