@@ -24,6 +24,11 @@ class MechanismError(MbgenError):
         super().__init__(f"{where}: {message}")
 
 
+class DerivationBudgetError(MechanismError):
+    """A derivation would exceed its work budget (an expression too large to cancel or
+    invert in bounded time): names the file, the body's line and the expression."""
+
+
 class SingularConfigurationError(MbgenError):
     """The dynamics have no unique solution at this configuration (dead point, lost rank)."""
 
