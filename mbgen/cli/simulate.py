@@ -222,7 +222,10 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
              sensor_noise: tuple[tuple[str | None, float], ...],
              sensor_period: float | None, seed: int, max_steps: int,
              build_dir: Path | None) -> None:
-    """Simulate FILE's forward dynamics and write t, q, q̇, q̈, energy and ‖Φ‖ to a CSV."""
+    """Simulate FILE's forward dynamics and write t, q, q̇, q̈, energy and ‖Φ‖ to a CSV.
+    A run that stops early, leaves its constraints (--phi-tol) or, with no force, damper
+    or friction, changes its energy (--energy-tol) ends with exit code 4, its rows kept
+    as <out>.untrusted.csv (docs/cli.md)."""
     from mbgen.cli import detail, load_with_status
     from mbgen.io.tables import write_csv
     from mbgen.model.expressions import ExpressionError
