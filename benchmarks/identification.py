@@ -107,7 +107,8 @@ def main() -> None:
     def run(data: Recording = data, **settings: float | str | bool) -> tuple:
         start = time.perf_counter()
         result = identify(mech, data, NAMES, initial=initial, bounds=bounds, priors=priors,
-                          settings=Settings(**settings))
+                          settings=Settings(**({"coordinates": "dependent",
+                                                "step_check": False} | settings)))
         return result, time.perf_counter() - start
 
     base, seconds = run(impulse_noise=IMPULSE_NOISE, substeps=SUBSTEPS, step_check=True)

@@ -42,7 +42,8 @@ from mbgen.estimation.identify import Recording, Settings, identify
 
 CALIBRATED = ["I1", "I2", "b1", "b2", "c1", "c2", "K"]
 NOISE = 1e-4
-SETTINGS = {"substeps": 2, "impulse_noise": 2e-5}
+SETTINGS = {"substeps": 2, "impulse_noise": 2e-5, "coordinates": "dependent",
+            "step_check": False}  # the σ of the noise alone, in the paper's coordinates
 
 
 def noisy(clean: Recording, seed: int) -> Recording:

@@ -20,7 +20,7 @@ from mbgen.cli.conventions import (
     untrusted_path,
 )
 from mbgen.errors import UntrustedResultError
-from mbgen.estimation.identification_inputs import COORDINATES
+from mbgen.estimation.identification_inputs import COORDINATES, SCHEMES, Settings
 from mbgen.io.figures import plot_paths
 
 if TYPE_CHECKING:  # loaded with the command: `mbgen --help` stays fast
@@ -67,28 +67,33 @@ def _pairs(values: tuple[str, ...], option: str, parts: int) -> dict[str, tuple[
 @click.option("--bounds", multiple=True, metavar="NAME=LOW:HIGH", help="Box bounds.")
 @click.option("--prior", multiple=True, metavar="NAME=MEAN:STD",
               help="Independent knowledge of a parameter, e.g. a weighed mass.")
-@click.option("--noise-impulse", "impulse_noise", type=POSITIVE, default=1e-3,
+@click.option("--noise-impulse", "impulse_noise", type=POSITIVE,
+              default=Settings.impulse_noise,
               show_default=True, help="Standard deviation of the impulse residuals "
               "[N·s or N·m·s]: the weight of the dynamics against the sensors' `noise`.")
-@click.option("--scheme", type=click.Choice(["midpoint", "spook"]), default="midpoint",
+@click.option("--scheme", type=click.Choice(SCHEMES), default=Settings.scheme,
               show_default=True, help="The step read as inverse dynamics: the second-order "
               "midpoint rule or the paper's first-order SPOOK step.")
 @click.option("--coordinates", type=click.Choice(COORDINATES),
-              default=COORDINATES[0], show_default=True, help="The states: all coordinates, "
-              "held on the constraints by --compliance (the paper's), or only the "
-              "independent ones, exactly on the constraints (no compliance and its bias, "
-              "far fewer unknowns; the midpoint scheme).")
-@click.option("--compliance", type=POSITIVE, default=1e-5,
+              default=Settings.coordinates, show_default=True, help="The states: all "
+              "coordinates, held on the constraints by --compliance (the paper's), or only "
+              "the independent ones, exactly on the constraints (no compliance and its "
+              "bias, far fewer unknowns; the midpoint scheme); auto: independent where the "
+              "file declares independent_coordinates and the problem allows them.")
+@click.option("--compliance", type=POSITIVE, default=Settings.compliance,
               show_default=True, help="Compliance of every constraint [units of Φ per "
               "unit of force].")
-@click.option("--substeps", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--substeps", type=click.IntRange(min=1), default=Settings.substeps,
+              show_default=True,
               help="Steps per sample.")
-@click.option("--max-iterations", type=click.IntRange(min=1), default=100,
+@click.option("--max-iterations", type=click.IntRange(min=1),
+              default=Settings.max_iterations,
               show_default=True, help="Levenberg–Marquardt iterations before the run is "
               "called not converged (exit code 4).")
-@click.option("--step-check", is_flag=True, help="Solve again at half the step and "
-              "report that solution, each σ including how far its value moved (the σ of "
-              "the noise alone do not cover what the step does; about twice the time).")
+@click.option("--step-check/--no-step-check", default=Settings.step_check,
+              show_default=True, help="Solve again at half the step and report that "
+              "solution, each σ including how far its value moved (the σ of the noise "
+              "alone do not cover what the step does; about twice the time).")
 @click.option("--plot", is_flag=True, help="Also write <out>_fit.png: measured against "
               "fitted readings.")
 @max_steps_option("time steps (samples × substeps)")
@@ -168,7 +173,8 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
 
 def distrust(result: Identification, written: Path, out_path: Path) -> str:
     """Why a result is not trusted: not converged, undetermined combinations of the
-    parameters, or values no real mechanism has."""
+    parameters, residuals inconsistent with their noise, or values no real mechanism
+    has."""
     reasons = []
     if not result.converged:
         reasons.append(f"identification did not converge ({result.message})")
@@ -176,6 +182,8 @@ def distrust(result: Identification, written: Path, out_path: Path) -> str:
         reasons.append("the data do not determine " + "; ".join(result.undetermined)
                        + " (fix one of them in the file, add a --prior, or record motion "
                        "that excites them)")
+    if result.misfit:
+        reasons.append(result.misfit_advice)
     reasons += [f"the identified values are impossible: {problem}"
                 for problem in result.problems]
     return (f"{'; '.join(reasons)}. The result is in {written}, {out_path} is not "
@@ -222,9 +230,15 @@ def print_result(result: Identification, trusted: bool, written: Path) -> None:
         status_console.print(matrix)
     elif strong:
         status_console.print("strongly correlated (|ρ| ≥ 0.9): " + ", ".join(strong))
+    if result.fit:
+        status_console.print("fit (RMS of the normalized residuals, bound): " + ", ".join(
+            f"{'' if test.passed else '[red]'}{escape(test.what)} {np.sqrt(test.mean_square):.3g}"
+            f" ≤ {np.sqrt(test.bound):.3g}{'' if test.passed else ' ✗[/]'}"
+            for test in result.fit))
     state = "[green]✓[/] converged" if trusted else "[red]✗[/] not trusted:"
     status_console.print(f"{state} {result.iterations} iterations, {result.seconds:.2f} s "
-                         f"({escape(result.message)}); final cost {result.cost:.6g}")
+                         f"in {result.coordinates} coordinates ({escape(result.message)}); "
+                         f"final cost {result.cost:.6g}")
     status_console.print(escape(f"  wrote {written}"))
 
 
@@ -261,6 +275,9 @@ def _write_yaml(path: Path, result: Identification, source: Path, data: Path) ->
     lines += ["#   " + " ".join(f"{c:+.3f}" for c in row) for row in result.correlation]
     lines += [f"# not determined by the data: {combination}"
               for combination in result.undetermined]
+    lines += [f"# fit, {test.what}: RMS {np.sqrt(test.mean_square):.4g} sigma of the stated "
+              f"noise (bound {np.sqrt(test.bound):.4g}){'' if test.passed else ' FAILED'}"
+              for test in result.fit]
     lines += [f"# impossible: {problem}" for problem in result.problems]
     text = "\n".join(lines) + "\n"
     atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))

@@ -31,6 +31,7 @@ import numpy as np
 from mbgen.estimation.centroidal import CentroidalInertias
 from mbgen.estimation.identification_inputs import (
     COORDINATES,
+    SCHEMES,
     IdentificationError,
     Recording,
     Settings,
@@ -38,6 +39,13 @@ from mbgen.estimation.identification_inputs import (
 from mbgen.estimation.impulses import MidpointImpulses, SpookImpulses
 from mbgen.estimation.independent_problem import IndependentProblem
 from mbgen.estimation.problem_layout import ProblemLayout
+from mbgen.estimation.verdict import (
+    FitTest,
+    combination,
+    fit_tests,
+    misfit_advice,
+    weakly_determined,
+)
 from mbgen.model.mechanism import Mechanism
 from mbgen.numerics.batched import matrix_vector, transposed_vector
 from mbgen.numerics.least_squares import (
@@ -75,14 +83,28 @@ class Identification:
     history: list[float] = field(default_factory=list)
     # how far each value moved when the step halved (Settings.step_check; NaN: not checked)
     step_change: Array = field(default_factory=lambda: np.full(0, np.nan))
+    coordinates: str = "dependent"  # the states' coordinates the problem was solved in
+    fit: list[FitTest] = field(default_factory=list)  # the residuals against their noise
 
     def as_dict(self) -> dict[str, float]:
         return dict(zip(self.names, self.values.tolist(), strict=True))
 
     @property
+    def misfit(self) -> list[FitTest]:
+        """The residual groups inconsistent with their stated noise."""
+        return [test for test in self.fit if not test.passed]
+
+    @property
+    def misfit_advice(self) -> str:
+        """Why the fit is not trusted and what to try ("" when it is)."""
+        return misfit_advice(self.misfit, self.coordinates) if self.misfit else ""
+
+    @property
     def trusted(self) -> bool:
-        """Converged, every parameter determined by the data, and physically possible."""
-        return self.converged and bool(self.identifiable.all()) and not self.problems
+        """Converged, every parameter determined by the data, the residuals consistent
+        with their stated noise, and the values physically possible."""
+        return (self.converged and bool(self.identifiable.all()) and not self.undetermined
+                and not self.misfit and not self.problems)
 
 
 class IdentificationProblem(ProblemLayout):
@@ -91,9 +113,9 @@ class IdentificationProblem(ProblemLayout):
     def __init__(self, mech: CompiledMechanism, recording: Recording, names: Sequence[str],
                  settings: Settings, priors: Mapping[str, tuple[float, float]]) -> None:
         super().__init__(mech, recording, names, settings, priors)
-        if settings.scheme not in ("midpoint", "spook"):
+        if settings.scheme not in SCHEMES:
             raise IdentificationError(f"unknown scheme {settings.scheme!r} (one of: "
-                                      "midpoint, spook)")
+                                      f"{', '.join(SCHEMES)})")
         if settings.friction not in ("smooth", "box"):
             raise IdentificationError(f"unknown friction model {settings.friction!r} (one "
                                       "of: smooth, box)")
@@ -214,12 +236,24 @@ Problem = IdentificationProblem | IndependentProblem
 
 def make_problem(mech: CompiledMechanism, recording: Recording, names: Sequence[str],
                  settings: Settings, priors: Mapping[str, tuple[float, float]]) -> Problem:
-    """The problem in the coordinates ``settings.coordinates`` names."""
-    if settings.coordinates == "dependent":
-        return IdentificationProblem(mech, recording, names, settings, priors)
+    """The problem in the coordinates ``settings.coordinates`` names (its ``settings``
+    say which: ``"auto"`` is resolved to independent coordinates where the file declares
+    them and the problem allows them, else dependent)."""
     if settings.coordinates not in COORDINATES:
         raise IdentificationError(f"unknown coordinates {settings.coordinates!r} (one of: "
                                   f"{', '.join(COORDINATES)})")
+    if settings.coordinates == "auto":
+        if mech.meta.get("independent") and settings.scheme == "midpoint" \
+                and settings.friction == "smooth":
+            try:
+                return IndependentProblem(mech, recording, names,
+                                          replace(settings, coordinates="independent"),
+                                          priors)
+            except IdentificationError:  # a length identified, redundant constraints
+                pass
+        settings = replace(settings, coordinates="dependent")
+    if settings.coordinates == "dependent":
+        return IdentificationProblem(mech, recording, names, settings, priors)
     if settings.scheme != "midpoint" or settings.friction != "smooth":
         raise IdentificationError("identification in independent coordinates reads the "
                                   "midpoint scheme with smooth friction (got scheme "
@@ -325,14 +359,20 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
     assert jacobian is not None  # asked for
     uncertainty = parameter_uncertainty(result.normal, jacobian, residuals, names)
     std = np.hypot(uncertainty.std, np.nan_to_num(step_change))
+    values = result.x[problem.state_size:]
+    undetermined = uncertainty.undetermined + weakly_determined(
+        names, values, guess, std, uncertainty.correlation)
+    groups = jacobian.split(residuals)
+    fit = fit_tests([*mech.sensor_labels, *mech.accelerometer_labels], problem.obs_sensor,
+                    groups[READINGS].ravel(), groups[IMPULSES])
     seconds = time.perf_counter() - start
     q, v, p = problem.split(result.x)
-    return Identification(names, result.x[problem.state_size:], std,
-                          uncertainty.identifiable, uncertainty.correlation,
-                          uncertainty.undetermined, physical_problems(mech, p, model), guess,
-                          problem.t, q, v, problem.fitted(result.x, readings.shape),
-                          result.cost, len(history), result.converged, seconds,
-                          result.message, history, step_change)
+    return Identification(names, values, std, uncertainty.identifiable,
+                          uncertainty.correlation, undetermined,
+                          physical_problems(mech, p, model), guess, problem.t, q, v,
+                          problem.fitted(result.x, readings.shape), result.cost, len(history),
+                          result.converged, seconds, result.message, history, step_change,
+                          problem.settings.coordinates, fit)
 
 
 def _at_half_the_step(problem: Problem, recording: Recording, names: list[str],
@@ -534,9 +574,9 @@ class Uncertainty:
 #: Relative shifts tried on the states' information when rounding leaves it not
 #: positive definite (a very stiff compliance): far below what changes a σ's 3 digits.
 INFORMATION_SHIFTS = (0.0, 1e-12, 1e-10, 1e-8)
-#: The residual groups of IdentificationProblem.__call__: impulses, readings, initial
+#: The residual groups of both problems' __call__: impulses, readings, initial
 #: constraints, priors; the first is read off the fit (parameter_uncertainty)
-IMPULSES = 0
+IMPULSES, READINGS = 0, 1
 
 
 def parameter_uncertainty(normal: BorderedMatrix, jacobian: BlockJacobian, residuals: Array,
@@ -574,7 +614,7 @@ def parameter_uncertainty(normal: BorderedMatrix, jacobian: BlockJacobian, resid
     correlation = covariance / np.outer(root, root)
     correlation[~identifiable, :] = np.nan
     correlation[:, ~identifiable] = np.nan
-    undetermined = [_combination(vector, names) for vector in vectors[:, null].T]
+    undetermined = [combination(vector, names) for vector in vectors[:, null].T]
     return Uncertainty(np.where(identifiable, std, np.inf), identifiable, correlation,
                        undetermined)
 
@@ -593,18 +633,6 @@ def _information_system(normal: BorderedMatrix) -> BorderedSystem:
     raise IdentificationError("the states' information is not positive definite even "
                               "with a shift of 1e-8 of its diagonal: the compliance is "
                               "too stiff for double precision (raise --compliance)")
-
-
-def _combination(vector: Array, names: Sequence[str]) -> str:
-    """A null direction as "0.71 I1 - 0.70 a1" (components above 0.05, largest first,
-    the first positive)."""
-    order = [k for k in np.argsort(-np.abs(vector)) if abs(vector[k]) > 0.05]
-    sign = 1.0 if vector[order[0]] > 0 else -1.0
-    text = f"{sign * vector[order[0]]:.2f} {names[order[0]]}"
-    for k in order[1:]:
-        c = sign * vector[k]
-        text += f" {'-' if c < 0 else '+'} {abs(c):.2f} {names[k]}"
-    return text
 
 
 def physical_problems(mech: CompiledMechanism, p: Array, model: Mechanism | None = None,

@@ -52,7 +52,10 @@ class IndependentProblem(ProblemLayout):
                  settings: Settings, priors: Mapping[str, tuple[float, float]]) -> None:
         super().__init__(mech, recording, names, settings, priors)
         self.impulses = ImpulseModel(mech, self.h)  # the actuators' forces only
-        self.commands = self.commands_between(recording, 0.5)  # at each step's midpoint
+        # at each step's midpoint; zero without commands (z̈ takes a force row per step)
+        commands = self.commands_between(recording, 0.5)
+        self.commands = (np.zeros((self.steps, len(mech.meta.get("actuators", []))))
+                         if commands is None else commands)
         moved = np.abs(mech.phi_p(mech.q0, self.base)[:, self.selected]).max(axis=0) > 0
         if moved.any():
             raise IdentificationError(

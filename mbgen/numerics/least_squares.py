@@ -138,14 +138,15 @@ class BlockJacobian:
         self.banded = banded
         self.rows = sum(g.band.shape[0] * g.band.shape[1] for g in groups)
 
-    def _split(self, r: Array) -> list[Array]:
+    def split(self, r: Array) -> list[Array]:
+        """Each group's residuals of r (rows,), shaped (K, a) as its row blocks."""
         sizes = np.cumsum([g.band.shape[0] * g.band.shape[1] for g in self.groups])[:-1]
         return [part.reshape(g.band.shape[:2])
                 for part, g in zip(np.split(r, sizes), self.groups, strict=True)]
 
     def mean_squares(self, r: Array) -> list[float]:
         """The mean square of each group's residuals in r (rows,) (1 for an empty group)."""
-        return [float(np.mean(rg * rg)) if rg.size else 1.0 for rg in self._split(r)]
+        return [float(np.mean(rg * rg)) if rg.size else 1.0 for rg in self.split(r)]
 
     def _through(self, g: RowBlocks, columns: Array) -> Array:
         """J_g X (K, a, c) for X = ``columns`` (unknowns, c)."""
@@ -173,14 +174,14 @@ class BlockJacobian:
         residuals' variance is not known but read off the fit, block by block (robust to
         blocks of unequal size and to correlation within a block)."""
         g = self.groups[group]
-        u = transposed_vector(self._through(g, columns), self._split(r)[group])
+        u = transposed_vector(self._through(g, columns), self.split(r)[group])
         return u.T @ u
 
     def gradient(self, r: Array) -> Array:
         """Jᵀr for residuals r (rows,)."""
         top = np.zeros(self.banded)
         bottom = 0.0
-        for g, rg in zip(self.groups, self._split(r), strict=True):
+        for g, rg in zip(self.groups, self.split(r), strict=True):
             width = g.band.shape[2]
             if width:
                 index = g.start[:, None] + np.arange(width)
