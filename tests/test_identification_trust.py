@@ -178,3 +178,19 @@ def test_cli_refuses_a_fit_inconsistent_with_its_noise(whitworth: CompiledMechan
     assert not out.exists()
     written = (tmp_path / "identified.untrusted.yaml").read_text()
     assert "# fit, readings of enc: RMS" in written and "FAILED" in written
+
+
+def test_a_spatial_spring_and_mass_are_never_trusted_wrong(
+        compiled: Callable[[Path], CompiledMechanism]) -> None:
+    """The spatial RSSR with a spring-held rocker (ks = 30, mk = 1) at the defaults: the
+    values land within 3σ of the truth, and the two encoders see little but ks/mk, so the
+    pair is named undetermined (|ρ| ≥ 0.999) instead of a ✓."""
+    path = REPO / "tests" / "data" / "rssr-spring.yaml"
+    mech = compiled(path)
+    truth = {"ks": 30.0, "mk": 1.0}
+    result = identify(mech, readings(mech, 4.0), list(truth), initial={"ks": 20, "mk": 1.5},
+                      model=load_mechanism(path))
+    assert result.coordinates == "independent" and result.converged
+    assert within(result, truth), (result.values, result.std)
+    assert not result.trusted
+    assert any({"ks", "mk"} <= set(text.split()) for text in result.undetermined)
