@@ -360,8 +360,11 @@ class MechanismBuilder:
             else:
                 target = self.coordinate(target_node, coordinates)
             noise = None
-            if "noise" in keys:
+            if "noise" in keys:  # a standard deviation: 0 would weigh a reading infinitely
                 noise = self.numeric(self.expression(keys["noise"]), keys["noise"])
+                if not noise > 0:
+                    raise keys["noise"].error(f"a sensor's noise is the standard deviation "
+                                              f"of its readings, > 0; got {noise:g}")
             name = self.name(keys.get("name"), f"{kind}{k}", {s.name for s in sensors})
             outputs = self.sensor_outputs(kind)
             offset = self.sensor_offset(keys.get("offset"), outputs)
