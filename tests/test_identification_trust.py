@@ -194,3 +194,23 @@ def test_a_spatial_spring_and_mass_are_never_trusted_wrong(
     assert within(result, truth), (result.values, result.std)
     assert not result.trusted
     assert any({"ks", "mk"} <= set(text.split()) for text in result.undetermined)
+
+
+def test_cli_compliance_is_never_ignored(whitworth: CompiledMechanism, tmp_path: Path
+                                         ) -> None:
+    """--compliance with independent coordinates would be ignored: refused (exit 2) before
+    any work, nothing written; with auto it asks for dependent coordinates, said with !."""
+    recording = readings(whitworth, 1.0)
+    data = tmp_path / "readings.csv"
+    np.savetxt(data, np.column_stack([recording.t, recording.readings]), delimiter=",",
+               header=",".join(["t", *whitworth.sensor_labels]), comments="", fmt="%.12g")
+    out = tmp_path / "identified.yaml"
+    args = ["identify", str(WHITWORTH), "--data", str(data), "--params", "k",
+            "--compliance", "1e-7", "--no-step-check", "--out", str(out),
+            "--build-dir", str(whitworth.directory.parent.parent)]
+    refused = CliRunner().invoke(cli, [*args, "--coordinates", "independent"])
+    assert refused.exit_code == 2 and "no compliance to set" in refused.output
+    assert not list(tmp_path.glob("identified*"))
+    auto = CliRunner().invoke(cli, args)
+    assert "! --compliance holds dependent coordinates" in auto.output, auto.output
+    assert "in dependent coordinates" in auto.output

@@ -116,6 +116,7 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
 
     check_paths({"FILE": file, "--data": data_path, "--inputs": inputs_path},
                 {"--out": out_path, "--plot": plot_paths(out_path, "identify") if plot else None})
+    coordinates = _coordinates_for_compliance(coordinates)
     mech, _ = load_with_status(file, build_dir)
     if not mech.sensor_labels:
         raise click.UsageError(no_sensors(file, mech.accelerometer_labels,
@@ -169,6 +170,24 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
         status_console.print(f"  wrote {picture}")
     if not trusted:
         raise UntrustedResultError(distrust(result, written, out_path))
+
+
+def _coordinates_for_compliance(coordinates: str) -> str:
+    """The coordinates to solve in when ``--compliance`` is given: it holds dependent
+    coordinates on the constraints, so with independent ones it would be ignored (refused,
+    exit code 2), and with ``auto`` it asks for dependent ones (said with ``!``)."""
+    from click.core import ParameterSource
+
+    given = click.get_current_context().get_parameter_source("compliance")
+    if given in (None, ParameterSource.DEFAULT) or coordinates == "dependent":
+        return coordinates
+    if coordinates == "independent":
+        raise click.BadParameter("independent coordinates are exactly on the constraints: "
+                                 "no compliance to set (leave it out, or add --coordinates "
+                                 "dependent)", param_hint="--compliance")
+    status_console.print("[yellow]![/] --compliance holds dependent coordinates on the "
+                         "constraints: solving in dependent coordinates")
+    return "dependent"
 
 
 def distrust(result: Identification, written: Path, out_path: Path) -> str:

@@ -433,6 +433,14 @@ def _starting_values(mech: CompiledMechanism, names: list[str],
                                       f"identified (--params: {', '.join(names)})")
     guess = np.array([float((initial or {}).get(name, mech.parameters[name]))
                       for name in names])
+    for name, value in zip(names, guess, strict=True):
+        if not np.isfinite(value):
+            raise IdentificationError(f"the initial value of {name} must be finite, got "
+                                      f"{value:g}")
+    for name, (low, high) in (bounds or {}).items():
+        if np.isnan(low) or np.isnan(high):
+            raise IdentificationError(f"the bounds of {name} must be numbers (±inf for "
+                                      f"none), got [{low:g}, {high:g}]")
     lower = np.full(len(names), -np.inf)
     upper = np.full(len(names), np.inf)
     for i, name in enumerate(names):
@@ -448,10 +456,11 @@ def _starting_values(mech: CompiledMechanism, names: list[str],
         if not low <= guess[i] <= high:
             raise IdentificationError(f"the bounds [{low:g}, {high:g}] of {name} exclude its "
                                       f"initial value {guess[i]:g}")
-    for name, (_, prior_std) in (priors or {}).items():
-        if not prior_std > 0:
-            raise IdentificationError(f"the prior of {name} needs a positive standard "
-                                      f"deviation, got {prior_std:g}")
+    for name, (prior_mean, prior_std) in (priors or {}).items():
+        if not (np.isfinite(prior_mean) and 0 < prior_std < np.inf):
+            raise IdentificationError(f"the prior of {name} needs a finite mean and a "
+                                      f"positive, finite standard deviation, got "
+                                      f"{prior_mean:g}:{prior_std:g}")
     return guess, lower, upper
 
 
