@@ -42,8 +42,13 @@ struct mb_plan {
     mb_sparse sp;
 };
 
+/* Scratch of MB_LANES states side by side (particles.c; defined below). */
+typedef struct mb_lanes mb_lanes;
+
 /* Scratch memory of the calls: one block, sized for the plan (model.c); the public
- * mb_workspace of the one-state calls. */
+ * mb_workspace of the one-state calls, and of the batched calls a caller keeps one for
+ * (mb_forward_dynamics_in: their lanes' scratch and a second workspace, made on first use
+ * and freed with it). */
 typedef struct mb_workspace mb_ws;
 struct mb_workspace {
     const mb_plan* plan;
@@ -77,6 +82,10 @@ struct mb_workspace {
      * of the parameters saved in it */
     double* joint;
     int joint_cached;
+    /* the batched calls' scratch beyond the block, made on first use (NULL until then) */
+    mb_lanes* lanes;              /* q̈ in lanes (particles.c's mb_lanes_new) */
+    double* lane_jacobians;       /* the Jacobians in lanes (dynamics.c) */
+    struct mb_workspace* kinematics; /* mb_independent_dynamics' second workspace */
 };
 
 /* Workspace contents: Jacobian memory; the dense dynamics' blocks even when the options
@@ -224,7 +233,7 @@ static inline void mb_cholesky_solve(const double* L, int d, double* B, int cols
 }
 
 /* Scratch of MB_LANES states side by side, every array [entry][lane] (particles.c). */
-typedef struct {
+struct mb_lanes {
     double *q, *qd, *e, *x1, *v1;  /* n each: the start, the noise force, the result */
     double *Re, *LU;  /* n: R ε; r n + r: the partition's scratch, then its factors */
     double *ph, *A, *res, *y, *delta; /* the projection's: m, r n, r, r, n */
@@ -232,7 +241,7 @@ typedef struct {
     double *f, *dd, *a, *mv, *b, *L, *D, *gamma;
     double* p;  /* np: each lane's parameters, which the lane kernels read */
     int bad[MB_LANES];
-} mb_lanes;
+};
 
 /* particles.c: the lanes' scratch (free() it) and q̈ of MB_LANES states at once, each
  * lane bit for bit what mb_dynamics_one gives it on the unrolled path */

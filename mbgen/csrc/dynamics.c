@@ -528,15 +528,18 @@ typedef struct {
     double* block;
 } jacobian_lanes;
 
-static int jacobian_lanes_new(const mb_plan* plan, jacobian_lanes* J)
+/* J's arrays in w->lane_jacobians, made on the workspace's first call that needs them */
+static int jacobian_lanes_get(mb_ws* w, jacobian_lanes* J)
 {
+    const mb_plan* plan = w->plan;
     const mb_model* model = plan->model;
     const size_t n = (size_t)model->n, N = n + (size_t)plan->r, W = MB_LANES;
     size_t total = (size_t)model->m + N * N + 2 * n * n;
     for (int k = 0; k < JACOBIAN_LANE_KERNELS; ++k)
         total += (size_t)model->kernel[jacobian_lane_kernels[k]].nnz + 1;
     memset(J, 0, sizeof *J);
-    J->block = (double*)malloc(sizeof(double) * total * W);
+    if (!w->lane_jacobians) w->lane_jacobians = (double*)malloc(sizeof(double) * total * W);
+    J->block = w->lane_jacobians;
     if (!J->block) return MB_NO_MEMORY;
     double* next = J->block;
     J->lam = next; next += (size_t)model->m * W;
@@ -577,24 +580,25 @@ static void jacobians_in_lanes(const mb_plan* plan, mb_lanes* s, jacobian_lanes*
 /* q̈ (and, with Jq, Jqd, JQ, its Jacobians) of the states [0, count) in blocks of MB_LANES
  * side by side (the module's lane functions, in SIMD registers), each state its own
  * parameters; a lane that fails is done again alone for its status, and the states after
- * the last whole block alone. *done: how many were handled. */
-static int forward_dynamics_lanes(const mb_plan* plan, const mb_options* options, mb_ws* w,
-    long count, const double* q, long q_stride, const double* qd, long qd_stride,
-    const double* Qext, long Q_stride, const double* p, long p_stride, double* qdd,
-    double* Jq, double* Jqd, double* JQ, int* status, long* done)
+ * the last whole block alone. *done: how many were handled. The lanes' scratch is kept in
+ * w (made on its first call). */
+static int forward_dynamics_lanes(mb_ws* w, long count, const double* q, long q_stride,
+    const double* qd, long qd_stride, const double* Qext, long Q_stride, const double* p,
+    long p_stride, double* qdd, double* Jq, double* Jqd, double* JQ, int* status,
+    long* done)
 {
     enum { W = MB_LANES };
+    const mb_plan* plan = w->plan;
+    const mb_options* options = w->opt;
     const int n = plan->model->n, N = n + plan->r;
     const long nn = (long)n * n;
     const int jacobians = Jq || Jqd || JQ;
     int failed = 0;
     jacobian_lanes J;
-    mb_lanes* s = mb_lanes_new(plan);
     *done = 0;
-    if (!s || (jacobians && jacobian_lanes_new(plan, &J))) {
-        free(s);
-        return MB_NO_MEMORY;
-    }
+    if (!w->lanes) w->lanes = mb_lanes_new(plan);
+    mb_lanes* s = w->lanes;
+    if (!s || (jacobians && jacobian_lanes_get(w, &J))) return MB_NO_MEMORY;
     for (long s0 = 0; s0 + W <= count; s0 += W) {
         mb_transpose(q + s0 * q_stride, q_stride, W, n, s->q, W);
         mb_transpose(qd + s0 * qd_stride, qd_stride, W, n, s->qd, W);
@@ -638,31 +642,38 @@ static int forward_dynamics_lanes(const mb_plan* plan, const mb_options* options
         }
         *done = s0 + W;
     }
-    free(s);
-    if (jacobians) free(J.block);
     return failed;
 }
 
-int mb_forward_dynamics(const mb_plan* plan, const mb_options* options, long count,
-    const double* q, long q_stride, const double* qd, long qd_stride, const double* Qext,
-    long Q_stride, const double* p, long p_stride, double* qdd, double* lam, double* Jq,
-    double* Jqd, double* JQ, int* status)
+int mb_forward_dynamics_in(mb_workspace* w, long count, const double* q, long q_stride,
+    const double* qd, long qd_stride, const double* Qext, long Q_stride, const double* p,
+    long p_stride, double* qdd, double* lam, double* Jq, double* Jqd, double* JQ,
+    int* status)
 {
+    const mb_plan* plan = w->plan;
+    const mb_options* options = w->opt;
     const int n = plan->model->n, m = plan->model->m;
     const long nn = (long)n * n;
-    mb_ws* w = mb_ws_new(plan, options, Jq || Jqd || JQ ? MB_WS_JACOBIANS : 0);
     int failed = 0;
     long first = 0;  /* the states before it are done in lanes */
-    if (!w) return MB_NO_MEMORY;
+    if (((Jq || Jqd || JQ) && !w->Z) || (!w->Kd && !uses_sparse(w))) {
+        /* made without Jacobian memory, or for the sparse path only */
+        for (long s = 0; s < count; ++s) {
+            status[s] = MB_BAD_ARGUMENT;
+            mb_fill_nan(qdd ? qdd + s * n : NULL, n);
+            mb_fill_nan(lam ? lam + s * m : NULL, m);
+            mb_fill_nan(Jq ? Jq + s * nn : NULL, nn);
+            mb_fill_nan(Jqd ? Jqd + s * nn : NULL, nn);
+            mb_fill_nan(JQ ? JQ + s * nn : NULL, nn);
+        }
+        return (int)count;
+    }
     if (!lam && count >= MB_LANES && mb_predict_uses_lanes(plan, options) &&
         (!(Jq || Jqd || JQ) || jacobians_have_lanes(plan->model))) {
-        failed = forward_dynamics_lanes(plan, options, w, count, q, q_stride, qd, qd_stride,
-                                        Qext, Q_stride, p, p_stride, qdd, Jq, Jqd, JQ, status,
+        failed = forward_dynamics_lanes(w, count, q, q_stride, qd, qd_stride, Qext,
+                                        Q_stride, p, p_stride, qdd, Jq, Jqd, JQ, status,
                                         &first);
-        if (failed == MB_NO_MEMORY) {
-            mb_ws_free(w);
-            return MB_NO_MEMORY;
-        }
+        if (failed == MB_NO_MEMORY) return MB_NO_MEMORY;
     }
     for (long s = first; s < count; ++s) {
         double* out[5] = {qdd ? qdd + s * n : NULL, lam ? lam + s * m : NULL,
@@ -679,6 +690,19 @@ int mb_forward_dynamics(const mb_plan* plan, const mb_options* options, long cou
             failed++;
         }
     }
+    return failed;
+}
+
+int mb_forward_dynamics(const mb_plan* plan, const mb_options* options, long count,
+    const double* q, long q_stride, const double* qd, long qd_stride, const double* Qext,
+    long Q_stride, const double* p, long p_stride, double* qdd, double* lam, double* Jq,
+    double* Jqd, double* JQ, int* status)
+{
+    mb_ws* w = mb_ws_new(plan, options, Jq || Jqd || JQ ? MB_WS_JACOBIANS : 0);
+    if (!w) return MB_NO_MEMORY;
+    const int failed = mb_forward_dynamics_in(w, count, q, q_stride, qd, qd_stride, Qext,
+                                              Q_stride, p, p_stride, qdd, lam, Jq, Jqd, JQ,
+                                              status);
     mb_ws_free(w);
     return failed;
 }
@@ -890,26 +914,29 @@ int mb_independent_one(mb_ws* w, mb_ws* wk, const double* q, const double* qd,
     return MB_OK;
 }
 
-int mb_independent_dynamics(const mb_plan* plan, const mb_options* options, long count,
-    const double* q, long q_stride, const double* qd, long qd_stride, const double* Qext,
-    long Q_stride, const double* p, long p_stride, const int* zfix, int nz, double* zdd,
-    double* Jz, double* Jzd, double* JzQ, int* status)
+int mb_independent_dynamics_in(mb_workspace* w, long count, const double* q,
+    long q_stride, const double* qd, long qd_stride, const double* Qext, long Q_stride,
+    const double* p, long p_stride, const int* zfix, int nz, double* zdd, double* Jz,
+    double* Jzd, double* JzQ, int* status)
 {
+    const mb_plan* plan = w->plan;
+    const mb_options* options = w->opt;
     const int n = plan->model->n, d = plan->d;
-    const int jac = Jz || Jzd || JzQ;
-    if (nz && mb_joint_space_applies(plan, options, zfix, nz)) {
-        mb_ws* w = mb_ws_new(plan, options, 0);
-        if (!w) return MB_NO_MEMORY;
-        const int failed = mb_joint_space_batch(w, count, q, q_stride, qd, qd_stride, Qext,
-                                                Q_stride, p, p_stride, zdd, Jz, Jzd, JzQ,
-                                                status);
-        mb_ws_free(w);
-        return failed;
+    if (((Jz || Jzd || JzQ) && !w->Z) || (!w->Kd && !uses_sparse(w))) {
+        for (long s = 0; s < count; ++s) {  /* a workspace that does not fit the call */
+            status[s] = MB_BAD_ARGUMENT;
+            mb_independent_nan(s, d, n, zdd, Jz, Jzd, JzQ);
+        }
+        return (int)count;
     }
-    mb_ws* w = mb_ws_new(plan, options, jac ? MB_WS_JACOBIANS : 0);
-    mb_ws* wk = mb_ws_new(plan, options, 0);
+    if (nz && mb_joint_space_applies(plan, options, zfix, nz))
+        return mb_joint_space_batch(w, count, q, q_stride, qd, qd_stride, Qext, Q_stride, p,
+                                    p_stride, zdd, Jz, Jzd, JzQ, status);
+    /* the kinematics' workspace: either path's blocks, as the options may change */
+    if (!w->kinematics) w->kinematics = mb_ws_new(plan, options, MB_WS_DENSE);
+    mb_ws* wk = w->kinematics;
     int failed = 0;
-    if (!w || !wk) { mb_ws_free(w); mb_ws_free(wk); return MB_NO_MEMORY; }
+    if (!wk) return MB_NO_MEMORY;
     for (long s = 0; s < count; ++s) {
         const long dd = (long)d * d, dn = (long)d * n;
         int st = mb_independent_one(w, wk, q + s * q_stride, qd + s * qd_stride,
@@ -920,8 +947,20 @@ int mb_independent_dynamics(const mb_plan* plan, const mb_options* options, long
         status[s] = st;
         failed += st != MB_OK;
     }
+    return failed;
+}
+
+int mb_independent_dynamics(const mb_plan* plan, const mb_options* options, long count,
+    const double* q, long q_stride, const double* qd, long qd_stride, const double* Qext,
+    long Q_stride, const double* p, long p_stride, const int* zfix, int nz, double* zdd,
+    double* Jz, double* Jzd, double* JzQ, int* status)
+{
+    mb_ws* w = mb_ws_new(plan, options, Jz || Jzd || JzQ ? MB_WS_JACOBIANS : 0);
+    if (!w) return MB_NO_MEMORY;
+    const int failed = mb_independent_dynamics_in(w, count, q, q_stride, qd, qd_stride, Qext,
+                                                  Q_stride, p, p_stride, zfix, nz, zdd, Jz,
+                                                  Jzd, JzQ, status);
     mb_ws_free(w);
-    mb_ws_free(wk);
     return failed;
 }
 

@@ -125,6 +125,20 @@ int mb_forward_dynamics_one(mb_workspace* workspace, const double* q, const doub
     const double* Qext, const double* p, double* qdd, double* lam, double* Jq,
     double* Jqd, double* JQ);
 
+/* mb_forward_dynamics and mb_independent_dynamics in a workspace of mb_workspace_new(plan,
+ * options, 1) that the caller keeps between calls (one per thread: what the Python
+ * bindings do), so a call allocates nothing after the workspace's first (which makes the
+ * lanes' scratch it keeps); the same results. A workspace without Jacobian memory asked
+ * for Jacobians gives every state MB_BAD_ARGUMENT. */
+int mb_forward_dynamics_in(mb_workspace* workspace, long count, const double* q,
+    long q_stride, const double* qd, long qd_stride, const double* Qext, long Q_stride,
+    const double* p, long p_stride, double* qdd, double* lam, double* Jq, double* Jqd,
+    double* JQ, int* status);
+int mb_independent_dynamics_in(mb_workspace* workspace, long count, const double* q,
+    long q_stride, const double* qd, long qd_stride, const double* Qext, long Q_stride,
+    const double* p, long p_stride, const int* zfix, int nz, double* zdd, double* Jz,
+    double* Jzd, double* JzQ, int* status);
+
 /* ∂q̈/∂p (count x n x np) at (q, q̇, Q): the implicit derivative of the dynamics with
  * respect to the model parameters at fixed state (lengths, masses, inertias, centre-of-mass
  * offsets, gravity, force values: anything the YAML makes a parameter). */

@@ -248,8 +248,10 @@ static void layout(mb_ws* w, arena* a, int flags)
             w->T = (double*)take(a, D * n * wide);
             w->G = (double*)take(a, D * (n * r + 1));
         }
+        /* K⁻¹: the unrolled and dense paths write it in Z, the generic sparse path in X2,
+         * never both in one state, so they share the memory */
         w->Z = (double*)take(a, D * N * N);
-        w->X2 = (double*)take(a, D * N * N);
+        w->X2 = w->Z;
         w->JT = (double*)take(a, D * n * N);
         /* the most entries one Jacobian's terms can have (dynamics.c, jacobian_terms) */
         const mb_kernel* K = model->kernel;
@@ -290,6 +292,9 @@ mb_ws* mb_ws_new(const mb_plan* plan, const mb_options* opt, int flags)
 void mb_ws_free(mb_ws* w)
 {
     if (!w) return;
+    free(w->lanes);
+    free(w->lane_jacobians);
+    mb_ws_free(w->kinematics);
     free(w->kv[0]);  /* the block starts with the first kernel's values */
     free(w);
 }

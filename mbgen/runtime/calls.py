@@ -8,6 +8,7 @@ or is handed back to the caller (``errors="status"``).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ from mbgen.errors import SingularConfigurationError
 
 Array = np.ndarray
 ERROR_MODES = ("raise", "status")
+KEPT_STATUSES = 1 << 16  # the most statuses a thread keeps a buffer for between calls
 
 
 def status_error(lib: Any, ffi: Any, code: int, context: str, detail: str = "",
@@ -131,6 +133,28 @@ class Core:
             strides[name] = array.shape[1] if array.shape[0] == count and count > 1 else 0
         return arrays, strides, count, batched
 
+    def states(self, width: int, q: Any, qd: Any, Q: Any = None,
+               ) -> tuple[Array, int, Array, int, Array | None, int, int, bool]:
+        """:meth:`batch` of (q, q̇, Q or None), each of ``width``, on the common path
+        without its dictionaries: (q, its stride, q̇, its stride, Q, its stride, N,
+        batched); inputs of one shape (n,) or (N, n) take no step that batch would not."""
+        a = np.ascontiguousarray(q, dtype=np.float64)
+        b = np.ascontiguousarray(qd, dtype=np.float64)
+        shape = a.shape
+        c = None if Q is None else np.ascontiguousarray(Q, dtype=np.float64)
+        if shape == b.shape and (c is None or c.shape == shape):
+            if shape == (width,):
+                return a, 0, b, 0, c, 0, 1, False
+            if len(shape) == 2 and shape[1] == width:
+                stride = width if shape[0] > 1 else 0
+                return a, stride, b, stride, c, 0 if c is None else stride, shape[0], True
+        inputs = {"q": (q, width), "qd": (qd, width)}
+        if Q is not None:
+            inputs["Q"] = (Q, width)
+        arrays, strides, count, batched = self.batch(**inputs)
+        return (arrays["q"], strides["q"], arrays["qd"], strides["qd"], arrays.get("Q"),
+                strides.get("Q", 0), count, batched)
+
     def params(self, params: Any, count: int) -> tuple[Any, int]:
         """(pointer, stride): one parameter vector for all states (stride 0) or one row each;
         None is the default vector."""
@@ -176,6 +200,17 @@ class Core:
         """The core's text for a status (0: ok)."""
         return self.ffi.string(self.lib.mb_status_text(int(code))).decode()
 
+    def failure(self, status: Array, q: Array, what: str, describe: Callable[[Array], str],
+                ) -> Exception:
+        """The error of a batch whose states ``status`` (N,) did not all succeed, naming
+        the first failed one and its q (a row of q, (N, n) or (1, n), or q itself (n,))."""
+        bad = np.flatnonzero(status)
+        k = int(bad[0])
+        rows = q.reshape(-1, q.shape[-1])
+        return self.status_error(int(status[k]), f"{what} failed at state {k} ({bad.size} "
+                                 f"of {len(status)} failed)",
+                                 f"; q = [{describe(rows[min(k, len(rows) - 1)])}]")
+
     def check_states(self, status: Array, q: Array, what: str, errors: str,
                      describe: Callable[[Array], str]) -> None:
         """With ``errors="raise"``, a failed state (status (N,) nonzero) raises naming the
@@ -183,8 +218,44 @@ class Core:
         if errors not in ERROR_MODES:
             raise ValueError(f"errors must be one of {ERROR_MODES}, got {errors!r}")
         if errors == "raise" and status.any():
-            bad = np.flatnonzero(status)
-            k = int(bad[0])
-            raise self.status_error(int(status[k]), f"{what} failed at state {k} ({bad.size} "
-                                    f"of {len(status)} failed)",
-                                    f"; q = [{describe(q[min(k, len(q) - 1)])}]")
+            raise self.failure(status, q, what, describe)
+
+
+def check_errors(errors: str) -> None:
+    """``errors`` is one of ERROR_MODES (checked before a call, as check_states does after
+    one)."""
+    if errors != "raise" and errors != "status":
+        raise ValueError(f"errors must be one of {ERROR_MODES}, got {errors!r}")
+
+
+class Workspaces(threading.local):
+    """Per thread, what the batched calls of one part keep between calls: the core's
+    workspace for the plan it was made for (mb_workspace_new with Jacobian memory, for
+    either path; its lanes' scratch is made on first use and kept in it), so a call
+    allocates nothing in C, and a status buffer for calls that raise (read only when a
+    state failed). A workspace belongs to one thread, hence one per thread."""
+
+    plan: Any = None  # the plan the workspace was made for (kept alive by holding it)
+    workspace: Any = None
+    status: Array = np.zeros(0, dtype=np.int32)  # replaced, never written, while empty
+    status_pointer: Any = None
+
+    def get(self, core: Core, plan: Any, options: Any) -> Any:
+        """The workspace for ``plan`` (a new one when the plan changed: reselected rows)."""
+        if self.plan is not plan:
+            workspace = core.lib.mb_workspace_new(plan, options, 1)
+            if workspace == core.null:
+                raise MemoryError("mbgen C core: out of memory for a batch's workspace")
+            self.workspace = core.ffi.gc(workspace, core.lib.mb_workspace_free)
+            self.plan = plan
+        return self.workspace
+
+    def statuses(self, core: Core, count: int) -> tuple[Array, Any]:
+        """(buffer, its int pointer) of at least ``count`` statuses, kept for the next
+        call."""
+        if len(self.status) < count:
+            status = np.zeros(max(count, 8), dtype=np.int32)
+            if count > KEPT_STATUSES:  # a large batch's: its own, not kept
+                return status, core.ints(status)
+            self.status, self.status_pointer = status, core.ints(status)
+        return self.status, self.status_pointer

@@ -14,7 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from mbgen.runtime.calls import Core, output_array, per_state, returned
+from mbgen.runtime.calls import (
+    Core,
+    Workspaces,
+    check_errors,
+    output_array,
+    per_state,
+    returned,
+)
 from mbgen.runtime.coordinates import Coordinates
 from mbgen.runtime.options import SolverOptions
 from mbgen.runtime.structure import PlanPart, Structure
@@ -33,6 +40,11 @@ class Dynamics(PlanPart):
         self._m = m
         self._q0 = q0
         self._describe = coordinates.describe  # words a failed state
+        # forward and independent dynamics: a kept workspace per thread, and their common
+        # path with no step a one-state call does not need (a fixed cost of ~15 µs before)
+        self._workspaces = Workspaces()
+        self._pointer = core.ffi.from_buffer
+        self._z_default: Array | None = None
 
     def _inputs(self, q: Any, qd: Any, Q: Any) -> dict[str, tuple[Any, int]]:
         """q, q̇ and, when given, the external forces Q, each of width n, for Core.batch."""
@@ -46,26 +58,44 @@ class Dynamics(PlanPart):
                  multipliers: bool, errors: str, out: tuple[Array, ...] | None,
                  ) -> tuple[Array, ...]:
         """Outputs shaped for the caller ((n,) per state, or with a leading N), then status."""
-        core, n = self._core, self._n
-        arrays, strides, count, batched = core.batch(**self._inputs(q, qd, Q))
-        p, p_stride = core.params(params, count)
-        lead = (count,) if batched else ()
-        shapes = [(*lead, n)] + ([(*lead, n, n)] * 3 if jacobians else [])
-        if out is not None and len(out) != len(shapes):
-            raise ValueError(f"out must hold {len(shapes)} arrays")
-        results = [output_array(o, s) for o, s in zip(out or [None] * len(shapes), shapes,
-                                                      strict=True)]
-        lam = np.empty((*lead, max(self._m, 1))) if multipliers else None
-        status = np.empty(count, dtype=np.int32)
-        ptrs = [core.doubles(r) for r in results] + [core.null] * (4 - len(results))
-        core.checked(core.lib.mb_forward_dynamics(
-            self._structure.plan, self._options.struct, count, core.doubles(arrays["q"]),
-            strides["q"], core.doubles(arrays["qd"]), strides["qd"],
-            core.doubles(arrays.get("Q")), strides.get("Q", 0), p, p_stride, ptrs[0],
-            core.doubles(lam), ptrs[1], ptrs[2], ptrs[3], core.ints(status)))
-        core.check_states(status, arrays["q"], "forward dynamics", errors, self._describe)
+        check_errors(errors)
+        core, n, pointer = self._core, self._n, self._pointer
+        qs, q_stride, qds, qd_stride, Qs, Q_stride, count, batched = core.states(n, q, qd, Q)
+        p, p_stride = (core.parameters.pointer, 0) if params is None else core.params(
+            params, count)
+        if batched:
+            shapes = [(count, n), (count, n, n), (count, n, n), (count, n, n)]
+        else:
+            shapes = [(n,), (n, n), (n, n), (n, n)]
+        if not jacobians:
+            del shapes[1:]
+        if out is None:
+            results = [np.empty(shape) for shape in shapes]
+        else:
+            if len(out) != len(shapes):
+                raise ValueError(f"out must hold {len(shapes)} arrays")
+            results = [output_array(o, s) for o, s in zip(out, shapes, strict=True)]
+        null = core.null
+        ptrs = [pointer("double[]", r) for r in results] + [null] * (4 - len(results))
+        lam = np.empty((*shapes[0][:-1], max(self._m, 1))) if multipliers else None
+        local = self._workspaces
+        workspace = local.get(core, self._structure.plan, self._options.struct)
+        if errors == "raise":
+            status, status_pointer = local.statuses(core, count)
+        else:
+            status = np.empty(count, dtype=np.int32)
+            status_pointer = pointer("int[]", status)
+        failed = core.lib.mb_forward_dynamics_in(
+            workspace, count, pointer("double[]", qs), q_stride, pointer("double[]", qds),
+            qd_stride, null if Qs is None else pointer("double[]", Qs), Q_stride, p, p_stride,
+            ptrs[0], null if lam is None else pointer("double[]", lam), ptrs[1], ptrs[2],
+            ptrs[3], status_pointer)
+        if failed:
+            core.checked(failed)
+            if errors == "raise":
+                raise core.failure(status[:count], qs, "forward dynamics", self._describe)
         values = tuple(results) if lam is None else (lam[..., :self._m],)
-        return (*values, status if batched else status[:1])
+        return (*values, status)
 
     def forward_dynamics(self, q: Any, qd: Any, Q: Any = None, params: Any = None, *,
                          out: Array | None = None, errors: str = "raise") -> Any:
@@ -149,28 +179,48 @@ class Dynamics(PlanPart):
         leading N; z̈'s alone without ``jacobians``): a loop over batches then allocates
         nothing (fresh multi-megabyte outputs cost page faults on every call).
         """
-        core, n = self._core, self._n
-        arrays, strides, count, batched = core.batch(**self._inputs(q, qd, Q))
-        p, p_stride = core.params(params, count)
-        d = self._structure.dof
-        zfix = self._structure.z_indices(z)
+        check_errors(errors)
+        core, n, pointer = self._core, self._n, self._pointer
+        qs, q_stride, qds, qd_stride, Qs, Q_stride, count, batched = core.states(n, q, qd, Q)
+        p, p_stride = (core.parameters.pointer, 0) if params is None else core.params(
+            params, count)
+        structure = self._structure
+        d = structure.dof
+        if z is not None:
+            zfix = structure.z_indices(z)
+        elif self._z_default is not None:
+            zfix = self._z_default
+        else:
+            zfix = self._z_default = structure.z_indices(None)  # the file's, fixed
         lead = (count,) if batched else ()
         shapes = [(*lead, d)] + ([(*lead, d, d), (*lead, d, d), (*lead, d, n)]
                                  if jacobians else [])
-        if out is not None and len(out) != len(shapes):
-            raise ValueError(f"out must hold {len(shapes)} arrays")
-        results = [output_array(o, shape) for o, shape in zip(out or [None] * len(shapes),
-                                                               shapes, strict=True)]
-        ptrs = [core.doubles(r) for r in results[1:]] or [core.null] * 3
-        status = np.empty(count, dtype=np.int32)
-        core.checked(core.lib.mb_independent_dynamics(
-            self._structure.plan, self._options.struct, count, core.doubles(arrays["q"]),
-            strides["q"], core.doubles(arrays["qd"]), strides["qd"],
-            core.doubles(arrays.get("Q")), strides.get("Q", 0), p, p_stride, core.ints(zfix),
-            len(zfix), core.doubles(results[0]), *ptrs, core.ints(status)))
-        core.check_states(status, arrays["q"], "independent-coordinate dynamics", errors,
-                          self._describe)
-        return returned((*results, status if batched else status[:1]), errors)
+        if out is None:
+            results = [np.empty(shape) for shape in shapes]
+        else:
+            if len(out) != len(shapes):
+                raise ValueError(f"out must hold {len(shapes)} arrays")
+            results = [output_array(o, s) for o, s in zip(out, shapes, strict=True)]
+        null = core.null
+        ptrs = [pointer("double[]", r) for r in results[1:]] or [null] * 3
+        local = self._workspaces
+        workspace = local.get(core, structure.plan, self._options.struct)
+        if errors == "raise":
+            status, status_pointer = local.statuses(core, count)
+        else:
+            status = np.empty(count, dtype=np.int32)
+            status_pointer = pointer("int[]", status)
+        failed = core.lib.mb_independent_dynamics_in(
+            workspace, count, pointer("double[]", qs), q_stride, pointer("double[]", qds),
+            qd_stride, null if Qs is None else pointer("double[]", Qs), Q_stride, p, p_stride,
+            pointer("int[]", zfix), len(zfix), pointer("double[]", results[0]), *ptrs,
+            status_pointer)
+        if failed:
+            core.checked(failed)
+            if errors == "raise":
+                raise core.failure(status[:count], qs, "independent-coordinate dynamics",
+                                   self._describe)
+        return returned((*results, status), errors)
 
     # -- kinematic problems --------------------------------------------------------------------
     def solve_position(self, q_guess: Any, z: Any = None, minimum_norm: bool = False,
