@@ -84,13 +84,26 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from mbgen.cli import load_with_status
-    from mbgen.estimation.particle_filter import ParticleFilter, filter_step, readings_between_steps
+    from mbgen.estimation.particle_filter import (
+        MAX_SPEED,
+        ParticleFilter,
+        belief_bytes,
+        filter_step,
+        readings_between_steps,
+    )
     from mbgen.io.readings import read_readings
     from mbgen.io.tables import write_table
 
     check_paths({"FILE": file, "--data": readings_path},
                 {"--out": csv_path, "--plot": plot_paths(csv_path, "estimate") if plot else None})
+    if speed > MAX_SPEED:
+        raise click.BadParameter(f"{speed:g} is above {MAX_SPEED:g}, the largest span whose "
+                                 "variance the filter computes with", param_hint="--speed")
     mech, _ = load_with_status(file, build_dir)
+    # the initial belief's particles, allocated at once: refused beyond memory
+    belief = particles * pool
+    check_work(belief, belief, f"particles in the initial belief (--particles {particles} "
+               f"× --pool {pool})", "--particles", belief_bytes(mech))
     if not mech.sensor_labels:
         raise click.UsageError(no_sensors(
             file, mech.accelerometer_labels, "which the filter weighs alongside sensors of "

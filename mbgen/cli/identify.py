@@ -19,7 +19,7 @@ from mbgen.cli.conventions import (
     no_sensors,
     untrusted_path,
 )
-from mbgen.errors import UntrustedResultError
+from mbgen.errors import MbgenError, UntrustedResultError
 from mbgen.estimation.identification_inputs import COORDINATES, SCHEMES, Settings
 from mbgen.io.figures import plot_paths
 
@@ -126,6 +126,12 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
     # the accelerometers' columns may be left out (empty: no readings)
     t, readings = read_readings(data_path, mech.sensor_labels,
                                 optional=mech.accelerometer_labels)
+    state = readings[:, :len(mech.sensor_labels)]
+    if np.isnan(state).all():
+        raise MbgenError(f"{data_path}: no reading of a state sensor (the columns "
+                         f"{', '.join(mech.sensor_labels)} are empty): identification takes "
+                         "accelerometers only alongside readings of a state sensor (q̈ "
+                         "alone does not fix the state)")
     commands = None if inputs_path is None else read_commands(mech, file, inputs_path, t)
     # the Jacobian's blocks: about 60 w² doubles a step for w unknowns a state (n, or the
     # dof in independent coordinates, whose states also map z to q: a few n² more; twice

@@ -289,7 +289,9 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
             csv_path = untrusted_path(csv_path)
             sensors_out = sensors_out and untrusted_path(sensors_out)
             check_paths({"FILE": file}, {"--out": csv_path, "--sensors-out": sensors_out})
-        write_csv(result, csv_path, extras=extras, every=every)
+        # a K beyond the run's rows writes its first and last (a K beyond int64 reached
+        # NumPy's indices as floats)
+        write_csv(result, csv_path, extras=extras, every=min(every, len(result.t)))
         if sensors_out is not None:
             assert stride is not None  # set with --sensors-out
             write_readings(result, sensors_out, sensor_sigma + accelerometer_sigma, stride,

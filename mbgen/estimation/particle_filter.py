@@ -54,6 +54,21 @@ from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.runtime.integration import PREDICTORS
 
 Array = np.ndarray
+#: The largest initial velocities' span ``speed`` [m/s or rad/s]: far beyond any
+#: mechanism's, with room left for products of its variance speed²/3 in the first
+#: reading's update (1e300 overflowed squaring it).
+MAX_SPEED = 1e100
+
+
+def belief_bytes(mech: CompiledMechanism) -> float:
+    """About the memory one particle of the initial belief (``particles × pool`` of
+    them) takes while the first reading is weighed: its state, velocity draws and the
+    tangent bases (n × dof), the sensors' rates (outputs × n) and the readings per
+    tangent velocity, in doubles; what a command checks before it allocates."""
+    outputs = len(mech.sensor_labels) + len(mech.accelerometer_labels)
+    d = max(mech.dof, 1)
+    return 8.0 * (12 * mech.n + 2 * d * mech.n + 2 * outputs * (mech.n + d) + 16)
+
 Members = list[tuple[int, Array | slice]]  # each branch held, with its particles' index
 HOPELESS = 30.0  # readings this many σ from every particle: the belief has lost the truth
 
@@ -180,6 +195,9 @@ class ParticleFilter:
         self.rng = np.random.default_rng(seed)
         self.spread = spread
         self.speed = float(speed)
+        if not 0 <= self.speed <= MAX_SPEED:  # NaN too
+            raise ValueError(f"the initial velocities' span {speed:g} is not within 0 and "
+                             f"{MAX_SPEED:g} (its variance speed²/3 must stay a number)")
         self.prune = float(prune)
         self.pool = max(1, int(pool))
         self.roughening = float(roughening)

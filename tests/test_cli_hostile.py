@@ -1,0 +1,87 @@
+"""Hostile input, round 2 (issue 57): values at the edges of what an option or a file can
+say get a clear refusal or a sound run, never an internal error (exit code 3)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import SHIPPED_DIR
+
+from mbgen.cli.conventions import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE
+from mbgen.cli.main import cli
+
+FOURBAR = SHIPPED_DIR / "fourbar.yaml"
+READINGS = SHIPPED_DIR.parent / "examples" / "fourbar-readings.csv"
+
+
+@pytest.fixture
+def run(out_dir: Path):
+    runner = CliRunner()
+
+    def invoke(*args: str) -> tuple[int, str]:
+        result = runner.invoke(cli, list(args), catch_exceptions=False)
+        return result.exit_code, result.output
+
+    return invoke
+
+
+def estimate(run, tmp_path: Path, *options: str) -> tuple[int, str]:
+    return run("estimate", str(FOURBAR), "--data", str(READINGS), "--noise-sensor", "0.0175",
+               "--out", str(tmp_path / "e.csv"), *options)
+
+
+def test_estimate_refuses_a_speed_whose_variance_overflows(run, tmp_path: Path) -> None:
+    """--speed 1e300 overflowed squaring it (OverflowError, exit 3)."""
+    code, output = estimate(run, tmp_path, "--speed", "1e300")
+    assert code == EXIT_USAGE and "--speed" in output and "1e+100" in output, output
+    assert not (tmp_path / "e.csv").exists()
+
+
+def test_estimate_refuses_more_particles_than_memory_with_the_estimate(run,
+                                                                       tmp_path: Path) -> None:
+    """--particles 1e12 allocated the belief at once (MemoryError, exit 3)."""
+    code, output = estimate(run, tmp_path, "--particles", "1000000000000")
+    assert code == EXIT_USAGE, output
+    assert "1e+14 particles" in output and "GiB" in output and "--pool 100" in output
+
+
+def test_simulate_every_beyond_the_run_writes_its_first_and_last_rows(run,
+                                                                      tmp_path: Path) -> None:
+    """--every 1e20 reached NumPy's indices as floats (IndexError, exit 3)."""
+    out = tmp_path / "run.csv"
+    code, output = run("simulate", str(FOURBAR), "--t-end", "0.05", "--dt", "1e-3", "--out",
+                       str(out), "--every", "100000000000000000000")
+    assert code == EXIT_OK, output
+    with out.open() as handle:
+        rows = list(csv.reader(handle))
+    assert [float(row[0]) for row in rows[1:]] == pytest.approx([0.0, 0.05])
+
+
+def test_identify_refuses_accelerometer_readings_without_a_state_sensor(
+        run, tmp_path: Path) -> None:
+    """The encoders' columns empty, the accelerometer's full: the initial states were
+    interpolated from no reading (ValueError, exit 3)."""
+    source = (SHIPPED_DIR / "actuated-double-pendulum.yaml").read_text()
+    anchor = "  - {type: encoder, coordinate: theta2, name: enc2, noise: 1e-4, offset: offset2}\n"
+    assert anchor in source
+    path = tmp_path / "imu.yaml"
+    path.write_text(source.replace(
+        anchor, anchor + "  - {type: accelerometer, body: 1, name: imu, noise: 0.05}\n"))
+    readings = tmp_path / "readings.csv"
+    code, output = run("simulate", str(path), "--t-end", "0.2", "--dt", "0.01", "--out",
+                       str(tmp_path / "run.csv"), "--sensors-out", str(readings))
+    assert code == EXIT_OK, output
+    with readings.open() as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0] == ["t", "enc1", "enc2", "imu.x", "imu.y"]
+    accelerometer_only = tmp_path / "imu-only.csv"
+    with accelerometer_only.open("w", newline="") as handle:
+        csv.writer(handle).writerows([rows[0], *([r[0], "", "", *r[3:]] for r in rows[1:])])
+    code, output = run("identify", str(path), "--data", str(accelerometer_only), "--params",
+                       "b1", "--out", str(tmp_path / "id.yaml"))
+    assert code == EXIT_BAD_INPUT, output
+    assert "no reading of a state sensor" in output and "enc1, enc2" in output
+    assert not (tmp_path / "id.yaml").exists()
