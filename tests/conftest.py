@@ -9,7 +9,9 @@ the user's ``~/.cache``.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -109,6 +111,28 @@ def random_configurations(mech: CompiledMechanism, count: int = 3, seed: int = 0
             "v": rng.standard_normal(mech.n),
             "lam": rng.standard_normal(mech.m),
         }
+
+
+def yardstick() -> float:
+    """Seconds this machine takes right now for a fixed piece of Python work (about 10 ms
+    when quiet): the unit of the bounded-time tests, so that they measure the work, not
+    the machine's load (a wall-clock limit failed on a busy machine)."""
+    start = time.perf_counter()
+    sum(i * i for i in range(200_000))
+    return time.perf_counter() - start
+
+
+@contextmanager
+def bounded_time(units: float) -> Iterator[None]:
+    """Asserts that the block takes at most ``units`` yardsticks (the larger of one
+    measured before and one after it, so that load arriving meanwhile counts too). The
+    hangs these tests guard against took minutes: hundreds of thousands of yardsticks."""
+    before = yardstick()
+    start = time.perf_counter()
+    yield
+    elapsed = time.perf_counter() - start
+    unit = max(before, yardstick())
+    assert elapsed <= units * unit, f"took {elapsed:.3g} s = {elapsed / unit:.0f} yardsticks"
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import reference
+from conftest import bounded_time, reference
 
 import mbgen
 from mbgen.errors import MbgenError, MechanismError
@@ -258,15 +258,11 @@ def test_bad_edit_keeps_previous_build_and_adds_nothing(tmp_path: Path) -> None:
 def test_runaway_numbers_and_nesting_are_located_errors(tmp_path: Path, value: str,
                                                        fragment: str) -> None:
     """Each would otherwise hang SymPy, overflow, or raise RecursionError or TypeError."""
-    import time
-
     text = (VALID.replace("- {x: L, y: 0}", f"- {{x: L, y: {value}}}") if "L" in value
             else VALID.replace("  L: 1.0", f"  L: {value}"))
-    start = time.perf_counter()
-    with pytest.raises(MechanismError, match=r"bad\.yaml:\d+") as error:
+    with bounded_time(200), pytest.raises(MechanismError, match=r"bad\.yaml:\d+") as error:
         load_mechanism(write(tmp_path, text))
     assert fragment in str(error.value)
-    assert time.perf_counter() - start < 2.0
 
 
 def test_division_by_zero_is_a_located_error(tmp_path: Path) -> None:
@@ -315,26 +311,20 @@ def test_relative_angle_between_segments_sharing_a_point(tmp_path: Path) -> None
 def test_derived_parameters_cannot_run_away(tmp_path: Path, value: str, fragment: str) -> None:
     """Each derived parameter is small, but the chain doubles the tree (SymPy then hung),
     nests it past the recursion limit, or grows an exact number to thousands of digits."""
-    import time
-
     chain = "".join(f"  p{k + 1}: {value.format(k=k)}\n" for k in range(300))
     text = VALID.replace("  L: 1.0", "  L: 1.0\n  p0: L\n" + chain)
-    start = time.perf_counter()
-    with pytest.raises(MechanismError, match=r"bad\.yaml:\d+ \[parameters\.p\d+\]") as error:
+    with bounded_time(200), pytest.raises(
+            MechanismError, match=r"bad\.yaml:\d+ \[parameters\.p\d+\]") as error:
         load_mechanism(write(tmp_path, text))
     assert fragment in str(error.value)
-    assert time.perf_counter() - start < 2.0
 
 
 def test_five_thousand_parameters_load_quickly(tmp_path: Path) -> None:
     """Each parameter substituted every other one: 5 000 took minutes."""
-    import time
-
     many = "".join(f"  p{k}: {k}.5\n" for k in range(5000))
     path = write(tmp_path, VALID.replace("  L: 1.0", "  L: 1.0\n" + many))
-    start = time.perf_counter()
-    mechanism = load_mechanism(path)
-    assert time.perf_counter() - start < 2.0
+    with bounded_time(400):
+        mechanism = load_mechanism(path)
     assert len(mechanism.parameters) == 5001 and mechanism.parameters[-1].value == 4999.5
 
 
@@ -347,12 +337,9 @@ def test_five_thousand_parameters_load_quickly(tmp_path: Path) -> None:
 def test_visual_cannot_hold_an_alias_bomb(tmp_path: Path, visual: str, line: int,
                                           fragment: str) -> None:
     """visual is copied to meta.json: a billion-laughs bomb took 7.7 GB there."""
-    import time
-
     text = VALID.replace("    mass: 2.0", f"    mass: 2.0\n    visual: {visual}".rstrip())
-    start = time.perf_counter()
-    expect_error(write(tmp_path, text), line, "planar_bodies[1].visual", fragment)
-    assert time.perf_counter() - start < 2.0
+    with bounded_time(200):
+        expect_error(write(tmp_path, text), line, "planar_bodies[1].visual", fragment)
     shared = VALID.replace("    mass: 2.0", "    mass: 2.0\n    visual: [&c {r: 1}, *c]")
     assert load_mechanism(write(tmp_path, shared, "ok.yaml")).bodies[1].visual == [{"r": 1}] * 2
 
