@@ -12,6 +12,7 @@ from conftest import SHIPPED_DIR
 
 from mbgen.cli.conventions import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE
 from mbgen.cli.main import cli
+from mbgen.errors import MechanismError
 
 FOURBAR = SHIPPED_DIR / "fourbar.yaml"
 READINGS = SHIPPED_DIR.parent / "examples" / "fourbar-readings.csv"
@@ -85,3 +86,32 @@ def test_identify_refuses_accelerometer_readings_without_a_state_sensor(
     assert code == EXIT_BAD_INPUT, output
     assert "no reading of a state sensor" in output and "enc1, enc2" in output
     assert not (tmp_path / "id.yaml").exists()
+
+
+def test_a_sensor_names_its_body_as_points_are_named(tmp_path: Path) -> None:
+    """`body: coupler` is `body: 1` (the index still works: the reference files use it),
+    in the plane and in space (Bricard's CD), and an
+    unknown name is a located error listing the bodies."""
+    from mbgen.model.parser import parse_mechanism
+
+    text = FOURBAR.read_text()
+    by_index = "{type: gyroscope, body: 1, name: coupler_gyro, noise: 0.0175}"
+    assert by_index in text
+    by_name = parse_mechanism(text.replace("body: 1,", "body: coupler,"), "fourbar.yaml")
+    assert [(s.kind, s.target) for s in by_name.sensors] == [
+        (s.kind, s.target) for s in parse_mechanism(text, "fourbar.yaml").sensors] == [
+        ("gyroscope", 1)]
+    imu = text.replace(by_index, by_index + "\n  - {type: accelerometer, body: rocker}")
+    assert parse_mechanism(imu, "fourbar.yaml").accelerometers[0].target == 2
+    line = next(k for k, row in enumerate(text.splitlines(), 1) if by_index in row)
+    with pytest.raises(MechanismError) as error:
+        parse_mechanism(text.replace("body: 1,", "body: lever,"), "fourbar.yaml")
+    assert f"fourbar.yaml:{line}" in str(error.value)
+    assert "no body is named 'lever' (bodies: crank, coupler, rocker" in str(error.value)
+    with pytest.raises(MechanismError, match="body 3 does not exist .there are 3 bodies"):
+        parse_mechanism(text.replace("body: 1,", "body: 3,"), "fourbar.yaml")
+    spatial = (SHIPPED_DIR / "bricard.yaml").read_text()
+    assert "body: 2, name: gyroCD" in spatial
+    gyroscope = parse_mechanism(spatial.replace("body: 2, name: gyroCD",
+                                                "body: CD, name: gyroCD"), "bricard.yaml")
+    assert [s.target for s in gyroscope.sensors if s.kind == "gyroscope"] == [2]

@@ -104,7 +104,8 @@ class MechanismBuilder:
         mechanism.springs = self.read_springs()
         mechanism.forces, mechanism.actuators = self.read_forces(coordinates)
         mechanism.frictions = self.read_frictions(coordinates)
-        sensors = self.read_sensors(coordinates, self.body_points(mechanism))
+        sensors = self.read_sensors(coordinates, self.body_points(mechanism),
+                                    [body.name for body in mechanism.all_bodies])
         mechanism.sensors = [s for s in sensors if s.kind != "accelerometer"]
         mechanism.accelerometers = [s for s in sensors if s.kind == "accelerometer"]
         if "gravity" in self.keys:
@@ -333,10 +334,12 @@ class MechanismBuilder:
                                       stiction, node.line))
         return frictions
 
-    def read_sensors(self, coordinates: set[str], body_points: list[tuple[int, ...]]
-                     ) -> list[Sensor]:
+    def read_sensors(self, coordinates: set[str], body_points: list[tuple[int, ...]],
+                     body_names: list[str]) -> list[Sensor]:
         sensors: list[Sensor] = []
         n_bodies = len(body_points)
+        # a body by its index or its name (`body: lever`), as points are
+        named_bodies = {name: k for k, name in enumerate(body_names)}
         for k, node in enumerate(self.section("sensors")):
             keys = self.entry(node, "sensor")
             kind = self.choice(keys["type"], sorted(SENSOR_TARGET), "sensor type")
@@ -348,9 +351,7 @@ class MechanismBuilder:
             target: int | str
             point = None
             if target_key == "body":
-                target = target_node.integer()
-                if not 0 <= target < n_bodies:
-                    raise target_node.error(f"body {target} does not exist")
+                target = self.body_ref(target_node, named_bodies, n_bodies)
                 if kind == "accelerometer":
                     point = self.accelerometer_point(keys.get("point"), body_points[target])
             elif target_key == "point":
@@ -371,6 +372,21 @@ class MechanismBuilder:
             sensors.append(Sensor(name, cast(SensorKind, kind), target, noise, node.line,
                                   offset, outputs, point))  # kind: checked by SENSOR_TARGET
         return sensors
+
+    def body_ref(self, node: Node, names: Mapping[str, int], count: int) -> int:
+        """A body by index or name; an unknown name lists the bodies' names."""
+        value = node.scalar()
+        if isinstance(value, str):
+            if value not in names:
+                raise node.error(f"no body is named {value!r} (bodies: "
+                                 f"{', '.join(names) or 'none'}; or give its index)")
+            return names[value]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise node.error(f"expected a body index or body name, got {value!r}")
+        if not 0 <= value < count:
+            raise node.error(f"body {value} does not exist (there are {count} bodies, "
+                             f"0 to {count - 1})")
+        return value
 
     def accelerometer_point(self, node: Node | None, points: tuple[int, ...]) -> int:
         """Where an accelerometer sits: one of its body's points (default the first)."""

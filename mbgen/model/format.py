@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 #: What a key's value is. ``expression`` is a number or an expression string; ``point`` an
-#: index or a point name; ``section`` a list of entries described by ``Key.section``.
+#: index or a point name; ``body`` an index or a body name; ``section`` a list of entries
+#: described by ``Key.section``.
 Kind = Literal["expression", "expression_or_auto", "expressions2", "expressions3",
                "gravity", "inertia", "offset", "point", "points", "point_pair", "vector", "vectors",
                "direction", "body", "coordinate", "coordinates", "name", "text", "boolean",
@@ -200,7 +201,8 @@ SECTIONS: dict[str, Section] = {
                     "coordinate, gyroscope and accelerometer: body, position/velocity: "
                     "point).", required=True, choices=tuple(SENSOR_TARGET)),
         "coordinate": Key("coordinate", "encoder: the coordinate read."),
-        "body": Key("body", "gyroscope: the body's index (spatial: a 3-axis gyroscope, "
+        "body": Key("body", "gyroscope: the body, by index or name (spatial: a 3-axis "
+                    "gyroscope, "
                     "along the body's axes); accelerometer: the body it is fixed to (it "
                     "reads the specific force a − g along the body's axes: 3 axes, or 2 "
                     "in the plane, x from the body's first point to its second)."),

@@ -56,7 +56,7 @@ _KINDS: dict[str, dict[str, Any]] = {
     "point": _POINT,
     "points": _points(1),
     "point_pair": _points(2, 2),
-    "body": {"type": "integer", "minimum": 0},
+    "body": _POINT,  # an index or a name
     "coordinate": {"type": "string"},
     "coordinates": {"type": "array", "items": {"type": "string"}},
     "name": {"type": "string", "pattern": IDENTIFIER},
