@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import numpy as np
 import pytest
 import sympy as sp
 from click.testing import CliRunner
-from conftest import SHIPPED_DIR
+from conftest import SHIPPED_DIR, bounded_time
 
 from mbgen.errors import DerivationBudgetError
 from mbgen.model import Mechanism, parse_mechanism
@@ -34,12 +33,11 @@ MBGEN = Path(sys.executable).parent / "mbgen"
 def test_the_derived_rssr_checks_in_seconds() -> None:
     """It used to run SymPy's inverse and ``simplify`` for minutes (5 s now, with the C
     compiler's share of a busy machine: the limit here is only generous)."""
-    start = time.perf_counter()
-    run = subprocess.run([str(MBGEN), "check", str(RSSR_PARAM)], capture_output=True,
-                         text=True, timeout=120)
-    took = time.perf_counter() - start
+    with bounded_time(6000):  # a minute when quiet; it ran for more than ten
+        run = subprocess.run([str(MBGEN), "check", str(RSSR_PARAM)], capture_output=True,
+                             text=True, timeout=600)
     assert run.returncode == 0, run.stderr
-    assert "2 DOF" in run.stdout + run.stderr and took < 120
+    assert "2 DOF" in run.stdout + run.stderr
 
 
 def states_on_the_constraints(mech: CompiledMechanism, count: int) -> np.ndarray:
@@ -135,10 +133,9 @@ def test_a_derivation_beyond_its_budget_stops_naming_the_body(
     text = text.replace("  - {name: D,", "  - {name: Q, x: r + g11/1000, y: 0.01, z: 0.02}\n"
                         "  - {name: D,", 1)
     mechanism = parse_mechanism(text, "huge.yaml")
-    start = time.perf_counter()
-    with pytest.raises(DerivationBudgetError, match="body 'coupler'") as caught:
+    with bounded_time(3000), pytest.raises(DerivationBudgetError,
+                                           match="body 'coupler'") as caught:
         build_symbolic_model(mechanism)
-    assert time.perf_counter() - start < 60
     assert "huge.yaml" in str(caught.value) and "operations" in str(caught.value)
     # the command line reports it as bad input, in one line
     monkeypatch.setattr(spatial, "WORK_BUDGET", 200)
