@@ -239,6 +239,8 @@ class Workspaces(threading.local):
     workspace: Any = None
     status: Array = np.zeros(0, dtype=np.int32)  # replaced, never written, while empty
     status_pointer: Any = None
+    native: Any = None  # the extension's Batch on this workspace (runtime/dynamics.py)
+    calls = 0  # calls made without it
 
     def get(self, core: Core, plan: Any, options: Any) -> Any:
         """The workspace for ``plan`` (a new one when the plan changed: reselected rows)."""
@@ -248,6 +250,7 @@ class Workspaces(threading.local):
                 raise MemoryError("mbgen C core: out of memory for a batch's workspace")
             self.workspace = core.ffi.gc(workspace, core.lib.mb_workspace_free)
             self.plan = plan
+            self.native = None  # it held the old workspace's address
         return self.workspace
 
     def statuses(self, core: Core, count: int) -> tuple[Array, Any]:

@@ -24,9 +24,14 @@ from mbgen.runtime.calls import (
 )
 from mbgen.runtime.coordinates import Coordinates
 from mbgen.runtime.options import SolverOptions
+from mbgen.runtime.single import built_module, fast_module
 from mbgen.runtime.structure import PlanPart, Structure
 
 Array = np.ndarray
+#: Calls of one thread without the extension after which it is built (once per
+#: installation, ~10 s): a program that loops over states; one that calls a few times
+#: never waits for the compiler
+BUILD_AFTER = 2000
 
 
 class Dynamics(PlanPart):
@@ -46,6 +51,36 @@ class Dynamics(PlanPart):
         self._pointer = core.ffi.from_buffer
         self._z_default: Array | None = None
 
+    def _prepared(self) -> tuple[Workspaces, Any]:
+        """This thread's workspaces and their native Batch (None: not built yet, or not
+        buildable here; the cffi path then, with the same results and errors)."""
+        local = self._workspaces
+        plan = self._structure.plan
+        if local.plan is not plan:
+            local.get(self._core, plan, self._options.struct)
+        if local.native is None:
+            local.calls += 1
+            if local.calls == 1 or local.calls == BUILD_AFTER:
+                module = built_module() if local.calls == 1 else fast_module()
+                if module is not None:
+                    local.native = self._batch(module, local.workspace)
+        return local, local.native
+
+    def _batch(self, module: Any, workspace: Any) -> Any:
+        """The extension's Batch on ``workspace`` (the addresses of the C functions it
+        calls, the workspace and the parameters: valid while this thread's Workspaces
+        holds the workspace, which drops the Batch when it replaces it)."""
+        core = self._core
+        ffi, lib = core.ffi, core.lib
+
+        def address(pointer: Any) -> int:
+            return int(ffi.cast("uintptr_t", pointer))
+
+        return module.Batch(address(ffi.addressof(lib, "mb_forward_dynamics_in")),
+                            address(ffi.addressof(lib, "mb_independent_dynamics_in")),
+                            address(workspace), address(core.parameters.pointer), self._n,
+                            self._m, self._structure.dof)
+
     def _inputs(self, q: Any, qd: Any, Q: Any) -> dict[str, tuple[Any, int]]:
         """q, q̇ and, when given, the external forces Q, each of width n, for Core.batch."""
         inputs = {"q": (q, self._n), "qd": (qd, self._n)}
@@ -55,10 +90,26 @@ class Dynamics(PlanPart):
 
     # -- forward dynamics ----------------------------------------------------------------------
     def _forward(self, q: Any, qd: Any, Q: Any, params: Any, jacobians: bool,
-                 multipliers: bool, errors: str, out: tuple[Array, ...] | None,
-                 ) -> tuple[Array, ...]:
-        """Outputs shaped for the caller ((n,) per state, or with a leading N), then status."""
-        check_errors(errors)
+                 multipliers: bool, errors: str, out: tuple[Array, ...] | None) -> Any:
+        """What the caller gets: :func:`returned` of the outputs shaped for it ((n,) per
+        state, or with a leading N) and the status."""
+        if errors != "raise" and errors != "status":
+            check_errors(errors)
+        local = self._workspaces
+        native = local.native
+        if native is None or local.plan is not self._structure.plan:
+            local, native = self._prepared()
+        if native is not None and params is None and out is None and not multipliers:
+            got = native.forward_dynamics(q, qd, Q, jacobians)
+            if got is not None:  # None: inputs for the general path
+                if got[-1]:
+                    self._core.checked(got[-1])
+                    if errors == "raise":
+                        raise self._core.failure(got[-2], q, "forward dynamics",
+                                                 self._describe)
+                if errors == "status":
+                    return got[:-1]
+                return got[:-2] if jacobians else got[0]
         core, n, pointer = self._core, self._n, self._pointer
         qs, q_stride, qds, qd_stride, Qs, Q_stride, count, batched = core.states(n, q, qd, Q)
         p, p_stride = (core.parameters.pointer, 0) if params is None else core.params(
@@ -78,8 +129,7 @@ class Dynamics(PlanPart):
         null = core.null
         ptrs = [pointer("double[]", r) for r in results] + [null] * (4 - len(results))
         lam = np.empty((*shapes[0][:-1], max(self._m, 1))) if multipliers else None
-        local = self._workspaces
-        workspace = local.get(core, self._structure.plan, self._options.struct)
+        workspace = local.workspace
         if errors == "raise":
             status, status_pointer = local.statuses(core, count)
         else:
@@ -95,18 +145,18 @@ class Dynamics(PlanPart):
             if errors == "raise":
                 raise core.failure(status[:count], qs, "forward dynamics", self._describe)
         values = tuple(results) if lam is None else (lam[..., :self._m],)
-        return (*values, status)
+        return returned((*values, status), errors)
 
     def forward_dynamics(self, q: Any, qd: Any, Q: Any = None, params: Any = None, *,
                          out: Array | None = None, errors: str = "raise") -> Any:
         """q̈ from [M Φqᵀ; Φq 0][q̈; λ] = [Q(q,q̇) + Q_ext; c] (c with Baumgarte terms)."""
-        return returned(self._forward(q, qd, Q, params, False, False, errors,
-                                      None if out is None else (out,)), errors)
+        return self._forward(q, qd, Q, params, False, False, errors,
+                             None if out is None else (out,))
 
     def lagrange_multipliers(self, q: Any, qd: Any, Q: Any = None, params: Any = None, *,
                              errors: str = "raise") -> Any:
         """λ of the independent constraint rows (zero on redundant rows)."""
-        return returned(self._forward(q, qd, Q, params, False, True, errors, None), errors)
+        return self._forward(q, qd, Q, params, False, True, errors, None)
 
     def forward_dynamics_jacobians(self, q: Any, qd: Any, Q: Any = None, params: Any = None,
                                    *, out: tuple[Array, ...] | None = None,
@@ -116,7 +166,7 @@ class Dynamics(PlanPart):
         ``out``: four C-contiguous float64 arrays of shapes (n,), (n, n), (n, n), (n, n)
         (or with a leading N) to write into, so a factor callback allocates nothing.
         """
-        return returned(self._forward(q, qd, Q, params, True, False, errors, out), errors)
+        return self._forward(q, qd, Q, params, True, False, errors, out)
 
     def forward_dynamics_parameter_jacobian(self, q: Any, qd: Any, Q: Any = None,
                                             params: Any = None, *,
@@ -179,19 +229,33 @@ class Dynamics(PlanPart):
         leading N; z̈'s alone without ``jacobians``): a loop over batches then allocates
         nothing (fresh multi-megabyte outputs cost page faults on every call).
         """
-        check_errors(errors)
-        core, n, pointer = self._core, self._n, self._pointer
-        qs, q_stride, qds, qd_stride, Qs, Q_stride, count, batched = core.states(n, q, qd, Q)
-        p, p_stride = (core.parameters.pointer, 0) if params is None else core.params(
-            params, count)
+        if errors != "raise" and errors != "status":
+            check_errors(errors)
+        local = self._workspaces
+        native = local.native
         structure = self._structure
-        d = structure.dof
+        if native is None or local.plan is not structure.plan:
+            local, native = self._prepared()
         if z is not None:
             zfix = structure.z_indices(z)
         elif self._z_default is not None:
             zfix = self._z_default
         else:
             zfix = self._z_default = structure.z_indices(None)  # the file's, fixed
+        if native is not None and params is None and out is None:
+            got = native.independent_dynamics(q, qd, Q, zfix, jacobians)
+            if got is not None:  # None: inputs for the general path
+                if got[-1]:
+                    self._core.checked(got[-1])
+                    if errors == "raise":
+                        raise self._core.failure(got[-2], q, "independent-coordinate "
+                                                 "dynamics", self._describe)
+                return returned(got[:-1], errors)
+        core, n, pointer = self._core, self._n, self._pointer
+        qs, q_stride, qds, qd_stride, Qs, Q_stride, count, batched = core.states(n, q, qd, Q)
+        p, p_stride = (core.parameters.pointer, 0) if params is None else core.params(
+            params, count)
+        d = structure.dof
         lead = (count,) if batched else ()
         shapes = [(*lead, d)] + ([(*lead, d, d), (*lead, d, d), (*lead, d, n)]
                                  if jacobians else [])
@@ -203,8 +267,7 @@ class Dynamics(PlanPart):
             results = [output_array(o, s) for o, s in zip(out, shapes, strict=True)]
         null = core.null
         ptrs = [pointer("double[]", r) for r in results[1:]] or [null] * 3
-        local = self._workspaces
-        workspace = local.get(core, structure.plan, self._options.struct)
+        workspace = local.workspace
         if errors == "raise":
             status, status_pointer = local.statuses(core, count)
         else:

@@ -50,6 +50,25 @@ def fast_module() -> ModuleType | None:
         return None
 
 
+def built_module() -> ModuleType | None:
+    """The one-state extension if it is built already (loaded, never compiled here: the
+    batched calls use it once a program has shown it loops, see runtime/dynamics.py)."""
+    if fast_module.cache_info().currsize:
+        return fast_module()
+    from mbgen.codegen.extension import (
+        ExtensionUnavailable,
+        extension_dir,
+        extension_key,
+        module_file,
+    )
+
+    try:
+        path = module_file(extension_dir("single-state", extension_key(SOURCE, [], [])), MODULE)
+    except (ExtensionUnavailable, OSError, ImportError):
+        return None
+    return fast_module() if path.exists() else None
+
+
 def dynamics_failure(lib: Any, ffi: Any, status: int, q: Any) -> Exception:
     """The error of a failed dynamics call at ``q`` (both paths raise it)."""
     return status_error(lib, ffi, status, "forward dynamics failed",
