@@ -156,6 +156,68 @@ def single_state_figures(build_root: Path, sizes: Sizes,
                      [mech.coordinate_names[i] for i in ind]}
 
 
+# the fixed cost of a batched call (issue 58): targets as ratios within one run
+CALL_SIZES = (1, 8, 64, 20_000)
+ONE_VS_EVALUATOR = 2.0  # a one-state call of the batched API / the evaluator's
+EIGHT_VS_ONE = 2.0  # a call on 8 states / a call on one
+INDEPENDENT_VS_JACOBIANS = 4.0  # batched z̈ with Jacobians / q̈ with Jacobians, per state
+
+
+def call_cost_figures(build_root: Path, sizes: Sizes) -> tuple[list[Figure], dict[str, Any]]:
+    """Four-bar: what one call of the batched API costs at batch sizes 1 to 20 000 (q̈ with
+    Jacobians, q̈ alone, z̈ with Jacobians), against the evaluator's one-state call."""
+    mech = mbgen.load(str(MECHANISMS / "fourbar.yaml"), out_dir=str(build_root))
+    largest = CALL_SIZES[-1] if sizes is FULL else 1000
+    q, qd = manifold_states(mech, largest, seed=2)
+    z = mech.independent_coordinates()
+    evaluator = mech.evaluator()
+    q1, qd1 = q[0].copy(), qd[0].copy()
+    repeat = sizes.single_repeat
+
+    def per_call(call: Any, count: int) -> float:
+        for _ in range(3):
+            call()  # warm up: the thread's workspace, the lanes' scratch, the output pages
+        number = max(1, sizes.single_number // max(1, count // 8))
+        return best_time(call, repeat if count < 1000 else sizes.batch_repeat, number) * 1e6
+
+    evaluator_us = per_call(lambda: evaluator.forward_dynamics_jacobians(q1, qd1), 1)
+    calls: dict[str, dict[int, float]] = {"jacobians": {}, "plain": {}, "independent": {}}
+    for count in (*CALL_SIZES[:-1], largest):
+        qs, qds = (q1, qd1) if count == 1 else (q[:count].copy(), qd[:count].copy())
+        calls["jacobians"][count] = per_call(
+            lambda a=qs, b=qds: mech.forward_dynamics_jacobians(a, b), count)
+        calls["plain"][count] = per_call(lambda a=qs, b=qds: mech.forward_dynamics(a, b),
+                                         count)
+        calls["independent"][count] = per_call(
+            lambda a=qs, b=qds: mech.independent_dynamics(a, b, z=z), count)
+    jac, plain, ind = calls["jacobians"], calls["plain"], calls["independent"]
+    how = f"best of {repeat}, four-bar, z = {z}"
+    figures = [Figure("call cost: evaluator, FD Jacobians, one state", evaluator_us,
+                      "µs/call", note=f"the yardstick; {how}")]
+    for name, table in (("FD Jacobians", jac), ("forward_dynamics", plain),
+                        ("independent_dynamics", ind)):
+        for count, value in table.items():
+            figures.append(Figure(f"call cost: {name}, batch of {count}", value, "µs/call",
+                                  note=f"{value / count:.3f} µs/state; {how}"))
+    figures += [
+        Figure("call cost: FD Jacobians one state, batched API / evaluator",
+               jac[1] / evaluator_us, "×", ONE_VS_EVALUATOR, "ratio within this run"),
+        Figure("call cost: forward_dynamics one state, batched API / evaluator's q̈",
+               plain[1] / per_call(lambda: evaluator.forward_dynamics(q1, qd1), 1), "×",
+               ONE_VS_EVALUATOR, "ratio within this run"),
+        Figure("call cost: FD Jacobians, 8 states / 1 state", jac[8] / jac[1], "×",
+               EIGHT_VS_ONE, "ratio within this run"),
+        Figure("call cost: forward_dynamics, 8 states / 1 state", plain[8] / plain[1], "×",
+               EIGHT_VS_ONE, "ratio within this run"),
+        Figure(f"call cost: independent_dynamics / FD Jacobians per state (N = {largest})",
+               ind[largest] / jac[largest], "×", INDEPENDENT_VS_JACOBIANS,
+               "ratio within this run, both with Jacobians"),
+    ]
+    return figures, {"call_cost_us": {k: {str(c): v for c, v in t.items()}
+                                      for k, t in calls.items()},
+                     "call_cost_evaluator_us": evaluator_us}
+
+
 def simulation_figures(scratch: Path, sizes: Sizes) -> tuple[list[Figure], dict[str, Any]]:
     """Warm CLI ``mbgen simulate`` wall time and the in-process simulate() time."""
     fourbar = MECHANISMS / "fourbar.yaml"
@@ -211,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         jac_figs, raw_jac = jacobian_figures(scratch / "models", sizes)
         single_figs, raw_single = single_state_figures(scratch / "models", sizes)
+        call_figs, raw_call = call_cost_figures(scratch / "models", sizes)
         sim_figs, raw_sim = simulation_figures(scratch, sizes)
         elapsed = time.perf_counter() - start
     finally:
@@ -218,15 +281,18 @@ def main(argv: list[str] | None = None) -> int:
     print_table("forward_dynamics_jacobians", jac_figs)
     print_table("four-bar, one state per call from Python (+ batched z̈ with Jacobians)",
                 single_figs)
+    print_table("the batched API's cost per call (four-bar, batch sizes 1 to 20 000)",
+                call_figs)
     print_table("simulation (four-bar, 5 s, dt = 1 ms, RK4)", sim_figs)
-    figures = jac_figs + single_figs + sim_figs
+    figures = jac_figs + single_figs + call_figs + sim_figs
     missed = [f.name for f in figures if f.met is False]
     verdict = f"targets missed: {', '.join(missed)}" if missed else "all targets met"
     if args.quick:  # a quick check never replaces the measured figures
         print(f"--quick: results not written ({elapsed:.1f} s); {verdict}")
         return 0
     path = write_results("dynamics", figures,
-                         {"raw": {**raw_jac, **raw_single, **raw_sim}, "sizes": sizes.__dict__,
+                         {"raw": {**raw_jac, **raw_single, **raw_call, **raw_sim},
+                          "sizes": sizes.__dict__,
                           "benchmark_seconds": elapsed})
     print(f"wrote {path} ({elapsed:.1f} s); {verdict}")
     return 0
