@@ -18,6 +18,7 @@ from conftest import SHIPPED_DIR, reference
 
 import mbgen
 from mbgen.cli.main import cli
+from mbgen.codegen.ship import EXAMPLE_SOURCE
 from mbgen.runtime.compiled import CompiledMechanism
 
 Compiled = Callable[[Path], CompiledMechanism]
@@ -103,22 +104,79 @@ def test_exported_library_matches_python_from_c_and_cpp(compiled: Compiled, tmp_
     mech = compiled(path)
     target = export(path, tmp_path / name, out_dir, name)
     subprocess.run(["c++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-x", "c++",
-                    "example.c", "-x", "none", f"lib{name}.a", "-o", "example_cpp"],
+                    EXAMPLE_SOURCE, "-x", "none", f"lib{name}.a", "-o", "example_cpp"],
                    cwd=target, check=True, capture_output=True, timeout=300)
     q, qd = states(mech)
     stdin = "\n".join(" ".join(repr(float(v)) for v in np.r_[a, b])
                       for a, b in zip(q, qd, strict=True))
+    (target / "states.txt").write_text(stdin + "\n")
     for program in ("./example", "./example_cpp"):
-        run = subprocess.run([program], cwd=target, input=stdin, capture_output=True,
+        for args, given in ((["states.txt"], None), (["-"], stdin)):  # a file, or stdin
+            run = subprocess.run([program, *args], cwd=target, input=given,
+                                 capture_output=True, text=True, timeout=60)
+            assert run.returncode == 0, run.stderr
+            results = read_example(run.stdout, mech.n)
+            assert len(results) == len(q)
+            for k, result in enumerate(results):
+                for got, expected in zip(result, mech.forward_dynamics_jacobians(q[k], qd[k]),
+                                         strict=True):
+                    scale = max(1.0, float(np.abs(expected).max()))
+                    assert np.abs(got - expected).max() <= 1e-14 * scale
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_a_library_named_example_builds_beside_its_example_program(
+        compiled: Compiled, tmp_path: Path, out_dir: Path) -> None:
+    """example.yaml's library is example.c: the example program's source was example.c
+    too and overwrote it (make failed). Run without arguments, the program prints q̈ at q0
+    and reads nothing: it waited for stdin without a prompt."""
+    path = tmp_path / "example.yaml"
+    path.write_text((SHIPPED_DIR / "fourbar.yaml").read_text())
+    mech = compiled(path)
+    target = tmp_path / "lib"
+    invoke("export", str(path), "--c", str(target), "--build-dir", str(out_dir))
+    subprocess.run(["make", "-s", f"CFLAGS={' '.join(STRICT)}"], cwd=target, check=True,
+                   capture_output=True, timeout=300)
+    assert (target / "libexample.a").is_file() and (target / "example").is_file()
+    read, write = os.pipe()  # a standard input that never ends, as a terminal's
+    try:
+        program = subprocess.Popen(["./example"], cwd=target, stdin=read,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            output, errors = program.communicate(timeout=60)
+        finally:
+            program.kill()
+    finally:
+        os.close(read)
+        os.close(write)
+    assert program.returncode == 0, errors
+    [result] = read_example(output, mech.n)
+    for got, expected in zip(result, mech.forward_dynamics_jacobians(mech.q0,
+                                                                     np.zeros(mech.n)),
+                             strict=True):
+        assert np.abs(got - expected).max() <= 1e-14 * max(1.0, float(np.abs(expected).max()))
+    help_text = subprocess.run(["./example", "-h"], cwd=target, capture_output=True,
+                               text=True, timeout=60)
+    assert help_text.returncode == 0 and "FILE" in help_text.stdout
+    assert "./example states.txt" in (target / "README.md").read_text()
+    # a partial state is refused with where it ends, a missing file by its name
+    partial = subprocess.run(["./example", "-"], cwd=target, input="1 2 3", text=True,
+                             capture_output=True, timeout=60)
+    assert partial.returncode == 1 and "state 1" in partial.stderr and not partial.stdout
+    missing = subprocess.run(["./example", "nope.txt"], cwd=target, capture_output=True,
                              text=True, timeout=60)
-        assert run.returncode == 0, run.stderr
-        results = read_example(run.stdout, mech.n)
-        assert len(results) == len(q)
-        for k, result in enumerate(results):
-            for got, expected in zip(result, mech.forward_dynamics_jacobians(q[k], qd[k]),
-                                     strict=True):
-                scale = max(1.0, float(np.abs(expected).max()))
-                assert np.abs(got - expected).max() <= 1e-14 * scale
+    assert missing.returncode == 1 and "nope.txt" in missing.stderr
+
+
+@pytest.mark.parametrize("name", ["example", "Example", "EXAMPLE", "libexample", "Makefile",
+                                  "README", "example_main", "main", "lib"])
+def test_no_library_name_gives_a_file_of_the_example_program(name: str) -> None:
+    """Whatever --name, the library's files and the example program's differ (also on a
+    case-insensitive disk): '-' is in no name."""
+    from mbgen.codegen.ship import library_files, package_name
+
+    files = library_files(package_name(name, "x"))
+    assert len({file.lower() for file in files}) == len(files)
 
 
 THREADS = r"""

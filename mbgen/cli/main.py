@@ -147,17 +147,18 @@ def compile_(file: Path, build_dir: Path | None, force: bool, package_dir: Path 
 @BUILD_DIR
 def export(file: Path, c_dir: Path, name: str | None, force: bool,
            build_dir: Path | None) -> None:
-    """Write FILE's mechanism as a standalone C library: NAME.h, NAME.c, example, Makefile
-    (C99 and libm only)."""
-    from mbgen.codegen.ship import export_c
+    """Write FILE's mechanism as a standalone C library: NAME.h, NAME.c, an example
+    program, Makefile (C99 and libm only)."""
+    from mbgen.codegen.ship import EXAMPLE_PROGRAM, EXAMPLE_SOURCE, export_c
 
     mech, _ = load_with_status(file, build_dir)
     prefix = _package_name(name, file)
     export_c(mech.directory, c_dir, prefix, [int(r) for r in mech.active_rows], force=force,
              protected=[file])
     console.print(f"[green]✓[/] {escape(mech.name)}: {escape(str(c_dir))}/{prefix}.h, "
-                  f"{prefix}.c, example.c, Makefile, README.md (`make` builds "
-                  f"lib{prefix}.a and ./example)")
+                  f"{prefix}.c, {EXAMPLE_SOURCE}, Makefile, README.md (`make` builds "
+                  f"lib{prefix}.a and ./{EXAMPLE_PROGRAM}: q̈ at q0, or `./"
+                  f"{EXAMPLE_PROGRAM} FILE` for FILE's states)")
 
 
 def _package_name(name: str | None, file: Path) -> str:

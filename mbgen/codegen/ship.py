@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from mbgen.codegen.cache import csrc_dir, safe_name
+from mbgen.codegen.cache import csrc_dir, safe_name, templates_dir
 from mbgen.codegen.ownership import check_target, marker_files, replace_directory, write_marker
 from mbgen.codegen.templates import render
 from mbgen.errors import MbgenError
@@ -100,8 +100,23 @@ def prefixed_names(texts: Iterable[str]) -> list[str]:
     return sorted({name for text in texts for name in PREFIXED_NAME.findall(text)} - defined)
 
 
+#: The example program beside the library: its source, a real C file the same for every
+#: mechanism (templates/export_example.c, given the library's names by the template), and
+#: the program make builds. A '-' is in no library name, so the source cannot be the
+#: library's NAME.c (`--name example` wrote both as example.c).
+EXAMPLE_SOURCE = "example-main.c"
+EXAMPLE_PROGRAM = "example"
+
+
+def library_files(name: str) -> list[str]:
+    """Every file an export writes or its Makefile makes, for library ``name``."""
+    return [f"{name}.h", f"{name}.c", f"{name}.o", f"lib{name}.a", EXAMPLE_SOURCE,
+            EXAMPLE_PROGRAM, "Makefile", "README.md"]
+
+
 def export_files(build: Path, name: str, active_rows: list[int]) -> dict[str, str]:
-    """The exported library's files (name.h, name.c, example.c, Makefile, README.md)."""
+    """The exported library's files (name.h, name.c, the example program's source,
+    Makefile, README.md)."""
     meta = json.loads((build / "meta.json").read_text())
     core = csrc_dir()
     sources = [{"name": source, "text": (core / source).read_text()}
@@ -115,12 +130,18 @@ def export_files(build: Path, name: str, active_rows: list[int]) -> dict[str, st
         "parameters": list(meta["parameters"].values()), "active_rows": active_rows,
     }
     all_names = prefixed_names([header, *(s["text"] for s in sources), kernels])
+    files = library_files(name)
+    if len({file.lower() for file in files}) < len(files):  # case-insensitive disks too
+        raise AssertionError(f"an exported file's name is another's: {files}")
+    program = templates_dir().joinpath("export_example.c").read_text()
+    context.update(program=EXAMPLE_PROGRAM, program_source=EXAMPLE_SOURCE)
     return {
         f"{name}.h": render("export.h.j2", **context, mbgen_h=header,
                             names=prefixed_names([header])),
         f"{name}.c": render("export.c.j2", **context, sources=sources, kernels=kernels,
                             names=all_names),
-        "example.c": render("export_example.c.j2", **context),
+        EXAMPLE_SOURCE: render("export_example.c.j2", **context, program_text=program,
+                               names=prefixed_names([program])),
         "Makefile": render("export_Makefile.j2", **context),
         "README.md": render("export_README.md.j2", **context,
                             mechanism_literal=python_literal(meta["name"])),
@@ -129,7 +150,7 @@ def export_files(build: Path, name: str, active_rows: list[int]) -> dict[str, st
 
 def export_c(build: Path, out_dir: Path, name: str, active_rows: list[int],
              force: bool = False, protected: Iterable[Path] = ()) -> Path:
-    """``out_dir/``: name.h, name.c, example.c, Makefile, README.md (see docs), and the
+    """``out_dir/``: name.h, name.c, example-main.c, Makefile, README.md (see docs), and the
     marker listing them. Into a directory mbgen did not make only with ``force``, and
     never over a ``protected`` path."""
     files = export_files(build, name, active_rows)
