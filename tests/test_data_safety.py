@@ -321,3 +321,14 @@ def test_identification_refuses_what_memory_cannot_hold(tmp_path: Path, out_dir:
                           tmp_path / "id.yaml", "--build-dir", out_dir)
     assert code == EXIT_USAGE and "GiB of memory, more than half of this machine's" in output
     assert not list(tmp_path.iterdir())
+
+
+def test_a_mechanism_nested_2000_levels_deep_is_a_located_error(tmp_path: Path) -> None:
+    """PyYAML composes recursively: 2 000 levels were a RecursionError (exit 3) in
+    `mbgen check` as in a study; the shared YAML reader bounds the nesting."""
+    path = tmp_path / "deep.yaml"
+    path.write_text(FOURBAR.read_text() + f"visual: {'[' * 2000}{']' * 2000}\n")
+    code, output = invoke("check", path)
+    lines = FOURBAR.read_text().count("\n") + 1
+    assert code == EXIT_BAD_INPUT, output
+    assert f"{path}:{lines}: invalid YAML: values nested more than 64 levels deep" in output

@@ -1,11 +1,21 @@
-"""YAML reading that keeps line numbers, so every error can name the line at fault."""
+"""YAML reading that keeps line numbers, so every error can name the line at fault.
+
+The one home of the limits of every file mbgen reads as YAML (mechanism files, study
+files): its size (:data:`MAX_FILE_BYTES`, checked before it is read), its kind (a regular
+file: a FIFO would block the reader), its nesting (:data:`MAX_DEPTH`, checked as it is
+composed: PyYAML composes recursively, and a value 2 000 levels deep exhausted Python's
+stack).
+"""
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -162,7 +172,34 @@ def _expanded_size(root: yaml.Node) -> int | None:
     return sizes[id(root)]
 
 
-class Core12Loader(yaml.SafeLoader):
+MAX_FILE_BYTES = 16 * 2**20  # the largest YAML file read (a 1000-bar chain: 0.12 MiB)
+MAX_DEPTH = 64  # levels of nested mappings and lists (a mechanism file needs 6)
+
+
+class _Bounded(yaml.SafeLoader):
+    """Composes at most :data:`MAX_DEPTH` levels deep: deeper is a located error (the
+    composer recurses once per level, so without a bound a deep value is a RecursionError
+    or a stack overflow)."""
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+        if self._depth >= MAX_DEPTH:
+            raise yaml.composer.ComposerError(
+                None, None, f"values nested more than {MAX_DEPTH} levels deep",
+                self.peek_event().start_mark)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+class Safe11Loader(_Bounded):
+    """YAML 1.1 as PyYAML's SafeLoader reads it, nesting bounded."""
+
+
+class Core12Loader(_Bounded):
     """YAML 1.2's core schema, which PyYAML (1.1) lacks: ``010`` is 10 (not octal 8),
     ``0o10`` is 8, ``1e3`` is a number, ``on``/``yes``/``off``/``no`` and ``1:20`` are
     text. Its integers are rewritten to decimal by :func:`_decimal_integers`, so PyYAML's
@@ -189,7 +226,7 @@ _DIRECTIVE_11 = re.compile(r"(?:[ \t]*(?:#[^\n]*)?\n|%[^\n]*\n)*?%YAML[ \t]+1\.1
 def yaml_loader(text: str) -> type[yaml.SafeLoader]:
     """The file's declared YAML version decides: ``%YAML 1.1`` reads as PyYAML does;
     ``%YAML 1.2`` or no directive (as the reference implementation's yaml-cpp) as 1.2."""
-    return yaml.SafeLoader if _DIRECTIVE_11.match(text) else Core12Loader
+    return Safe11Loader if _DIRECTIVE_11.match(text) else Core12Loader
 
 
 def _decimal_integers(root: yaml.Node, file: str) -> None:
@@ -215,6 +252,36 @@ def _decimal_integers(root: yaml.Node, file: str) -> None:
             stack.extend(item for pair in node.value for item in pair)
         elif isinstance(node, yaml.SequenceNode):
             stack.extend(node.value)
+
+
+def read_yaml_file(path: Path, what: str) -> str:
+    """The text of the YAML file ``path`` (``what`` it is, for messages: "a mechanism
+    file", "a study file"), refused with a located error before it is read when it is not
+    a regular file (a FIFO blocks, a device never ends) or is larger than
+    :data:`MAX_FILE_BYTES`, or when it is not UTF-8 (a byte-order mark is fine)."""
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            kind = ("a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO"
+                    if stat.S_ISFIFO(info.st_mode) else "a device or socket")
+            raise MechanismError(f"{kind}, not a regular file: {what} is read only from a "
+                                 "regular file", str(path))
+        if info.st_size > MAX_FILE_BYTES:
+            raise MechanismError(f"{info.st_size / 2**20:.1f} MiB: {what} may have at most "
+                                 f"{MAX_FILE_BYTES / 2**20:g} MiB", str(path))
+        with open(path, "rb") as stream:
+            data = stream.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise MechanismError(f"cannot read file: {exc.strerror}", str(path)) from exc
+    if len(data) > MAX_FILE_BYTES:  # it grew since
+        raise MechanismError(f"more than {MAX_FILE_BYTES / 2**20:g} MiB: {what} may have "
+                             f"at most {MAX_FILE_BYTES / 2**20:g} MiB", str(path))
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise MechanismError(f"not a UTF-8 text file (byte 0x{data[exc.start]:02x} at "
+                             f"offset {exc.start})", str(path), line) from None
 
 
 def read_document(text: str, file: str) -> Node:
