@@ -126,29 +126,41 @@ class Command(click.Command):
 
 
 def check_paths(inputs: dict[str, Path | None],
-                outputs: dict[str, Path | list[Path] | None]) -> None:
-    """Refuses, before any work, an output that is one of the command's inputs or another
-    of its outputs (the same file by any name, links included): the input would be lost,
-    or one output silently overwritten by the other; and an output path that holds
-    something other than a regular file. Keys are the options, for the
-    message; None values are options not given."""
+                outputs: dict[str, Path | list[Path] | None], untrusted: bool = False,
+                work: dict[str, Path | None] | None = None) -> None:
+    """The one path rule, checked before any work, over every name a command may write:
+    refuses an output that is one of the command's inputs or another of its outputs (the
+    same file by any name, links included): the input would be lost, or one output
+    silently overwritten by the other; and an output path that holds something other than
+    a regular file. ``untrusted``: the command keeps a result it does not trust under each
+    output's :func:`untrusted_path` instead, so those names are outputs too. ``work``:
+    what the command makes for itself beside its outputs (a work directory, a lock file),
+    which may be no input either. Keys are the options, for the message; None values are
+    options not given."""
     given_inputs = [(option, path) for option, path in inputs.items() if path is not None]
-    given_outputs = [(option, p) for option, value in outputs.items() if value is not None
-                     for p in (value if isinstance(value, list) else [value])]
-    for k, (option, path) in enumerate(given_outputs):
+    asked = [(option, p) for option, value in outputs.items() if value is not None
+             for p in (value if isinstance(value, list) else [value])]
+    groups = [asked]  # the outputs one run writes together
+    if untrusted:
+        groups.append([(f"{option} (kept as untrusted)", untrusted_path(path))
+                       for option, path in asked])
+    made = [(option, path) for option, path in (work or {}).items() if path is not None]
+    for option, path in [pair for group in groups for pair in group] + made:
         for other, source in given_inputs:
             if same_file(path, source):
                 raise click.BadParameter(f"{path} is the input given by {other}: mbgen "
                                          "never writes an output over an input",
                                          param_hint=option)
-        for other, earlier in given_outputs[:k]:
-            if same_file(path, earlier):
-                raise click.BadParameter(f"{path} is also the output of {other}: one would "
-                                         "overwrite the other", param_hint=option)
-        try:
-            check_writable(path)
-        except MbgenError as exc:
-            raise click.BadParameter(str(exc), param_hint=option) from None
+    for group in groups:
+        for k, (option, path) in enumerate(group):
+            for other, earlier in group[:k]:
+                if same_file(path, earlier):
+                    raise click.BadParameter(f"{path} is also the output of {other}: one "
+                                             "would overwrite the other", param_hint=option)
+            try:
+                check_writable(path)
+            except MbgenError as exc:
+                raise click.BadParameter(str(exc), param_hint=option) from None
 
 
 #: Work a command starts without being asked: beyond it, it refuses with its estimate
@@ -263,3 +275,52 @@ def reading_noise(mech: Any, given: tuple[tuple[str | None, float], ...],
     lines = [f"{label} {sigma[label]:g} ({source[label]})" for label in sigma]
     return ([sigma[label] for label in mech.sensor_labels],
             [sigma[label] for label in mech.accelerometer_labels], lines)
+
+
+class ParameterValue(click.ParamType):
+    """``NAME=VALUE``: a parameter of the mechanism set for one run, VALUE finite (the
+    name is checked against the mechanism by :func:`apply_parameters`)."""
+
+    name = "NAME=VALUE"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> tuple[str, float]:
+        if isinstance(value, tuple):
+            return value
+        name, equals, number = str(value).partition("=")
+        if not equals or not name.strip():
+            self.fail(f"{value!r}: expected NAME=VALUE, e.g. m1=0.6", param, ctx)
+        return name.strip(), FINITE.convert(number.strip(), param, ctx)
+
+
+#: ``--param NAME=VALUE`` (repeatable), the same in every command that runs a mechanism:
+#: the parameters are runtime inputs of the compiled module, so nothing is recompiled.
+PARAM = click.option(
+    "--param", "param_values", type=ParameterValue(), multiple=True,
+    help="Run with a parameter of the file changed, e.g. --param m1=0.6 (repeat it for "
+    "more; derived parameters follow; nothing is recompiled) [the parameter's unit].")
+
+
+def apply_parameters(mech: Any, given: tuple[tuple[str, float], ...],
+                     option: str = "--param") -> list[str]:
+    """Sets ``given`` (:class:`ParameterValue` pairs) as ``mech``'s parameters for the
+    run; a name the mechanism does not have is bad input (exit code 1) listing the ones it
+    has, a name given twice a usage error. Returns a line per change, for the summary."""
+    names = [name for name, _ in given]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise click.BadParameter(f"{', '.join(twice)} given twice", param_hint=option)
+    known = dict(mech.parameters)
+    for name in names:
+        if name not in known:
+            raise MbgenError(f"{option} {name}: {mech.name} has no parameter {name!r} (its "
+                             f"parameters: {', '.join(known) or 'none'}; derived ones follow "
+                             "from them)")
+    if not given:
+        return []
+    from mbgen.cli import status_console
+
+    mech.set_parameters(**dict(given))
+    lines = [f"{name} = {value:g} (the file's {known[name]:g})" for name, value in given]
+    status_console.print(f"with {option}: {', '.join(lines)}", markup=False)
+    return lines
