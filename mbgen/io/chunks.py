@@ -6,24 +6,31 @@ directory carries a manifest with the key of the work it belongs to: a second ru
 the same work takes the chunks that are there and computes the others; another work's
 directory is refused, never mixed in or overwritten. At the end the chunks are merged,
 in order, into the result files, and the work directory, which mbgen made, is removed.
+
+While a run writes a result, it holds the result's lock (:func:`locked`), a file
+``<out>.lock`` that mbgen makes and removes: a second run on the same result is refused
+with a clear message instead of mixing its chunks in. A chunk left damaged (a file cut
+short by a full disk, or by hand) is computed again, never merged.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from mbgen.errors import MbgenError
-from mbgen.files import atomic_write, atomic_write_text, temporary_target
+from mbgen.files import atomic_write, atomic_write_text, check_writable, temporary_target
 
 MANIFEST = "mbgen-chunks.json"
+LOCK_TEXT = "mbgen: a run is writing this result; process "
 TABLES = ("runs", "trajectories")
 PART = re.compile(rf"(?:{'|'.join(TABLES)})-\d{{6}}\.parquet")  # see ChunkStore.part
 
@@ -50,13 +57,73 @@ def write_parquet(path: Path, table: Any) -> None:
     atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
 
+def work_directory(out: Path) -> Path:
+    """Where the chunks of result ``out`` are kept until they are merged."""
+    return out.with_name(out.name + ".partial")
+
+
+def lock_path(out: Path) -> Path:
+    """The lock file held while a run writes result ``out``."""
+    return out.with_name(out.name + ".lock")
+
+
+@contextlib.contextmanager
+def locked(out: Path) -> Iterator[None]:
+    """Holds the lock of result ``out`` (an advisory ``flock`` on :func:`lock_path`, made
+    here and removed on the way out, however the run ends); another run holding it is a
+    clear error. A lock file a killed run left is taken over (its lock died with it); a
+    file of that name mbgen did not make is refused, never replaced."""
+    path = lock_path(out)
+    busy = MbgenError(f"another run is writing {out} (it holds {path.name}): wait for it to "
+                      "finish, or choose another --out")
+    check_writable(path)
+    try:
+        fd, made = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                           0o644), True
+    except FileExistsError:
+        fd, made = os.open(path, os.O_RDWR | os.O_NOFOLLOW), False
+    ours = False  # the file is mbgen's and locked by this process: to remove at the end
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise busy from None
+        try:  # the holder may have removed it between our open and our lock
+            if os.stat(path, follow_symlinks=False).st_ino != os.fstat(fd).st_ino:
+                raise busy
+        except FileNotFoundError:
+            raise busy from None
+        if not made and not os.read(fd, len(LOCK_TEXT)).decode(
+                "utf-8", "replace").startswith(LOCK_TEXT):
+            raise MbgenError(f"{path} exists and was not made by mbgen: move it away, or "
+                             "choose another --out")
+        ours = True
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{LOCK_TEXT}{os.getpid()}\n".encode(), 0)
+    except BaseException:
+        if ours:
+            path.unlink(missing_ok=True)
+        os.close(fd)
+        raise
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()  # ours: made or taken over under the lock
+        os.close(fd)
+
+
 class ChunkStore:
     """The work directory of a result ``out`` made of ``count`` chunks, for the work
-    identified by ``key``."""
+    identified by ``key``; ``sizes``: each chunk's rows in its runs table, when known (a
+    part found with other rows is damaged)."""
 
-    def __init__(self, out: Path, key: str, count: int) -> None:
+    def __init__(self, out: Path, key: str, count: int,
+                 sizes: Sequence[int] | None = None) -> None:
         self.out, self.key, self.count = Path(out), key, count
-        self.directory = self.out.with_name(self.out.name + ".partial")
+        self.sizes = sizes
+        self.directory = work_directory(self.out)
+        self.damaged: list[int] = []  # chunks found damaged on open, computed again
 
     def part(self, table: str, index: int) -> Path:
         return self.directory / f"{table}-{index:06d}.parquet"
@@ -80,7 +147,9 @@ class ChunkStore:
                                  "this one before it changed): remove it to start over, or "
                                  "choose another --out")
             self._remove_temporaries()
-            return {index for index in range(self.count) if self.part("runs", index).is_file()}
+            found = [index for index in range(self.count) if self.part("runs", index).is_file()]
+            self.damaged = [index for index in found if not self._whole(index)]
+            return set(found) - set(self.damaged)
         self.directory.mkdir(parents=True)
         atomic_write_text(manifest, json.dumps({"key": self.key, "chunks": self.count}))
         return set()
@@ -93,13 +162,40 @@ class ChunkStore:
             if columns is not None:
                 write_parquet(self.part(name, index), parquet_table(columns))
 
+    def _whole(self, index: int) -> bool:
+        """Whether chunk ``index``'s files read back: its runs table whole, with its rows,
+        and the footer of its trajectories (a file cut short loses its footer)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            runs = pq.read_table(self.part("runs", index))
+            if self.sizes is not None and runs.num_rows != self.sizes[index]:
+                return False
+            for name in TABLES[1:]:
+                if self.part(name, index).exists():
+                    pq.read_metadata(self.part(name, index))
+        except (OSError, ValueError, pa.ArrowException):
+            return False
+        return True
+
     def merge(self, targets: Mapping[str, Path]) -> None:
-        """Every chunk's tables, in order, into one Parquet file per table."""
+        """Every chunk's tables, in order, into one Parquet file per table. A part that
+        does not read back is removed (it is this store's) so that the same command
+        computes it again, and the merge is refused saying so."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         for name, target in targets.items():
-            parts = [pq.read_table(self.part(name, index)) for index in range(self.count)]
+            parts = []
+            for index in range(self.count):
+                path = self.part(name, index)
+                try:
+                    parts.append(pq.read_table(path))
+                except (OSError, ValueError, pa.ArrowException) as exc:
+                    self.part("runs", index).unlink(missing_ok=True)  # marks it not done
+                    raise MbgenError(f"{path} does not read back ({str(exc)[:200]}): the same "
+                                     "command computes that chunk again") from None
             write_parquet(target, pa.concat_tables(parts))
 
     def _remove_temporaries(self) -> None:
