@@ -346,11 +346,12 @@ def test_a_scheduler_that_is_not_there_is_a_clear_error(
     pytest.importorskip("distributed", reason="Dask's distributed: mbgen[cluster]")
     import mbgen.sweep.cluster
 
-    monkeypatch.setattr(mbgen.sweep.cluster, "CONNECT_TIMEOUT", "2s")  # 20 s by default
+    monkeypatch.setattr(mbgen.sweep.cluster, "CONNECT_TIMEOUT", 2.0)  # 20 s by default
     study = write_study(tmp_path, study_text(t_end=0.01).replace(
         "chunk: 8", "dask: {scheduler: 'tcp://127.0.0.1:9'}\nchunk: 8"))
     begin = time.monotonic()
-    result = sweep(tmp_path, out_dir, str(study), "--out", str(tmp_path / "n.parquet"))
+    result = sweep(tmp_path, out_dir, str(study), "--out", str(tmp_path / "n.parquet"),
+                   "--scheduler-from-study")
     assert result.exit_code == EXIT_BAD_INPUT and "no Dask scheduler reached" in result.output
     assert time.monotonic() - begin < 15
 

@@ -11,6 +11,7 @@ Dask's ``distributed`` is the extra ``mbgen[cluster]``.
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,23 +23,98 @@ from mbgen.sweep.design import Design
 from mbgen.sweep.runner import ChunkResult, run_chunk
 from mbgen.sweep.study import Study
 
-CONNECT_TIMEOUT = "20s"  # to reach the scheduler: a wrong address fails within it
+#: Seconds to reach the scheduler and hear its handshake, and for it to have a worker: a
+#: wrong address, or a server that accepts and never answers, fails within it.
+CONNECT_TIMEOUT = 20.0
+SCHEMES = ("tcp", "tls")  # the transports mbgen connects over (ucx needs UCX-Py, untested)
+_HOST_PORT = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}")
 
 _loaded: dict[tuple[str, str | None], CompiledMechanism] = {}
 _loading = threading.Lock()
 
 
+def check_address(address: str) -> str:
+    """A scheduler's address as ``tcp://HOST:PORT`` (``HOST:PORT`` alone is tcp), or a
+    ValueError saying what is wrong with it, before anything connects."""
+    scheme, sep, rest = address.strip().partition("://")
+    if not sep:
+        scheme, rest = "tcp", address.strip()
+    scheme = scheme.lower()
+    if scheme in ("http", "https"):
+        raise ValueError(f"{address!r} is a web address: give the scheduler's own address "
+                         "(tcp://HOST:8786, which `dask scheduler` prints), not its "
+                         "dashboard's")
+    if scheme not in SCHEMES:
+        raise ValueError(f"{address!r}: mbgen reaches a Dask scheduler over "
+                         f"{' or '.join(s + '://' for s in SCHEMES)} only")
+    if not _HOST_PORT.fullmatch(rest) or not 0 < int(rest.rpartition(":")[2]) < 65536:
+        raise ValueError(f"{address!r} is not an address HOST:PORT (e.g. tcp://10.0.0.5:8786)")
+    return f"{scheme}://{rest}"
+
+
+def security(address: str) -> Any:
+    """Dask's ``Security`` for ``address`` from Dask's configuration; a ValueError when a
+    tls:// address has no certificates configured (Dask would fail deep inside)."""
+    from distributed.security import Security
+
+    try:
+        settings = Security()
+        context = settings.get_connection_args("client")["ssl_context"]
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"Dask's TLS configuration cannot be used: {exc}") from None
+    if address.startswith("tls://") and context is None:
+        raise ValueError(f"{address!r} needs TLS certificates: set Dask's "
+                         "distributed.comm.tls.ca-file, client.cert and client.key (e.g. "
+                         "DASK_DISTRIBUTED__COMM__TLS__CA_FILE), or use tcp://")
+    return settings
+
+
+def _handshake(address: str, settings: Any) -> None:
+    """Connects to ``address`` and waits for a Dask handshake, all within CONNECT_TIMEOUT
+    (Dask's own connect bounds reaching the port, not the handshake: a server that accepts
+    and never answers held it for ever)."""
+    import asyncio
+
+    from distributed.comm import connect
+
+    async def hello() -> None:
+        comm = await asyncio.wait_for(connect(address, timeout=CONNECT_TIMEOUT,
+                                              deserialize=False,
+                                              **settings.get_connection_args("client")),
+                                      CONNECT_TIMEOUT)
+        await comm.close()
+
+    asyncio.run(hello())
+
+
 def client(address: str) -> Any:
-    """A ``distributed.Client`` connected to ``address``, or a clear error."""
+    """A ``distributed.Client`` connected to ``address`` (tcp:// or tls://, checked by
+    :func:`check_address`) with a worker, or a clear error within bounded time."""
     try:
         from distributed import Client
     except ImportError:
         raise MbgenError("running on a Dask cluster needs Dask's distributed: "
                          "pip install 'mbgen[cluster]'") from None
     try:
-        return Client(address, timeout=CONNECT_TIMEOUT)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise MbgenError(f"no Dask scheduler reached at {address!r}: {exc}") from None
+        address = check_address(address)
+        settings = security(address)
+    except ValueError as exc:
+        raise MbgenError(str(exc)) from None
+    try:  # whatever a peer that is not a scheduler makes Dask raise (a web server's
+        # reply read as a frame length asked for 3 EiB: MemoryError)
+        _handshake(address, settings)
+        dask = Client(address, timeout=CONNECT_TIMEOUT, security=settings)
+    except Exception as exc:
+        why = str(exc).strip() or f"nothing answered within {CONNECT_TIMEOUT:g} s"
+        raise MbgenError(f"no Dask scheduler reached at {address!r}: "
+                         f"{type(exc).__name__}: {why[:300]}") from None
+    try:
+        dask.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
+    except Exception:
+        dask.close()
+        raise MbgenError(f"the Dask scheduler at {address!r} has no worker after "
+                         f"{CONNECT_TIMEOUT:g} s: start `dask worker {address}`") from None
+    return dask
 
 
 def worker_mechanism(text: str, name: str, build_dir: str | None) -> CompiledMechanism:
@@ -74,7 +150,6 @@ def run_on_cluster(prepared: Any, address: str, todo: list[int], build_dir: Path
     text = study.mechanism.read_text(encoding="utf-8")
     with client(address) as dask:
         from distributed import as_completed
-
 
         design = dask.scatter(prepared.design, broadcast=True)
         chunks = prepared.chunks

@@ -60,7 +60,7 @@ def prepare(study: Study, mech: CompiledMechanism, phi_tol: float) -> Prepared:
     if int(np.asarray(status).reshape(-1)[0]):
         raise MbgenError(f"{mech.name}'s initial positions cannot be assembled: "
                          f"{mech.status_text(int(np.asarray(status).reshape(-1)[0]))}")
-    text = {"study": Path(study.file).read_text(encoding="utf-8"),
+    text = {"study": study.digest,  # of the text read, not of the file as it is now
             "mechanism": study.mechanism.read_text(encoding="utf-8"), "mbgen": __version__,
             "phi_tol": repr(phi_tol)}
     key = hashlib.sha256(json.dumps(text, sort_keys=True).encode()).hexdigest()
@@ -112,7 +112,7 @@ def run_study(prepared: Prepared, mech: CompiledMechanism, out: Path, workers: i
     """Every chunk not done yet, written to the work directory beside ``out`` as it
     finishes; merge with :func:`finish`."""
     chunks = prepared.chunks
-    store = ChunkStore(out, prepared.key, len(chunks))
+    store = ChunkStore(out, prepared.key, len(chunks), [len(rows) for rows in chunks])
     done = store.open()
     todo = [index for index in range(len(chunks)) if index not in done]
     finished = sum(len(chunks[index]) for index in done)

@@ -28,20 +28,39 @@ def picture_paths(out: Path, trajectories: bool, varied: bool) -> list[Path]:
 
 
 def write_pictures(runs: dict[str, Array], figure_columns: list[str], varied: list[str],
-                   trajectories: dict[str, Array] | None, out: Path, title: str,
+                   trajectories: dict[str, Array] | None, paths: list[Path], title: str,
                    ) -> list[Path]:
-    """The pictures of a finished study from its tables (columns as NumPy arrays)."""
+    """The pictures of a finished study from its tables (columns as NumPy arrays), to
+    ``paths`` (as :func:`picture_paths` gives them)."""
     ok = runs["status"] == OK
+    targets = iter(paths)
     written = [save_figure(histograms({c: runs[c][ok] for c in figure_columns}, title),
-                           plot_path(out, "histograms"))]
+                           next(targets))]
     if trajectories is not None:
         written.append(save_figure(envelope(trajectories, set(runs["run"][ok].tolist()),
-                                            title), plot_path(out, "envelope")))
+                                            title), next(targets)))
     if varied:
         written.append(save_figure(sensitivity({c: runs[c][ok] for c in varied},
                                                {c: runs[c][ok] for c in figure_columns},
-                                               title), plot_path(out, "sensitivity")))
+                                               title), next(targets)))
     return written
+
+
+def histogram_bins(values: Array) -> tuple[int, tuple[float, float] | None]:
+    """Bins (about √n, 10 to 60) and range (None: the values') of a histogram of the
+    finite ``values``. Values whose spread is within rounding of their size (the same
+    figure in every run up to the last digits) get one bin over a range a little wider
+    than theirs: NumPy cannot cut a range a few ulps wide into bins ("Too many bins for
+    data range"), not even into one at 1e308."""
+    low, high = float(values.min()), float(values.max())
+    size = max(abs(low), abs(high))
+    bins = min(60, max(10, int(np.sqrt(values.size))))
+    with np.errstate(over="ignore"):  # the spacing of the largest double is inf
+        if high - low > 1e3 * bins * np.spacing(size):
+            return bins, None
+    pad = size * 1e-9 or 1.0
+    largest = float(np.finfo(float).max)
+    return 1, (max(low - pad, -largest), min(high + pad, largest))
 
 
 def histograms(columns: dict[str, Array], title: str) -> Figure:
@@ -56,7 +75,8 @@ def histograms(columns: dict[str, Array], title: str) -> Figure:
         values = columns.get(name, np.zeros(0))
         values = values[np.isfinite(values)]
         if values.size:
-            ax.hist(values, bins=min(60, max(10, int(np.sqrt(values.size)))), color="C0")
+            bins, span = histogram_bins(values)
+            ax.hist(values, bins=bins, range=span, color="C0")
         ax.set_title(f"{name} ({values.size} runs)", fontsize="small")
         ax.ticklabel_format(useOffset=True, style="sci", scilimits=(-3, 4))
         ax.grid(alpha=0.3)

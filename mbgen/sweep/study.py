@@ -9,13 +9,16 @@ and choices below are the one home of the format: the reader, the JSON Schema
 
 from __future__ import annotations
 
+import hashlib
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mbgen.errors import MechanismError
-from mbgen.model.yaml_nodes import Node, read_document
+from mbgen.model.yaml_nodes import Node, read_document, read_yaml_file
 from mbgen.runtime.integration import STEPPERS
 
 #: Sections of quantities a study sets or varies: parameters by name, initial positions
@@ -36,6 +39,12 @@ TOP_KEYS = ("mechanism", "samples", "seed", "chunk", *QUANTITY_SECTIONS, "run", 
             "dask")
 DEFAULT_CHUNK = 512  # runs per chunk: the unit of progress, of resuming and of Dask tasks
 MAX_RUNS = 10_000_000
+#: Chunks of a study: each is a file written (two with trajectories) and a task, about
+#: 5 ms of its own, so `chunk: 1` over 20 000 short runs spent a minute writing files.
+#: The default chunk grows beyond DEFAULT_CHUNK to stay within it.
+MAX_CHUNKS = 4096
+#: Steps of one run: t_end / dt beyond it is not a count of steps a double holds exactly
+MAX_RUN_STEPS = 2**53
 
 
 @dataclass(frozen=True)
@@ -49,11 +58,29 @@ class Spec:
     value: float | None = None
     distribution: str | None = None
     keys: tuple[tuple[str, float], ...] = ()
-    grid: tuple[float, ...] = ()
+    grid: tuple[float, ...] = ()  # a grid's values as listed
+    span: tuple[float, float, int] | None = None  # a grid from, to, count (not expanded)
 
     @property
     def varied(self) -> bool:
         return self.value is None
+
+    @property
+    def grid_size(self) -> int:
+        """The grid's values, counted without making them (0: not a grid)."""
+        return self.span[2] if self.span is not None else len(self.grid)
+
+    def grid_values(self) -> np.ndarray:
+        """The grid's values: as listed, or ``count`` from ``from`` to ``to`` evenly (the
+        ends exactly, and without overflow: ±1e308 gives -1e308, 0, 1e308)."""
+        if self.span is None:
+            return np.array(self.grid, dtype=float)
+        start, stop, count = self.span
+        if count == 1:
+            return np.array([start])
+        values = between(start, stop, np.arange(count) / (count - 1))
+        values[-1] = stop
+        return values
 
     def key(self, name: str) -> float | None:
         return dict(self.keys).get(name)
@@ -89,12 +116,13 @@ class Study:
     trajectories: tuple[str, ...]
     trajectory_every: int
     trajectory_line: int
-    scheduler: str | None
+    scheduler: str | None  # the study's dask: scheduler (used only when asked: docs/sweep.md)
+    digest: str = ""  # SHA-256 of the file's text as read
     grid_size: int = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "grid_size", math.prod(len(s.grid) for s in self.specs
-                                                        if s.grid))
+        object.__setattr__(self, "grid_size", math.prod(s.grid_size for s in self.specs
+                                                        if s.grid_size))
 
     @property
     def runs(self) -> int:
@@ -104,6 +132,10 @@ class Study:
     @property
     def steps(self) -> int:
         return int(round(self.t_end / self.dt))
+
+    @property
+    def chunks(self) -> int:
+        return -(-self.runs // self.chunk)
 
     def error(self, message: str, line: int | None, key: str | None = None) -> MechanismError:
         return MechanismError(message, self.file, line, key)
@@ -138,9 +170,20 @@ def recordable(coordinates: list[str], sensors: list[str]) -> list[str]:
     return [*coordinates, *(f"{c}_dot" for c in coordinates), *sensors, *DERIVED]
 
 
+def between(low: float, high: float, u: np.ndarray) -> np.ndarray:
+    """``low + (high - low) u`` for u in [0, 1], computed as NumPy's uniform draws are
+    (to the bit) when ``high - low`` is finite, else by halves, so that ±1e308 does not
+    overflow (each partial sum stays between low and high)."""
+    width = high - low
+    if math.isfinite(width):
+        return low + width * u
+    half = high / 2 - low / 2
+    return (low + half * u) + half * u
+
+
 def read_study(path: Path) -> Study:
     """The study file at ``path``, checked; its mechanism path is taken relative to it."""
-    text = path.read_text(encoding="utf-8")
+    text = read_yaml_file(path, "a study file")
     root = read_document(text, str(path))
     keys = root.mapping(set(TOP_KEYS), {"mechanism", "run"})
     mechanism = Path(keys["mechanism"].string())
@@ -152,6 +195,9 @@ def read_study(path: Path) -> Study:
                   for spec in _specs(keys[section], section))
     run = keys["run"].mapping(set(RUN_KEYS), {"dt", "t_end"})
     dt, t_end = (_positive(run[k]) for k in ("dt", "t_end"))
+    if not t_end / dt < MAX_RUN_STEPS:  # inf when dt is tiny: no count of steps
+        raise run["t_end"].error(f"t_end / dt = {t_end / dt:.4g} steps, more than a run can "
+                                 f"count ({MAX_RUN_STEPS:.4g})")
     if abs(round(t_end / dt) * dt - t_end) > 1e-9 * t_end or round(t_end / dt) < 1:
         raise run["t_end"].error(f"t_end = {t_end:g} s is not a whole number of steps of "
                                  f"dt = {dt:g} s")
@@ -182,10 +228,19 @@ def read_study(path: Path) -> Study:
         figures=figures, trajectories=trajectories, trajectory_every=every,
         trajectory_line=trajectory_line,
         scheduler=(keys["dask"].mapping({"scheduler"}, {"scheduler"})["scheduler"].string()
-                   if "dask" in keys else None))
-    if study.runs > MAX_RUNS:
+                   if "dask" in keys else None),
+        digest=hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest())
+    if study.runs > MAX_RUNS:  # counted from the grids' sizes: nothing made yet
         raise root.error(f"{study.runs:,} runs ({study.grid_size:,} grid points x "
                          f"{study.samples:,} samples), more than {MAX_RUNS:,}")
+    if study.chunks > MAX_CHUNKS:
+        smallest = -(-study.runs // MAX_CHUNKS)
+        if "chunk" in keys:
+            raise keys["chunk"].error(
+                f"chunk: {study.chunk:,} makes {study.chunks:,} chunks of the {study.runs:,} "
+                f"runs, more than {MAX_CHUNKS:,} (each is a file and a task): give chunk "
+                f"≥ {smallest:,}")
+        study = replace(study, chunk=smallest)
     return study
 
 
@@ -203,7 +258,7 @@ def _spec(node: Node, section: str, name: str) -> Spec:
     if "grid" in keys:
         if len(keys) > 1:
             raise node.error(f"a grid takes no other keys ({', '.join(sorted(keys))} given)")
-        return Spec(section, name, node.line, grid=_grid(keys["grid"]))
+        return _grid(keys["grid"], section, name, node.line)
     if "distribution" not in keys:
         raise node.error("expected `distribution: normal` or `uniform`, or `grid:`")
     kind = _choice(keys["distribution"], tuple(DISTRIBUTIONS))
@@ -231,17 +286,21 @@ def _spec(node: Node, section: str, name: str) -> Spec:
     return Spec(section, name, node.line, distribution=kind, keys=tuple(values.items()))
 
 
-def _grid(node: Node) -> tuple[float, ...]:
+def _grid(node: Node, section: str, name: str, line: int) -> Spec:
     if node.is_sequence():
+        if len(node.raw.value) > MAX_RUNS:  # counted before any value is read
+            raise node.error(f"a grid of {len(node.raw.value):,} values, more than the "
+                             f"{MAX_RUNS:,} runs of a study")
         values = tuple(_number(item) for item in node.sequence())
         if not values:
             raise node.error("a grid needs at least one value")
-        return values
+        return Spec(section, name, line, grid=values)
     keys = node.mapping(set(GRID_KEYS), set(GRID_KEYS))
     start, stop, count = _number(keys["from"]), _number(keys["to"]), _count(keys["count"])
-    if count == 1:
-        return (start,)
-    return tuple(start + (stop - start) * k / (count - 1) for k in range(count))
+    if count > MAX_RUNS:  # refused before its values are made
+        raise keys["count"].error(f"a grid of {count:,} values, more than the {MAX_RUNS:,} "
+                                  "runs of a study")
+    return Spec(section, name, line, span=(start, stop, count))
 
 
 def _figure(node: Node) -> Figure:
