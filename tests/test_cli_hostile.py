@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import SHIPPED_DIR
@@ -115,3 +116,72 @@ def test_a_sensor_names_its_body_as_points_are_named(tmp_path: Path) -> None:
     gyroscope = parse_mechanism(spatial.replace("body: 2, name: gyroCD",
                                                 "body: CD, name: gyroCD"), "bricard.yaml")
     assert [s.target for s in gyroscope.sensors if s.kind == "gyroscope"] == [2]
+
+
+SPRING = SHIPPED_DIR / "spring-pendulum.yaml"
+
+
+def test_param_runs_with_a_parameter_changed_and_derived_ones_follow(
+        run, tmp_path: Path, compiled) -> None:
+    """--param L=1.2 on simulate: the run is the Python API's with L set (half_L = L/2,
+    the centre of mass, follows); unknown and derived names are bad input listing the
+    parameters, a non-finite value and a name given twice bad usage."""
+    from mbgen.simulation import simulate
+
+    out = tmp_path / "run.csv"
+    code, output = run("simulate", str(SPRING), "--t-end", "0.2", "--dt", "1e-3", "--out",
+                       str(out), "--param", "L=1.2", "--param", "m=3")
+    assert code == EXIT_OK, output
+    assert "with --param: L = 1.2 (the file's 1), m = 3 (the file's 2)" in output
+    with out.open() as handle:
+        rows = list(csv.reader(handle))
+    header, last = rows[0], [float(v) for v in rows[-1]]
+    mech = compiled(SPRING)
+    mech.set_parameters(L=1.2, m=3.0)
+    first = [float(v) for v in rows[1]]
+    q0 = [first[header.index(name)] for name in mech.coordinate_names]
+    expected = simulate(mech, t_end=0.2, dt=1e-3, integrator="rk4", q0=q0)
+    assert [last[header.index(name)] for name in mech.coordinate_names] == pytest.approx(
+        expected.q[-1].tolist(), abs=1e-9)  # the CSV keeps 12 digits
+    mech.set_parameters(L=1.0, m=2.0)
+    default = simulate(mech, t_end=0.2, dt=1e-3, integrator="rk4")
+    assert abs(default.q[-1] - expected.q[-1]).max() > 1e-3
+    for value, expected_code, words in (
+            ("half_L=0.5", EXIT_BAD_INPUT, "no parameter 'half_L' (its parameters: L, m, k"),
+            ("nope=1", EXIT_BAD_INPUT, "derived ones follow from them"),
+            ("L=inf", EXIT_USAGE, "not a finite number"), ("L", EXIT_USAGE, "NAME=VALUE")):
+        code, output = run("simulate", str(SPRING), "--t-end", "0.01", "--dt", "1e-3",
+                           "--out", str(tmp_path / "no.csv"), "--param", value)
+        assert code == expected_code and words in output, output
+    code, output = run("simulate", str(SPRING), "--t-end", "0.01", "--dt", "1e-3", "--out",
+                       str(tmp_path / "no.csv"), "--param", "m=1", "--param", "m=2")
+    assert code == EXIT_USAGE and "m given twice" in output, output
+    assert not (tmp_path / "no.csv").exists()
+
+
+def test_param_reaches_inverse_estimate_and_identify(run, tmp_path: Path) -> None:
+    """The torque of a prescribed motion scales with the mass; estimate and identify take
+    the option and refuse a name the file does not have (identify also one it
+    identifies: that is --initial)."""
+    forces = []
+    for extra in ((), ("--param", "m=4")):
+        out = tmp_path / f"torque{len(extra)}.csv"
+        code, output = run("inverse", str(SHIPPED_DIR / "double-pendulum.yaml"), "--motion",
+                           "y1=-0.1-0.3*sin(t)", "--motion", "y2=-0.3-0.5*sin(t)", "--t-end", "0.5",
+                           "--dt", "0.05", "--out", str(out), *extra)
+        assert code == EXIT_OK, output
+        with out.open() as handle:
+            rows = list(csv.reader(handle))
+        force = [k for k, name in enumerate(rows[0]) if name.startswith("force_")]
+        forces.append([[float(row[k]) for k in force] for row in rows[1:]])
+    np.testing.assert_allclose(forces[1], 4 * np.array(forces[0]), rtol=1e-9)
+    code, output = estimate(run, tmp_path, "--param", "xb=nope")
+    assert code == EXIT_USAGE and "--param" in output
+    code, output = estimate(run, tmp_path, "--param", "mass=1")
+    assert code == EXIT_BAD_INPUT and "its parameters: L, xb" in output, output
+    code, output = run("identify", str(SHIPPED_DIR / "actuated-double-pendulum.yaml"),
+                       "--data", str(SHIPPED_DIR.parent / "examples" /
+                                     "double-pendulum-encoders.csv"),
+                       "--params", "b1,b2", "--param", "b1=0.1", "--out",
+                       str(tmp_path / "id.yaml"))
+    assert code == EXIT_USAGE and "b1 is identified" in output, output

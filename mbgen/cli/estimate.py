@@ -12,8 +12,10 @@ from rich.markup import escape
 from mbgen.cli import BUILD_DIR, status_console
 from mbgen.cli.conventions import (
     NON_NEGATIVE,
+    PARAM,
     POSITIVE,
     Command,
+    apply_parameters,
     check_paths,
     check_work,
     max_steps_option,
@@ -71,12 +73,14 @@ if TYPE_CHECKING:
 @click.option("--covariance", is_flag=True, help="Also write <name>_sigma per coordinate: "
               "the standard deviation of the particles [m or rad].")
 @click.option("--plot", is_flag=True, help="Also write the estimate and branch PNGs.")
+@PARAM
 @max_steps_option("filter steps")
 @BUILD_DIR
 def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a: float,
              sigma_s: float | None, dt: float | None, integrator: str, seed: int,
              spread: float | None, speed: float, csv_path: Path, covariance: bool, plot: bool,
-             max_steps: int, build_dir: Path | None) -> None:
+             param_values: tuple[tuple[str, float], ...], max_steps: int,
+             build_dir: Path | None) -> None:
     """Estimate FILE's state and assembly branch from sensor readings: writes t, each
     coordinate's expected value with <name>_lo/<name>_hi (95 %), ess, restart (1 where
     the filter started over) and p_branch<k>. A filter that started over and has not
@@ -100,6 +104,7 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
         raise click.BadParameter(f"{speed:g} is above {MAX_SPEED:g}, the largest span whose "
                                  "variance the filter computes with", param_hint="--speed")
     mech, _ = load_with_status(file, build_dir)
+    apply_parameters(mech, param_values)
     # the initial belief's particles, allocated at once: refused beyond memory
     belief = particles * pool
     check_work(belief, belief, f"particles in the initial belief (--particles {particles} "

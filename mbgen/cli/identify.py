@@ -11,8 +11,10 @@ from rich.markup import escape
 
 from mbgen.cli import BUILD_DIR, status_console
 from mbgen.cli.conventions import (
+    PARAM,
     POSITIVE,
     Command,
+    apply_parameters,
     check_paths,
     check_work,
     max_steps_option,
@@ -96,13 +98,15 @@ def _pairs(values: tuple[str, ...], option: str, parts: int) -> dict[str, tuple[
               "alone do not cover what the step does; about twice the time).")
 @click.option("--plot", is_flag=True, help="Also write <out>_fit.png: measured against "
               "fitted readings.")
+@PARAM
 @max_steps_option("time steps (samples × substeps)")
 @BUILD_DIR
 def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
              out_path: Path, initial: tuple[str, ...], bounds: tuple[str, ...],
              prior: tuple[str, ...], impulse_noise: float, scheme: str, coordinates: str,
              compliance: float, substeps: int, max_iterations: int, step_check: bool, plot: bool,
-             max_steps: int, build_dir: Path | None) -> None:
+             param_values: tuple[tuple[str, float], ...], max_steps: int,
+             build_dir: Path | None) -> None:
     """Identify parameters of FILE (and its state trajectory) from recorded sensor data,
     by least squares on inverse-dynamics impulses and the sensor residuals. A run that
     does not converge, or a parameter the data do not determine, ends with exit code 4."""
@@ -123,6 +127,11 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
                                           "which identification takes alongside sensors "
                                           "of the state only"))
     names = [name.strip() for name in params.split(",") if name.strip()]
+    identified = sorted({name for name, _ in param_values} & set(names))
+    if identified:
+        raise click.BadParameter(f"{', '.join(identified)} is identified (--params): its "
+                                 "starting value is --initial", param_hint="--param")
+    apply_parameters(mech, param_values)
     # the accelerometers' columns may be left out (empty: no readings)
     t, readings = read_readings(data_path, mech.sensor_labels,
                                 optional=mech.accelerometer_labels)

@@ -9,7 +9,15 @@ import click
 from rich.markup import escape
 
 from mbgen.cli import BUILD_DIR, status_console
-from mbgen.cli.conventions import POSITIVE, Command, check_paths, check_work, max_steps_option
+from mbgen.cli.conventions import (
+    PARAM,
+    POSITIVE,
+    Command,
+    apply_parameters,
+    check_paths,
+    check_work,
+    max_steps_option,
+)
 from mbgen.io.figures import plot_paths
 
 
@@ -38,11 +46,13 @@ from mbgen.io.figures import plot_paths
               "marginal standard deviation (force_<coordinate>_sigma) under the graph's noise "
               "models (costs more than the solve on large mechanisms).")
 @click.option("--plot", is_flag=True, help="Also write force and following-error PNGs.")
+@PARAM
 @max_steps_option("samples of --motion")
 @BUILD_DIR
 def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
             t_end: float | None, dt: float | None, imposed: str | None, actuated: str | None,
-            method: str, csv_path: Path, covariance: bool, plot: bool, max_steps: int,
+            method: str, csv_path: Path, covariance: bool, plot: bool,
+            param_values: tuple[tuple[str, float], ...], max_steps: int,
             build_dir: Path | None) -> None:
     """Forces that make FILE's mechanism follow a prescribed motion: writes t, every
     coordinate's q, q̇, q̈ (<name>, <name>_dot, <name>_ddot; the imposed ones as followed)
@@ -70,6 +80,7 @@ def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
     check_paths({"FILE": file, "--trajectory": trajectory},
                 {"--out": csv_path, "--plot": plot_paths(csv_path, "inverse") if plot else None})
     mech, _ = load_with_status(file, build_dir)
+    apply_parameters(mech, param_values)
     if motions:
         pairs: list[tuple[str, str]] = []
         for spec in motions:

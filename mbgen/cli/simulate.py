@@ -15,10 +15,12 @@ from mbgen.cli import BUILD_DIR, status_console
 from mbgen.cli.conventions import (
     ENERGY_TOL,
     NON_NEGATIVE,
+    PARAM,
     PHI_TOL,
     POSITIVE,
     Command,
     NoiseLevel,
+    apply_parameters,
     check_paths,
     check_work,
     max_steps_option,
@@ -209,6 +211,7 @@ def write_readings(result: Any, path: Path, noise: list[float], every: int,
               help="Time between readings [s] [default: --dt; a multiple of it].")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the reading noise.")
+@PARAM
 @max_steps_option("time steps")
 @BUILD_DIR
 def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
@@ -220,7 +223,8 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
              plot: bool,
              extras: tuple[str, ...], covariance: bool, every: int, sensors_out: Path | None,
              sensor_noise: tuple[tuple[str | None, float], ...],
-             sensor_period: float | None, seed: int, max_steps: int,
+             sensor_period: float | None, seed: int,
+             param_values: tuple[tuple[str, float], ...], max_steps: int,
              build_dir: Path | None) -> None:
     """Simulate FILE's forward dynamics and write t, q, q̇, q̈, energy and ‖Φ‖ to a CSV.
     A run that stops early, leaves its constraints (--phi-tol) or, with no force, damper
@@ -241,6 +245,7 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
                                      "--plot": plot_paths(csv_path, "simulate") if plot
                                      else None})
         mech, _ = load_with_status(file, build_dir)
+        apply_parameters(mech, param_values)
         check_work(t_end / dt, max_steps, f"time steps ({t_end:g} s every {dt:g} s)",
                    "--max-steps", 16.0 * (3 * mech.n + 2 + mech.m))
         initial_q, initial_qd = initial_state(mech, q0, qd0, guess, strict)
