@@ -185,3 +185,27 @@ def test_param_reaches_inverse_estimate_and_identify(run, tmp_path: Path) -> Non
                        "--params", "b1,b2", "--param", "b1=0.1", "--out",
                        str(tmp_path / "id.yaml"))
     assert code == EXIT_USAGE and "b1 is identified" in output, output
+
+
+def test_the_estimate_plot_leaves_out_unit_vector_components(tmp_path: Path,
+                                                              monkeypatch) -> None:
+    """A spatial file's unit-vector components (unit 1) are left out of the estimate's
+    figure as of simulate's (io.figures.coordinate_panels): one panel per position or
+    angle."""
+    import mbgen.io.figures as figures
+    from mbgen.cli.estimate import _plot
+
+    names = ["x1", "ux1", "uy1", "uz1", "thetaA"]
+    units = ["m", "1", "1", "1", "rad"]
+    header = ["t", *[f"{n}{s}" for n in names for s in ("", "_lo", "_hi")], "p_branch0"]
+    data = np.linspace(0, 1, 4 * len(header)).reshape(4, len(header))
+    drawn: list[list[str]] = []
+
+    def keep(fig, path, **_):
+        drawn.append([ax.get_ylabel() for ax in fig.axes])
+        return path
+
+    monkeypatch.setattr(figures, "save_figure", keep)
+    _plot(header, data, names, [f"{n} [{u}]" for n, u in zip(names, units, strict=True)],
+          units, tmp_path / "e.csv", "bricard")
+    assert drawn[0] == ["x1 [m]", "thetaA [rad]"]

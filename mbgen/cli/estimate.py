@@ -159,8 +159,8 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
     write_table(csv_path, header, data)
     labels = [f"{name} [{unit}]" for name, unit in zip(names, mech.coordinate_units,
                                                         strict=True)]
-    pictures = _plot(header, data, names, labels, csv_path, mathtext(mech.name)) if plot \
-        else []
+    pictures = _plot(header, data, names, labels, mech.coordinate_units, csv_path,
+                     mathtext(mech.name)) if plot else []
     report(track, mech.name, step, particles, csv_path, pictures)
 
 
@@ -197,17 +197,20 @@ def report(track: Track, name: str, step: float, particles: int, csv_path: Path,
 
 
 def _plot(header: list[str], data: np.ndarray, names: list[str], labels: list[str],
-          csv_path: Path, title: str) -> list[Path]:
-    """The estimate of every coordinate with its 95 % band, and the branch probabilities,
-    from the table's columns by name."""
+          units: list[str], csv_path: Path, title: str) -> list[Path]:
+    """The estimate of each coordinate simulate's plot shows (its positions and angles,
+    not a spatial file's unit-vector components: io.figures.coordinate_panels) with its
+    95 % band, and the branch probabilities, from the table's columns by name."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from mbgen.estimation.particle_filter import branch_columns
-    from mbgen.io.figures import plot_path, save_figure
+    from mbgen.io.figures import coordinate_panels, plot_path, save_figure
 
+    shown = sorted(k for _, columns in coordinate_panels(units) for k in columns)
+    names, labels = [names[k] for k in shown], [labels[k] for k in shown]
     column = {name: data[:, k] for k, name in enumerate(header)}
     t = column["t"]
     written = []
