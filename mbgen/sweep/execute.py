@@ -125,11 +125,18 @@ def run_study(prepared: Prepared, mech: CompiledMechanism, out: Path, workers: i
         from mbgen.sweep.cluster import run_on_cluster
 
         results = run_on_cluster(prepared, scheduler, todo, build_dir)
-    for index, result in results:
-        store.write(index, {"runs": result.columns, "trajectories": result.trajectories})
-        finished += len(chunks[index])
-        if progress:
-            progress(finished, total)
+    written = 0
+    try:
+        for index, result in results:
+            store.write(index, {"runs": result.columns, "trajectories": result.trajectories})
+            written += 1
+            finished += len(chunks[index])
+            if progress:
+                progress(finished, total)
+    except BaseException:
+        if not done and not written:  # nothing to resume: leave nothing behind
+            store.remove()
+        raise
     return store, Outcome(total, failure_counts(store), len(done), len(chunks))
 
 
