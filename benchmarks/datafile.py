@@ -1,0 +1,86 @@
+"""The one data reader (mbgen/io/datafile.py) on a result CSV of 2 000 000 rows × 10
+columns, as mbgen writes it (12 significant digits): pyarrow.csv against the row-by-row
+csv-module reader it replaced (kept as the reference in tests/test_datafile_pyarrow.py).
+
+Why: `animate` of a 2-million-row CSV and `identify` on 2 million readings each ran past
+60 s, nearly all of it in the reader. Target: 2M × 10 read and checked in ≤ 2 s. The old
+reader is timed on the first 200 000 rows (it is linear) and compared with the new one on
+the same file in the same run, as a ratio; wall and CPU times both, since the machine is
+shared (its load average is in the JSON).
+
+Run: ``.venv/bin/python benchmarks/datafile.py``. Writes ``benchmarks/results/datafile.json``.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from _common import REPO, Figure, print_table, write_results
+
+sys.path.insert(0, str(REPO / "tests"))
+from test_datafile_pyarrow import reference  # noqa: E402
+
+from mbgen.io.datafile import read_data  # noqa: E402
+
+ROWS, COLUMNS, OLD_ROWS = 2_000_000, 10, 200_000
+
+
+def write(path: Path, rows: int) -> None:
+    """t then 9 columns of noise, '%.12g' as mbgen's write_table (faster, the same text)."""
+    rng = np.random.default_rng(0)
+    with path.open("w") as out:
+        out.write(",".join(["t", *(f"c{k}" for k in range(COLUMNS - 1))]) + "\n")
+        for start in range(0, rows, 100_000):
+            count = min(100_000, rows - start)
+            block = np.column_stack([(start + np.arange(count)) * 1e-6,
+                                     rng.standard_normal((count, COLUMNS - 1))])
+            out.write("\n".join(",".join(f"{v:.12g}" for v in row) for row in block.tolist())
+                      + "\n")
+
+
+def timed(function: object, repeat: int) -> tuple[float, float]:
+    """Best wall and CPU seconds over ``repeat`` calls."""
+    wall = cpu = float("inf")
+    for _ in range(repeat):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        function()  # type: ignore[operator]
+        wall = min(wall, time.perf_counter() - start)
+        cpu = min(cpu, time.process_time() - start_cpu)
+    return wall, cpu
+
+
+def main() -> int:
+    work = Path(tempfile.mkdtemp(prefix="mbgen-bench-datafile-"))
+    big, small = work / "big.csv", work / "small.csv"
+    write(big, ROWS)
+    write(small, OLD_ROWS)
+    data = read_data(big)
+    assert data.values.shape == (ROWS, COLUMNS - 1)
+    new_wall, new_cpu = timed(lambda: read_data(big), 3)
+    small_wall, small_cpu = timed(lambda: read_data(small), 3)
+    old_wall, old_cpu = timed(lambda: reference(small, True, None, False), 1)
+    size = big.stat().st_size / 2**20
+    figures = [
+        Figure(f"read {ROWS:,} × {COLUMNS}, pyarrow (wall)", new_wall, "s", 2.0,
+               f"{size:.0f} MiB; best of 3"),
+        Figure(f"read {ROWS:,} × {COLUMNS}, pyarrow (CPU, both cores)", new_cpu, "s"),
+        Figure(f"read {OLD_ROWS:,} × {COLUMNS}, pyarrow (wall)", small_wall, "s"),
+        Figure(f"read {OLD_ROWS:,} × {COLUMNS}, csv module row by row (wall)", old_wall, "s",
+               note=f"CPU {old_cpu:.2f} s; {ROWS:,} rows ≈ {old_wall * ROWS / OLD_ROWS:.0f} s"),
+        Figure("old / new, same file", old_wall / small_wall, "×"),
+    ]
+    print_table("the data reader", figures)
+    path = write_results("datafile", figures)
+    print(f"wrote {path}")
+    for file in (big, small):
+        file.unlink()
+    work.rmdir()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
