@@ -22,9 +22,9 @@ import numpy as np
 from _common import REPO, Figure, print_table, write_results
 
 sys.path.insert(0, str(REPO / "tests"))
-from test_datafile_pyarrow import reference  # noqa: E402
+from test_datafile_pyarrow import reference
 
-from mbgen.io.datafile import read_data  # noqa: E402
+from mbgen.io.datafile import read_data
 
 ROWS, COLUMNS, OLD_ROWS = 2_000_000, 10, 200_000
 
