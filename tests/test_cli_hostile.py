@@ -209,3 +209,48 @@ def test_the_estimate_plot_leaves_out_unit_vector_components(tmp_path: Path,
     _plot(header, data, names, [f"{n} [{u}]" for n, u in zip(names, units, strict=True)],
           units, tmp_path / "e.csv", "bricard")
     assert drawn[0] == ["x1 [m]", "thetaA [rad]"]
+
+
+def test_a_factor_graph_says_what_it_builds_once_before_it_runs(run, tmp_path: Path,
+                                                                monkeypatch) -> None:
+    """The first factor graph compiled the native GTSAM factors and ran their self-check
+    (57 s on a loaded machine) without a word: each pending step is said first."""
+    import functools
+
+    import click
+
+    import mbgen.cli.inverse
+    import mbgen.cli.simulate
+    from mbgen.cli.conventions import announce_one_time_builds
+    from mbgen.factors import native
+
+    directory = tmp_path / "native"
+    directory.mkdir()
+    monkeypatch.setattr(native, "build_dir", lambda: directory)
+    monkeypatch.setattr(native, "native_module", functools.cache(lambda: None))
+    monkeypatch.delenv(native.ENVIRONMENT, raising=False)
+    assert native.pending() is not None and "compiling" in str(native.pending())
+    native.module_file(directory).write_bytes(b"")
+    assert "checking" in str(native.pending())
+    native.verdict_file(directory).write_text("{}")
+    assert native.pending() is None
+
+    said: list[str] = []
+    monkeypatch.setattr(native, "pending", lambda: "compiling the factors")
+    monkeypatch.setattr("mbgen.cli.status_console.print",
+                        lambda text, **_: said.append(str(text)))
+    announce_one_time_builds()
+    assert said == ["compiling the factors: this may take a minute"]
+
+    def announced() -> None:
+        raise click.UsageError("announced")
+
+    for module in (mbgen.cli.simulate, mbgen.cli.inverse):
+        monkeypatch.setattr(module, "announce_one_time_builds", announced)
+    code, output = run("simulate", str(FOURBAR), "--t-end", "0.01", "--dt", "1e-3",
+                       "--solver", "factor-graph", "--out", str(tmp_path / "fg.csv"))
+    assert code == EXIT_USAGE and "announced" in output, output
+    code, output = run("inverse", str(SHIPPED_DIR / "slider-crank.yaml"), "--motion",
+                       "phi=2*t", "--t-end", "0.1", "--dt", "0.05", "--method", "factor-graph",
+                       "--out", str(tmp_path / "torque.csv"))
+    assert code == EXIT_USAGE and "announced" in output, output

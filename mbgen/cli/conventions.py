@@ -324,3 +324,25 @@ def apply_parameters(mech: Any, given: tuple[tuple[str, float], ...],
     lines = [f"{name} = {value:g} (the file's {known[name]:g})" for name, value in given]
     status_console.print(f"with {option}: {', '.join(lines)}", markup=False)
     return lines
+
+
+def announce_one_time_builds() -> None:
+    """Before a factor graph runs: one status line per build it will make first (once per
+    installation, up to a minute on a loaded machine), so a silent minute is explained:
+    mbgen's native GTSAM factors and their self-check, or, where those are not used, the
+    one-state extension of ``mech.evaluator()``."""
+    import os
+
+    from mbgen.cli import status_console
+    from mbgen.factors import native
+    from mbgen.runtime.single import built_module
+
+    steps = [native.pending()]
+    python_callbacks = os.environ.get(native.ENVIRONMENT, "1") == "0" or \
+        native.unavailable() is not None
+    if python_callbacks and built_module() is None:
+        steps.append("compiling the one-state extension of mech.evaluator() (C++, once per "
+                     "installation)")
+    for step in steps:
+        if step:
+            status_console.print(f"{step}: this may take a minute", markup=False)

@@ -13,6 +13,7 @@ from mbgen.cli.conventions import (
     PARAM,
     POSITIVE,
     Command,
+    announce_one_time_builds,
     apply_parameters,
     check_paths,
     check_work,
@@ -105,6 +106,7 @@ def inverse(file: Path, trajectory: Path | None, motions: tuple[str, ...],
     else:
         from mbgen.inverse.factor_graph import inverse_dynamics_factor_graph
 
+        announce_one_time_builds()
         with Progress(TextColumn("[bold]factor graph"), BarColumn(), TimeElapsedColumn(),
                       console=console, transient=True) as bar:
             task = bar.add_task("inverse", total=None)

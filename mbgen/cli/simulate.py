@@ -20,6 +20,7 @@ from mbgen.cli.conventions import (
     POSITIVE,
     Command,
     NoiseLevel,
+    announce_one_time_builds,
     apply_parameters,
     check_paths,
     check_work,
@@ -275,6 +276,8 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
                        qd0=initial_qd, forces=force_functions, project=projection,
                        progress=progress, spook=spook)
 
+        if solver == "factor-graph":
+            announce_one_time_builds()
         begin = time.perf_counter()
         stopped = None
         try:

@@ -130,9 +130,14 @@ def check_key() -> str:
     return digest.hexdigest()[:16]
 
 
+def verdict_file(directory: Path) -> Path:
+    """Where the self-check's verdict on the build in ``directory`` is cached."""
+    return directory / f"verdict-{check_key()}.json"
+
+
 def verdict(directory: Path) -> tuple[bool, str]:
     """The self-check's verdict on a build, run (in a subprocess) and cached once."""
-    path = directory / f"verdict-{check_key()}.json"
+    path = verdict_file(directory)
     try:
         cached = json.loads(path.read_text())
         return bool(cached["ok"]), str(cached["detail"])
@@ -153,6 +158,24 @@ def verdict(directory: Path) -> tuple[bool, str]:
     staged.write_text(json.dumps({"ok": ok, "detail": detail}))
     os.replace(staged, path)
     return ok, detail
+
+
+def pending() -> str | None:
+    """What this process's first :func:`native_module` will do that takes a while (up to a
+    minute on a loaded machine), for a status line before it: compile the module, or run
+    its self-check; None when both are done, or the native factors are not used."""
+    if native_module.cache_info().currsize or os.environ.get(ENVIRONMENT, "1") == "0":
+        return None
+    try:
+        directory = build_dir()
+    except (ExtensionUnavailable, OSError):
+        return None
+    if not module_file(directory).exists():
+        return "compiling mbgen's native GTSAM factors (C++, once per GTSAM library)"
+    if not verdict_file(directory).exists():
+        return ("checking mbgen's native GTSAM factors against the Python ones (once per "
+                "build)")
+    return None
 
 
 def unavailable() -> str | None:
