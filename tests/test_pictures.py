@@ -149,3 +149,30 @@ def test_constraint_error_plot_shows_round_off_as_round_off(compiled: Compiled) 
         else:
             assert len(levels) == 1 and run.constraint_error.max() > 100 * tolerance
         plt.close(fig)
+
+
+def test_a_result_of_another_mechanism_is_refused(compiled: Compiled, tmp_path: Path,
+                                                  out_dir: Path) -> None:
+    """A spatial run has x1, y1 like a planar four-bar: it drew a wrong movie with a ✓;
+    now exit 1, naming the file and the columns the mechanism does not have."""
+    mech = compiled(SHIPPED_DIR / "furuta.yaml")
+    csv_path = tmp_path / "furuta.csv"
+    write_csv(simulate(mech, 0.05, 1e-3), csv_path)
+    planar = SHIPPED_DIR / "double-pendulum.yaml"
+    result = CliRunner().invoke(cli, ["animate", str(csv_path), "--mechanism", str(planar),
+                                      "--out", str(tmp_path / "a.gif"), "--build-dir",
+                                      str(out_dir)])
+    output = " ".join(result.output.split())
+    assert result.exit_code == EXIT_BAD_INPUT, output
+    assert "furuta.csv" in output and "z1, z2" in output and "does not have" in output
+    assert not (tmp_path / "a.gif").exists()
+
+
+def test_draw_names_the_option_typed(tmp_path: Path, out_dir: Path) -> None:
+    """draw --q th=nan named --q0, an option draw does not have."""
+    for q in ("x1=nan", "nope=1"):
+        result = CliRunner().invoke(cli, ["draw", str(SHIPPED_DIR / "double-pendulum.yaml"),
+                                          "--out", str(tmp_path / "d.png"), "--q", q,
+                                          "--build-dir", str(out_dir)])
+        assert result.exit_code == 2 and "--q" in result.output, result.output
+        assert "--q0" not in result.output

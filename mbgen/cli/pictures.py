@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
@@ -57,7 +58,7 @@ def draw(file: Path, png: Path, q_text: str | None, guess: str | None,
     check_paths({"FILE": file}, {"--out": png})
     mech, _ = load_with_status(file, build_dir)
     check_view(int(mech.meta.get("dimension", 2)), view)
-    q, _ = initial_state(mech, q_text, None, guess)
+    q, _ = initial_state(mech, q_text, None, guess, q_option="--q")
     drawing = draw_png(mech, q, png, title=f"{mech.name}" + ("" if q_text else " at q0"),
                        view=view)
     status_console.print(f"[green]✓[/] {escape(mech.name)}: {len(drawing.bodies)} bodies, "
@@ -68,10 +69,17 @@ def read_states(path: Path, names: list[str]) -> tuple[np.ndarray, np.ndarray,
                                                       np.ndarray | None]:
     """t (N,), q (N, n) and, for an estimate, the branch probabilities (N, B) (else None)
     from a result CSV that has a column t and every coordinate (other columns ignored)."""
+    from mbgen.errors import TrajectoryError
     from mbgen.estimation.particle_filter import branch_columns
     from mbgen.io.datafile import read_data
 
     data = read_data(path, required=names, what="coordinate")
+    foreign = [name for name in data.names if name not in names and (
+        f"{name}_dot" in data.names or re.fullmatch(r"u?[xyz][0-9]+", name))]
+    if foreign:  # another mechanism's result, e.g. a spatial run's x1, y1, z1 on a planar one
+        raise TrajectoryError(f"{path}: column(s) {', '.join(foreign)} are coordinates the "
+                              f"mechanism does not have (its coordinates: "
+                              f"{', '.join(names)}): a result of another mechanism?")
     branches = branch_columns(data.names)
     return (data.t, np.column_stack([data.column(name) for name in names]),
             np.column_stack([data.column(name) for name in branches]) if branches else None)

@@ -38,11 +38,12 @@ def parse_state(text: str | None, mech: CompiledMechanism, option: str) -> dict[
 
 
 def initial_state(mech: CompiledMechanism, q0: str | None, qd0: str | None,
-                  guess: str | None = None, strict: bool = False,
+                  guess: str | None = None, strict: bool = False, q_option: str = "--q0",
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Assembled q and admissible q̇ (n,) from the file's q0 and the options (see
     :mod:`mbgen.simulation.assembly`). Every change to what was given is printed as one
-    line, or refused with ``strict``."""
+    line, or refused with ``strict``; ``q_option`` names the positions' option in
+    messages (``--q`` in draw)."""
     from mbgen.simulation.assembly import (
         AssemblyError,
         assemble,
@@ -50,7 +51,7 @@ def initial_state(mech: CompiledMechanism, q0: str | None, qd0: str | None,
         velocities,
     )
 
-    named_q = parse_state(q0, mech, "--q0")
+    named_q = parse_state(q0, mech, q_option)
     start = mech.q0.copy()
     for index, value in parse_state(guess, mech, "--guess").items():
         start[index] = value
@@ -61,7 +62,7 @@ def initial_state(mech: CompiledMechanism, q0: str | None, qd0: str | None,
         if q0 is None and guess is None:
             raise
         raise click.BadParameter(str(exc), param_hint="--guess" if guess and not q0
-                                 else "--q0") from None
+                                 else q_option) from None
     refuse_singular_start(mech, q)
     qd, velocity_changes = velocities(mech, q, np.zeros(mech.n),
                                       parse_state(qd0, mech, "--qd0"))
