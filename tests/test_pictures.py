@@ -176,3 +176,32 @@ def test_draw_names_the_option_typed(tmp_path: Path, out_dir: Path) -> None:
                                           "--build-dir", str(out_dir)])
         assert result.exit_code == 2 and "--q" in result.output, result.output
         assert "--q0" not in result.output
+
+
+@pytest.mark.parametrize("name", ["fourbar.yaml", "furuta.yaml"])
+def test_frames_drawn_on_a_kept_background_match_whole_redraws(compiled: Compiled,
+                                                               name: str) -> None:
+    """Scene.render draws only what moves (bodies, springs, sensors, trace, the title with
+    its time) on a background drawn once: the frame is the picture a whole redraw gives,
+    planar and 3-D (benchmarks/animation.py times both)."""
+    mech = compiled(SHIPPED_DIR / name)
+    run = simulate(mech, 0.3, 1e-3)
+    from mbgen.io.drawing import Scene
+
+    rows = np.searchsorted(run.t, [0.0, 0.1, 0.2, 0.3]).clip(0, len(run.t) - 1)
+    pictures = []
+    for kept in (True, False):
+        scene = Scene(mech, [("", run.q[rows])], run.t[rows], 1, None)
+        frames = []
+        for k in range(len(rows)):
+            if kept:
+                scene.render(k)
+            else:
+                scene.frame(k)
+                scene.fig.canvas.draw()
+            frames.append(np.asarray(scene.fig.canvas.buffer_rgba(), dtype=float).copy())
+        assert scene.titles[0].get_text().endswith(f"t = {run.t[rows[-1]]:.3f} s")
+        pictures.append(frames)
+    for kept, whole in zip(*pictures, strict=True):
+        assert np.abs(kept - whole).mean() < 1.0  # of 255: anti-aliasing, 3-D draw order
+    assert np.abs(pictures[0][0] - pictures[0][-1]).mean() > 0.01  # it moves
