@@ -42,7 +42,8 @@ def figure(output: str) -> float:
 
 def test_a_run_that_stops_keeps_its_rows_as_untrusted(tmp_path: Path, out_dir: Path,
                                                       compiled: Compiled) -> None:
-    """Explicit Euler at 20 ms blows the four-bar up and stops at t = 2.32 s: exit code 4
+    """Explicit Euler at 20 ms blows the four-bar up and stops at t = 2.16 s, where the
+    projection cannot bring it back onto its constraints: exit code 4
     (it was 1, nothing written), the rows up to the stop in x.untrusted.csv and the
     readings beside them, never under the names asked for; the rows are the run's own
     (those of the same run asked to end before the stop)."""
@@ -50,15 +51,16 @@ def test_a_run_that_stops_keeps_its_rows_as_untrusted(tmp_path: Path, out_dir: P
     code, output = run(out_dir, FOURBAR, "--t-end", "3", "--dt", "0.02", "--integrator",
                        "euler", "--out", target, "--sensors-out", readings)
     assert code == EXIT_UNTRUSTED and "✓" not in output and "✗ fourbar" in output, output
-    assert "simulation stopped at t = 2.32 s (step 116)" in output
+    assert "simulation stopped at t = 2.16 s (step 108): Newton iterations did not " \
+        "converge" in output
     assert "before it stopped" in output and "Traceback" not in output
     assert not target.exists() and not readings.exists()
     header, rows = read_csv(untrusted_path(target))
-    assert rows[-1, 0] == pytest.approx(2.30) and len(rows) == 116
-    assert len(read_csv(untrusted_path(readings))[1]) == 116
+    assert rows[-1, 0] == pytest.approx(2.14) and len(rows) == 108
+    assert len(read_csv(untrusted_path(readings))[1]) == 108
     with pytest.raises(RunStopped) as stopped:
         simulate(compiled(FOURBAR), 3.0, 0.02, integrator="euler")
-    assert len(stopped.value.result.t) == 116
+    assert len(stopped.value.result.t) == 108
     before = simulate(compiled(FOURBAR), 2.0, 0.02, integrator="euler")
     names = before.coordinate_names
     np.testing.assert_allclose(rows[:101, 1:1 + len(names)], before.q, rtol=1e-9)

@@ -191,3 +191,39 @@ def test_the_variational_step_converges_alike_in_any_unit(compiled: Compiled,
     q_mm = millimetres.integrate(millimetres.q0, np.zeros(metres.n), dt, steps,
                                  "variational")[0]
     assert np.abs(q_mm / scale - q).max() < 1e-13 * metres.size
+
+
+@pytest.mark.parametrize("name", ["fourbar.yaml", "double-pendulum.yaml", "bricard.yaml"])
+def test_the_projection_honours_the_cores_options(compiled: Compiled, name: str) -> None:
+    """The manifold projection of the C steppers and of the sweep's lanes stops at
+    options.projection_tol (a tenth of newton_tol, scaled with the mechanism's size)
+    within max_iter: every projected state of explicit Euler (which drifts at every step)
+    holds Φ to it, in the run and alike in the sweep; with no iteration allowed the
+    first step that needs one fails as not converged, in the run and in every sweep run,
+    instead of being taken as it is."""
+    from mbgen.runtime.integration import IntegrationError, Runs
+
+    mech = compiled(SHIPPED_DIR / name)
+    options = mech.options
+    assert options.projection_tol == pytest.approx(0.1 * options.newton_tol, rel=1e-15)
+    rows = np.asarray(mech.active_rows)
+    qd0 = np.zeros(mech.n)
+    q, _, _ = mech.integrate(mech.q0, qd0, 1e-2, 100, "euler")
+    assert np.abs(mech.phi(q[1:])[:, rows]).max() <= options.projection_tol
+    runs = Runs.start(np.repeat(mech.q0[None], 9, axis=0), np.zeros((9, mech.n)),
+                      np.repeat(mech.parameter_vector[None], 9, axis=0))
+    swept, _ = mech.advance_runs(runs, 1e-2, 100, "euler")
+    assert (runs.status == 0).all()
+    assert np.abs(mech.phi(swept[4])[:, rows]).max() <= options.projection_tol
+    assert np.abs(swept[4] - q[1:]).max() < 1e-9  # the lanes' own factorization
+    limit = options.max_iter
+    try:
+        options.max_iter = 0
+        with pytest.raises(IntegrationError, match="did not converge"):
+            mech.integrate(mech.q0, qd0, 1e-2, 100, "euler")
+        runs = Runs.start(np.repeat(mech.q0[None], 9, axis=0), np.zeros((9, mech.n)),
+                          np.repeat(mech.parameter_vector[None], 9, axis=0))
+        mech.advance_runs(runs, 1e-2, 100, "euler")
+        assert (runs.status == 3).all() and (runs.failed_step < 100).all()  # MB_NO_CONVERGENCE
+    finally:
+        options.max_iter = limit

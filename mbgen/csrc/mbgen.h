@@ -192,6 +192,12 @@ int mb_solve_position_path(const mb_plan* plan, const mb_options* options, long 
     double* q, const double* zval, const double* p, const int* zfix, int nz, double tol,
     int max_iter, int* status);
 
+/* The max |Φ| at which the integrators' manifold projection (mb_simulate, mb_sweep)
+ * stops: a tenth of options->newton_tol, since it runs at every step and its error
+ * accumulates where a position solve's does not. It gets there within options->max_iter
+ * iterations or the step fails with MB_NO_CONVERGENCE. */
+double mb_projection_tol(const mb_options* options);
+
 /* Fixed-step simulation from (q0, q̇0): nsteps steps of dt, writing nsteps + 1 states.
  * Qtable (optional): external forces at every half step, (2 nsteps + 1) x n. Returns the
  * status of the step that failed (its index in *failed_step), MB_OK otherwise. */

@@ -208,6 +208,11 @@ static int integrate_step(mb_sim* sim, int method, int k, double dt, const doubl
     }
 }
 
+double mb_projection_tol(const mb_options* options)
+{
+    return 0.1 * options->newton_tol;
+}
+
 /* The state from x1, v1: the dependent coordinates follow the independent ones, or the
  * integrated q, q̇ are projected back onto Φ = 0, Φq q̇ = 0 (and the initial energy). */
 static int store_integrated(mb_sim* sim, const mb_options* options, int k, int project,
@@ -227,8 +232,10 @@ static int store_integrated(mb_sim* sim, const mb_options* options, int k, int p
     memcpy(sim->q, sim->x1, sizeof(double) * (size_t)sim->n);
     memcpy(sim->qd, sim->v1, sizeof(double) * (size_t)sim->n);
     if (project == MB_PROJECT_NONE) return MB_OK;
-    st = mb_position_one(sim->wk, sim->q, p, NULL, 0, 1, 1e-13, 10);
-    if (st == MB_NO_CONVERGENCE) st = MB_OK;  /* best effort at round-off level */
+    /* the core's own tolerance (1e-12 size², round-off reaches it at any size) and
+     * iterations: a projection that does not get there is a status, not a result */
+    st = mb_position_one(sim->wk, sim->q, p, NULL, 0, 1, mb_projection_tol(options),
+                         options->max_iter);
     if (!st) st = mb_velocity_one(sim->wk, sim->q, sim->qd, p, NULL, 0, 1);
     if (!st && project == MB_PROJECT_ENERGY)
         restore_energy(sim->w->model, sim->q, sim->qd, p, energy0);

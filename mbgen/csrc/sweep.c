@@ -19,10 +19,6 @@
 
 enum { W = MB_LANES };
 
-/* The projection's tolerance and iterations: those of mb_simulate's manifold projection */
-#define SWEEP_PROJECT_TOL 1e-13
-#define SWEEP_PROJECT_ITER 10
-
 int mb_sweep_uses_lanes(const mb_plan* plan, const mb_options* options, int method,
                         int independent, int project)
 {
@@ -86,15 +82,19 @@ static void min_norm_step_lanes(const double* A, const double* G, int r, int n, 
             for (int l = 0; l < W; ++l) x[j * W + l] -= A[(i * n + j) * W + l] * b[i * W + l];
 }
 
-/* (s->x1, s->v1) onto Φ = 0 (best effort to SWEEP_PROJECT_TOL, as mb_simulate) and
- * Φq q̇ = 0, moving each the least; s->bad[l] set where a lane failed. G: r x r lanes. */
-static void project_lanes(const mb_plan* plan, mb_lanes* s, double* G)
+/* (s->x1, s->v1) onto Φ = 0 (to mb_projection_tol within options->max_iter, as
+ * mb_simulate's manifold projection) and Φq q̇ = 0, moving each the least; s->bad[l] set
+ * where a lane failed, unconverged[l] too where its projection did not get there.
+ * G: r x r lanes. */
+static void project_lanes(const mb_plan* plan, const mb_options* options, mb_lanes* s,
+                          double* G, int* unconverged)
 {
     const mb_model* model = plan->model;
     const int r = plan->r, n = model->n;
     int todo[W];
+    const double tol = mb_projection_tol(options);
     for (int l = 0; l < W; ++l) todo[l] = !s->bad[l];
-    for (int it = 0; it <= SWEEP_PROJECT_ITER; ++it) {
+    for (int it = 0; it <= options->max_iter; ++it) {
         model->kernel[MB_K_PHI].lanes(s->x1, NULL, s->p, s->ph);
         int any = 0;
         for (int l = 0; l < W; ++l) {
@@ -105,10 +105,17 @@ static void project_lanes(const mb_plan* plan, mb_lanes* s, double* G)
                 err = fabs(v) > err || v != v ? fabs(v) : err;
             }
             s->bad[l] |= todo[l] && !(err < INFINITY);
-            todo[l] = todo[l] && !s->bad[l] && err > SWEEP_PROJECT_TOL;
+            todo[l] = todo[l] && !s->bad[l] && err > tol;
             any |= todo[l];
         }
-        if (!any || it == SWEEP_PROJECT_ITER) break;
+        if (!any) break;
+        if (it == options->max_iter) {
+            for (int l = 0; l < W; ++l) {
+                unconverged[l] = todo[l];
+                s->bad[l] |= todo[l];
+            }
+            break;
+        }
         model->kernel[MB_K_PHI_Q].lanes(s->x1, NULL, s->p, s->a);
         mb_dense_build_A_lanes(plan, s->a, s->A);
         gram_factor_lanes(s->A, r, n, G, s->bad);
@@ -165,7 +172,8 @@ static void sweep_block(const mb_plan* plan, const mb_options* options, mb_lanes
         model->kernel[MB_K_PHI_Q].lanes(s->q, NULL, s->p, s->a);
         model->kernel[MB_K_MASS].lanes(s->q, NULL, s->p, s->mv);
         mb_integrate_lanes(plan, options, s, method, dt);
-        if (project != MB_PROJECT_NONE) project_lanes(plan, s, G);
+        int unconverged[W] = {0};
+        if (project != MB_PROJECT_NONE) project_lanes(plan, options, s, G, unconverged);
         for (int l = 0; l < W; ++l) {
             if (!live[l]) continue;
             const long k = run[l];
@@ -173,8 +181,9 @@ static void sweep_block(const mb_plan* plan, const mb_options* options, mb_lanes
                 s->bad[l] = !(isfinite(s->x1[i * W + l]) && isfinite(s->v1[i * W + l]));
             if (s->bad[l]) {
                 for (int i = 0; i < n; ++i) scratch[i] = s->e[i * W + l];
-                status[k] = lane_failure(w, q + k * n, qd + k * n, scratch, p + k * np,
-                                         scratch + n);
+                status[k] = unconverged[l] ? MB_NO_CONVERGENCE
+                    : lane_failure(w, q + k * n, qd + k * n, scratch, p + k * np,
+                                   scratch + n);
                 failed_step[k] = step;
                 live[l] = 0;
                 continue;

@@ -22,6 +22,7 @@ class SolverOptions:
     def __init__(self, ffi: Any, lib: Any, model: Any) -> None:
         """The core's defaults for ``model`` (its tolerance on Φ scaled by its size²)."""
         object.__setattr__(self, "struct", ffi.new("mb_options *"))
+        object.__setattr__(self, "_lib", lib)
         lib.mb_model_options(model, self.struct)
 
     def __getattr__(self, name: str) -> Any:
@@ -40,6 +41,12 @@ class SolverOptions:
             object.__setattr__(self, name, value)  # the properties' setters below
         else:
             raise AttributeError(f"unknown solver option {name!r}")
+
+    @property
+    def projection_tol(self) -> float:
+        """The max |Φ| at which the integrators' manifold projection stops (the core's
+        mb_projection_tol: a tenth of ``newton_tol``, within ``max_iter`` iterations)."""
+        return float(self._lib.mb_projection_tol(self.struct))
 
     @property
     def method(self) -> str:

@@ -51,22 +51,10 @@ def fast_module() -> ModuleType | None:
 
 
 def built_module() -> ModuleType | None:
-    """The one-state extension if it is built already (loaded, never compiled here: the
-    batched calls use it once a program has shown it loops, see runtime/dynamics.py)."""
-    if fast_module.cache_info().currsize:
-        return fast_module()
-    from mbgen.codegen.extension import (
-        ExtensionUnavailable,
-        extension_dir,
-        extension_key,
-        module_file,
-    )
-
-    try:
-        path = module_file(extension_dir("single-state", extension_key(SOURCE, [], [])), MODULE)
-    except (ExtensionUnavailable, OSError, ImportError):
-        return None
-    return fast_module() if path.exists() else None
+    """The one-state extension if this process has loaded it already; never compiled nor
+    looked for on disk here, so a packaged mechanism that makes a few batched calls loads
+    no codegen (runtime/dynamics.py loads or builds it once a thread has shown it loops)."""
+    return fast_module() if fast_module.cache_info().currsize else None
 
 
 def dynamics_failure(lib: Any, ffi: Any, status: int, q: Any) -> Exception:

@@ -52,7 +52,7 @@ def constraint_figure(result: SimulationResult, title: str) -> Figure:
     ax.semilogy(result.t, np.maximum(error, roundoff * 1e-3), lw=0.8, label="‖Φ(q)‖")
     ax.axhline(roundoff, color="grey", ls="--", lw=1, label=f"round-off ≈ {roundoff:.0e}")
     if result.settings.get("project") in ("manifold", "energy"):
-        tolerance = float(result.mechanism.options.newton_tol)
+        tolerance = result.mechanism.options.projection_tol
         ax.axhline(tolerance, color="tab:green", ls=":", lw=1,
                    label=f"projection tolerance {tolerance:.0e}")
     worst = int(np.argmax(error)) if error.size else 0
