@@ -270,20 +270,21 @@ def _least_norm(jac: Array, gap: Array) -> Array:
 def _initial_states(problem: Problem, recording: Recording,
                     ) -> tuple[Array, Array]:
     """States to start from: the encoders' readings of the independent coordinates when
-    they cover them (positions solved along the path, velocities by differences), else a
-    SPOOK run of the initial guess."""
+    they cover them, each with two readings at least (positions solved along the path,
+    velocities by differences), else a SPOOK run of the initial guess."""
     mech = problem.mech
-    encoders = {s["target"]: k for k, s in enumerate(mech.meta.get("sensors", []))
-                if s["kind"] == "encoder"}
+    encoders = {s["target"]: mech.sensor_labels.index(s["name"])
+                for s in mech.meta.get("sensors", []) if s["kind"] == "encoder"}
     z_names = mech.independent_coordinates()
     grid = problem.t
     p = problem.base
-    if all(name in encoders for name in z_names):
+    read = ~np.isnan(recording.readings)
+    if all(name in encoders and read[:, encoders[name]].sum() >= 2 for name in z_names):
         columns = []
         offsets = mech.sensors(mech.q0, np.zeros(mech.n), p)
         for name in z_names:
-            k = mech.sensor_labels.index(mech.meta["sensors"][encoders[name]]["name"])
-            known = ~np.isnan(recording.readings[:, k])
+            k = encoders[name]
+            known = read[:, k]
             offset = offsets[k] - mech.q0[mech.coordinate_index(name)]
             columns.append(np.interp(grid, recording.t[known],
                                      recording.readings[known, k]) - offset)
