@@ -303,12 +303,12 @@ def test_a_byte_order_mark_and_a_size_limit_for_mechanism_files(tmp_path: Path,
                                                                ) -> None:
     """A file saved with a UTF-8 BOM reads as without it (it was refused with a misleading
     message); a file beyond the size limit is refused before it is read."""
-    from mbgen.model import parser
+    from mbgen.model import yaml_nodes
 
     path = tmp_path / "bom.yaml"
     path.write_bytes(b"\xef\xbb\xbf" + FOURBAR.read_bytes())
     assert load_mechanism(path).name == "fourbar"
-    monkeypatch.setattr(parser, "MAX_FILE_BYTES", 100)
+    monkeypatch.setattr(yaml_nodes, "MAX_FILE_BYTES", 100)
     with pytest.raises(MechanismError, match="a mechanism file may have at most"):
         load_mechanism(path)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner, Result
-from conftest import SHIPPED_DIR
+from conftest import SHIPPED_DIR, bounded_time
 
 from mbgen.cli.conventions import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNTRUSTED, EXIT_USAGE
 from mbgen.cli.main import cli
@@ -130,10 +130,10 @@ def test_a_huge_grid_is_refused_before_its_values_are_made(tmp_path: Path,
                                                           out_dir: Path) -> None:
     """100 000 000 000 values were made before the run limit was checked."""
     path = study(tmp_path, "parameters:\n  L: {grid: {from: 1, to: 2, count: 100000000000}}")
-    begin = time.monotonic()
-    result = sweep(out_dir, path, "--out", tmp_path / "r.parquet")
+    with bounded_time(1000):
+        result = sweep(out_dir, path, "--out", tmp_path / "r.parquet")
     output = clean(result)
-    assert result.exit_code == EXIT_BAD_INPUT and time.monotonic() - begin < 10
+    assert result.exit_code == EXIT_BAD_INPUT
     assert f"{path}:3 [parameters.L.grid.count]: a grid of 100,000,000,000 values" in output
 
 
@@ -146,9 +146,9 @@ def test_a_study_file_beyond_the_size_limit_is_refused_before_it_is_read(
     line = "# " + "a comment " * 10 + "\n"
     with path.open("a") as stream:
         stream.write(line * (MAX_FILE_BYTES // len(line) + 1))
-    begin = time.monotonic()
-    result = sweep(out_dir, path, "--out", tmp_path / "r.parquet")
-    assert result.exit_code == EXIT_BAD_INPUT and time.monotonic() - begin < 5
+    with bounded_time(500):
+        result = sweep(out_dir, path, "--out", tmp_path / "r.parquet")
+    assert result.exit_code == EXIT_BAD_INPUT
     assert "a study file may have at most 16 MiB" in clean(result)
 
 
@@ -356,11 +356,11 @@ def test_a_web_server_typed_for_the_scheduler_is_a_clear_error(
 def test_schedulers_mbgen_cannot_reach_are_usage_errors(
         tmp_path: Path, out_dir: Path, address: str, message: str) -> None:
     pytest.importorskip("distributed")
-    begin = time.monotonic()
-    result = sweep(out_dir, study(tmp_path, "samples: 2"), "--out", tmp_path / "r.parquet",
-                   "--scheduler", address)
+    with bounded_time(500):
+        result = sweep(out_dir, study(tmp_path, "samples: 2"), "--out",
+                       tmp_path / "r.parquet", "--scheduler", address)
     assert result.exit_code == EXIT_USAGE and message in clean(result), result.output
-    assert "--scheduler" in result.output and time.monotonic() - begin < 5
+    assert "--scheduler" in result.output
     assert not list(tmp_path.glob("r.*"))
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import sympy as sp
 
-from mbgen.errors import MechanismError
 from mbgen.model.builder import MechanismBuilder, distance, file_dimension
 from mbgen.model.mechanism import (
     Body,
@@ -22,26 +21,14 @@ from mbgen.model.mechanism import (
     rigid_body_problem,
 )
 from mbgen.model.spatial_parser import SpatialBuilder
-from mbgen.model.yaml_nodes import Node, read_document
-
-MAX_FILE_BYTES = 16 * 2**20  # the largest mechanism file read (a 1000-bar chain: 0.12 MiB)
+from mbgen.model.yaml_nodes import Node, read_document, read_yaml_file
 
 
 def load_mechanism(path: str | Path) -> Mechanism:
-    """Read and validate a mechanism file."""
+    """Read and validate a mechanism file (read by the one YAML file reader, with its size
+    limit and its refusal of a FIFO or a device: :func:`read_yaml_file`)."""
     path = Path(path)
-    try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise MechanismError(f"{size / 2**20:.1f} MiB: a mechanism file may have at most "
-                                 f"{MAX_FILE_BYTES / 2**20:g} MiB", str(path))
-        text = path.read_bytes().decode("utf-8-sig")  # a byte-order mark is fine
-    except OSError as exc:
-        raise MechanismError(f"cannot read file: {exc.strerror}", str(path)) from exc
-    except UnicodeDecodeError as exc:
-        line = path.read_bytes()[:exc.start].count(b"\n") + 1
-        raise MechanismError(f"not a UTF-8 text file (byte 0x{exc.object[exc.start]:02x} at "
-                             f"offset {exc.start})", str(path), line) from None
+    text = read_yaml_file(path, "a mechanism file")
     return parse_mechanism(text, str(path), default_name=path.stem)
 
 
