@@ -332,3 +332,22 @@ def test_a_mechanism_nested_2000_levels_deep_is_a_located_error(tmp_path: Path) 
     lines = FOURBAR.read_text().count("\n") + 1
     assert code == EXIT_BAD_INPUT, output
     assert f"{path}:{lines}: invalid YAML: values nested more than 64 levels deep" in output
+
+
+@pytest.mark.parametrize(("command", "out", "extra"), [
+    ("simulate", "run.csv", ["--t-end", "0.01", "--dt", "0.001"]),
+    ("estimate", "run.csv", ["--data", str(EXAMPLE_READINGS)]),
+    ("identify", "run.yaml", ["--data", str(EXAMPLE_READINGS), "--params", "L"]),
+])
+def test_the_name_an_untrusted_result_would_take_is_checked_before_the_work(
+        tmp_path: Path, command: str, out: str, extra: list[str]) -> None:
+    """The mechanism file is named as the untrusted result of --out would be: refused
+    before anything is loaded or run (it was checked only once the run had failed), the
+    file kept as it was."""
+    target = tmp_path / out
+    source = tmp_path / f"{target.stem}.untrusted{target.suffix}"
+    shutil.copy(FOURBAR, source)
+    before = source.read_bytes()
+    code, output = invoke(command, source, *extra, "--out", target)
+    assert code == EXIT_USAGE and "never writes an output over an input" in output, output
+    assert source.read_bytes() == before and not target.exists()

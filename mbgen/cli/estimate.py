@@ -98,8 +98,9 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
     from mbgen.io.readings import read_readings
     from mbgen.io.tables import write_table
 
-    check_paths({"FILE": file, "--data": readings_path},
-                {"--out": csv_path, "--plot": plot_paths(csv_path, "estimate") if plot else None})
+    for out in (csv_path, untrusted_path(csv_path)):  # where an untrusted estimate goes too
+        check_paths({"FILE": file, "--data": readings_path},
+                    {"--out": out, "--plot": plot_paths(out, "estimate") if plot else None})
     if speed > MAX_SPEED:
         raise click.BadParameter(f"{speed:g} is above {MAX_SPEED:g}, the largest span whose "
                                  "variance the filter computes with", param_hint="--speed")

@@ -118,8 +118,9 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
     from mbgen.io.readings import read_readings
     from mbgen.model.parser import load_mechanism
 
-    check_paths({"FILE": file, "--data": data_path, "--inputs": inputs_path},
-                {"--out": out_path, "--plot": plot_paths(out_path, "identify") if plot else None})
+    for out in (out_path, untrusted_path(out_path)):  # where an untrusted result goes too
+        check_paths({"FILE": file, "--data": data_path, "--inputs": inputs_path},
+                    {"--out": out, "--plot": plot_paths(out, "identify") if plot else None})
     coordinates = _coordinates_for_compliance(coordinates)
     mech, _ = load_with_status(file, build_dir)
     if not mech.sensor_labels:

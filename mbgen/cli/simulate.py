@@ -245,6 +245,10 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
         check_paths({"FILE": file}, {"--out": csv_path, "--sensors-out": sensors_out,
                                      "--plot": plot_paths(csv_path, "simulate") if plot
                                      else None})
+        kept = untrusted_path(csv_path)  # where an untrusted run goes: no input either
+        check_paths({"FILE": file}, {"--out": kept, "--sensors-out": sensors_out
+                                     and untrusted_path(sensors_out),
+                                     "--plot": plot_paths(kept, "simulate") if plot else None})
         mech, _ = load_with_status(file, build_dir)
         apply_parameters(mech, param_values)
         check_work(t_end / dt, max_steps, f"time steps ({t_end:g} s every {dt:g} s)",
