@@ -63,7 +63,8 @@ def test_templates_are_compiled_once_into_the_cache(tmp_path: Path,
     monkeypatch.setenv("MBGEN_CACHE", str(tmp_path))
     context = {"name": "x", "upper": "X", "version": "v", "mechanism": "m", "digest": "d",
                "n": 1, "m": 0, "coordinate_names": ["a"], "q0": [0.0], "parameters": [],
-               "active_rows": []}
+               "active_rows": [], "program": "example", "program_text": "int main(void);",
+               "names": ["main"]}
     first = render("export_example.c.j2", **context)
     cached = sorted((tmp_path / "templates").iterdir())
     assert cached
