@@ -24,16 +24,15 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from _common import REPO, Figure, print_table, write_results
 
 sys.path.insert(0, str(REPO / "tests"))
-from fuzz.cli_campaign import snapshot
+from fuzz.cli_campaign import Hang, Report, run_cases, snapshot
 
 FOURBAR = REPO / "mechanisms" / "fourbar.yaml"
 TIME_LIMIT = 30.0  # seconds per case
@@ -78,13 +77,6 @@ class Case:
     args: list[str]
     special: str = ""  # "fifo", "symlink", "huge", "bom", "binary": the study file's kind
     mechanism_name: str = "mech.yaml"
-
-
-@dataclass
-class Report:
-    counts: Counter[str] = field(default_factory=Counter)
-    failures: list[tuple[str, str]] = field(default_factory=list)
-    slowest: float = 0.0
 
 
 # -- servers a scheduler option may point at ---------------------------------------------
@@ -271,10 +263,6 @@ def make_case(rng: random.Random, addresses: list[str]) -> Case:
 
 # -- running and judging ------------------------------------------------------------------
 
-class Hang(BaseException):
-    """Raised by the alarm: not an Exception, so nothing in mbgen swallows it."""
-
-
 def prepare(case: Case, root: Path) -> Path:
     """The workspace: the mechanism, the study, the user's own files and hazards."""
     shutil.copy(FOURBAR, root / case.mechanism_name) if case.mechanism_name != \
@@ -395,24 +383,11 @@ def campaign(count: int, seed: int, workdir: Path,
         load(copy, build_dir)
     servers = Servers()
     rng = random.Random(seed)
-    report = Report()
     try:
-        for k in range(count):
-            case = make_case(rng, servers.addresses())
-            root = workdir / f"case{k}"
-            root.mkdir()
-            begin = time.perf_counter()
-            category, detail = run_case(case, root, build_dir)
-            report.slowest = max(report.slowest, time.perf_counter() - begin)
-            report.counts[category] += 1
-            if category in FAILURES:
-                report.failures.append((case.label[:300], f"{category}: {detail}"))
-            shutil.rmtree(root, ignore_errors=True)
-            if progress:
-                progress(k)
+        return run_cases((make_case(rng, servers.addresses()) for _ in range(count)),
+                         run_case, workdir, build_dir, progress, FAILURES)
     finally:
         servers.close()
-    return report
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -160,6 +160,22 @@ def _default_out_dir(out_dir: Path, core_cache: Path) -> Iterator[None]:
         yield
 
 
+@pytest.fixture
+def run(out_dir: Path) -> Callable[..., tuple[int, str]]:
+    """``run(*args)``: the CLI in this process, its (exit code, output)."""
+    from click.testing import CliRunner
+
+    from mbgen.cli.main import cli
+
+    runner = CliRunner()
+
+    def invoke(*args: str) -> tuple[int, str]:
+        result = runner.invoke(cli, list(args), catch_exceptions=False)
+        return result.exit_code, result.output
+
+    return invoke
+
+
 @pytest.fixture(scope="session")
 def compiled(out_dir: Path) -> Callable[[Path], CompiledMechanism]:
     """``compiled(path)``: the mechanism compiled once per session (then memoized)."""

@@ -21,17 +21,6 @@ from mbgen.estimation.particle_filter import GIVE_UP_READINGS, RECOVERY_READINGS
 from mbgen.model.parser import load_mechanism
 
 
-@pytest.fixture
-def run(out_dir: Path):
-    runner = CliRunner()
-
-    def invoke(*args: str) -> tuple[int, str]:
-        result = runner.invoke(cli, list(args), catch_exceptions=False)
-        return result.exit_code, result.output
-
-    return invoke
-
-
 def read_csv(path: Path) -> tuple[list[str], np.ndarray]:
     with path.open() as handle:
         rows = list(csv.reader(handle))

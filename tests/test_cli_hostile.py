@@ -8,26 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 from conftest import SHIPPED_DIR
 
 from mbgen.cli.conventions import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE
-from mbgen.cli.main import cli
 from mbgen.errors import MechanismError
 
 FOURBAR = SHIPPED_DIR / "fourbar.yaml"
 READINGS = SHIPPED_DIR.parent / "examples" / "fourbar-readings.csv"
-
-
-@pytest.fixture
-def run(out_dir: Path):
-    runner = CliRunner()
-
-    def invoke(*args: str) -> tuple[int, str]:
-        result = runner.invoke(cli, list(args), catch_exceptions=False)
-        return result.exit_code, result.output
-
-    return invoke
 
 
 def estimate(run, tmp_path: Path, *options: str) -> tuple[int, str]:

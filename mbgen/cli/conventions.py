@@ -335,12 +335,12 @@ def announce_one_time_builds() -> None:
 
     from mbgen.cli import status_console
     from mbgen.factors import native
-    from mbgen.runtime.single import built_module
+    from mbgen.runtime.single import built_module, built_on_disk
 
     steps = [native.pending()]
     python_callbacks = os.environ.get(native.ENVIRONMENT, "1") == "0" or \
         native.unavailable() is not None
-    if python_callbacks and built_module() is None:
+    if python_callbacks and built_module() is None and not built_on_disk():
         steps.append("compiling the one-state extension of mech.evaluator() (C++, once per "
                      "installation)")
     for step in steps:

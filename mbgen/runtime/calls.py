@@ -260,6 +260,15 @@ class Workspaces(threading.local):
             self.native = None  # it held the old workspace's address
         return self.workspace
 
+    def status_buffer(self, core: Core, count: int, errors: str) -> tuple[Array, Any]:
+        """(statuses, their int pointer) of a call of ``count`` states: kept between calls
+        that raise (read only when a state failed), the call's own where it returns them
+        (errors="status")."""
+        if errors == "raise":
+            return self.statuses(core, count)
+        status = np.empty(count, dtype=np.int32)
+        return status, core.ffi.from_buffer("int[]", status)
+
     def statuses(self, core: Core, count: int) -> tuple[Array, Any]:
         """(buffer, its int pointer) of at least ``count`` statuses, kept for the next
         call."""

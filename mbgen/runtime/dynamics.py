@@ -129,11 +129,7 @@ class Dynamics(PlanPart):
         ptrs = [pointer("double[]", r) for r in results] + [null] * (4 - len(results))
         lam = np.empty((*shapes[0][:-1], max(self._m, 1))) if multipliers else None
         workspace = local.workspace
-        if errors == "raise":
-            status, status_pointer = local.statuses(core, count)
-        else:
-            status = np.empty(count, dtype=np.int32)
-            status_pointer = pointer("int[]", status)
+        status, status_pointer = local.status_buffer(core, count, errors)
         failed = core.lib.mb_forward_dynamics_in(
             workspace, count, pointer("double[]", qs), q_stride, pointer("double[]", qds),
             qd_stride, null if Qs is None else pointer("double[]", Qs), Q_stride, p, p_stride,
@@ -267,11 +263,7 @@ class Dynamics(PlanPart):
         null = core.null
         ptrs = [pointer("double[]", r) for r in results[1:]] or [null] * 3
         workspace = local.workspace
-        if errors == "raise":
-            status, status_pointer = local.statuses(core, count)
-        else:
-            status = np.empty(count, dtype=np.int32)
-            status_pointer = pointer("int[]", status)
+        status, status_pointer = local.status_buffer(core, count, errors)
         failed = core.lib.mb_independent_dynamics_in(
             workspace, count, pointer("double[]", qs), q_stride, pointer("double[]", qds),
             qd_stride, null if Qs is None else pointer("double[]", Qs), Q_stride, p, p_stride,

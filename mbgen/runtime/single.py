@@ -16,6 +16,7 @@ same errors; without a C++ compiler the cffi path is used.
 from __future__ import annotations
 
 import functools
+import logging
 from types import ModuleType
 from typing import Any, NamedTuple
 
@@ -44,10 +45,30 @@ def fast_module() -> ModuleType | None:
         directory = extension_dir("single-state", extension_key(SOURCE, [], []))
         path = module_file(directory, MODULE)
         if not path.exists():
+            logging.getLogger("mbgen").info(
+                "compiling the one-state extension of mech.evaluator() (C++, once per "
+                "installation; it may take a minute)")
             build_extension(SOURCE, MODULE, directory)
         return load_extension(path, MODULE)
     except (ExtensionUnavailable, OSError, ImportError):
         return None
+
+
+def built_on_disk() -> bool:
+    """Whether the one-state extension is built already (looked for on disk: loads the
+    builder's path rules, so for a command's messages, not for a packaged mechanism)."""
+    from mbgen.codegen.extension import (
+        ExtensionUnavailable,
+        extension_dir,
+        extension_key,
+        module_file,
+    )
+
+    try:
+        return module_file(extension_dir("single-state", extension_key(SOURCE, [], [])),
+                           MODULE).exists()
+    except (ExtensionUnavailable, OSError, ImportError):
+        return False
 
 
 def built_module() -> ModuleType | None:

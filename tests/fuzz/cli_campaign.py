@@ -22,9 +22,10 @@ import shutil
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -392,17 +393,27 @@ def campaign(count: int, seed: int, workdir: Path,
              progress: Callable[[int], None] | None = None) -> Report:
     """``count`` cases from ``seed``, each in its own workspace under ``workdir``."""
     rng = random.Random(seed)
-    report = Report()
-    build_dir = workdir / "gen"
-    for k in range(count):
-        case = make_case(rng)
+    return run_cases((make_case(rng) for _ in range(count)), run_case, workdir,
+                     workdir / "gen", progress)
+
+
+def run_cases(cases: Iterable[Any], run: Callable[[Any, Path, Path], tuple[str, str]],
+              workdir: Path, build_dir: Path,
+              progress: Callable[[int], None] | None = None,
+              failures: Iterable[str] = FAILURES) -> Report:
+    """Each case (with a ``label``) run by ``run(case, root, build_dir)`` in a workspace
+    of its own under ``workdir``, removed after it, and judged into a Report (the failures
+    with their case's label; ``failures``: the categories that are failures): the loop of
+    every campaign (benchmarks/fuzz_sweep.py's too)."""
+    report, failing = Report(), set(failures)
+    for k, case in enumerate(cases):
         root = workdir / f"case{k}"
         root.mkdir()
         start = time.perf_counter()
-        category, detail = run_case(case, root, build_dir)
+        category, detail = run(case, root, build_dir)
         report.slowest = max(report.slowest, time.perf_counter() - start)
         report.counts[category] += 1
-        if category in FAILURES:
+        if category in failing:
             report.failures.append((case.label[:300], f"{category}: {detail}"))
         shutil.rmtree(root, ignore_errors=True)
         if progress:
