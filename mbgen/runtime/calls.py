@@ -236,7 +236,7 @@ class Workspaces(threading.local):
     state failed). A workspace belongs to one thread, hence one per thread."""
 
     plan: Any = None  # the plan the workspace was made for (kept alive by holding it)
-    method = -1  # and the options' method: the workspace's layout follows it
+    layout = -1  # and the options' layout (SolverOptions.layout: their method's changes)
     workspace: Any = None
     status: Array = np.zeros(0, dtype=np.int32)  # replaced, never written, while empty
     status_pointer: Any = None
@@ -244,19 +244,20 @@ class Workspaces(threading.local):
     calls = 0  # calls made without it
 
     def fits(self, plan: Any, options: Any) -> bool:
-        """Whether the kept workspace serves ``plan`` under ``options`` (the layout holds
-        the sparse path's blocks only where the method chose it when it was made)."""
-        return self.plan is plan and self.method == options.method
+        """Whether the kept workspace serves ``plan`` under ``options`` (SolverOptions: the
+        layout holds the sparse path's blocks only where the method chose it when it was
+        made)."""
+        return self.plan is plan and self.layout == options.layout
 
     def get(self, core: Core, plan: Any, options: Any) -> Any:
-        """The workspace for ``plan`` under ``options`` (a new one when the plan changed,
-        reselected rows, or the options' method did)."""
+        """The workspace for ``plan`` under ``options`` (SolverOptions; a new one when the
+        plan changed, reselected rows, or the options' method did)."""
         if not self.fits(plan, options):
-            workspace = core.lib.mb_workspace_new(plan, options, 1)
+            workspace = core.lib.mb_workspace_new(plan, options.struct, 1)
             if workspace == core.null:
                 raise MemoryError("mbgen C core: out of memory for a batch's workspace")
             self.workspace = core.ffi.gc(workspace, core.lib.mb_workspace_free)
-            self.plan, self.method = plan, options.method
+            self.plan, self.layout = plan, options.layout
             self.native = None  # it held the old workspace's address
         return self.workspace
 

@@ -56,8 +56,8 @@ class Dynamics(PlanPart):
         buildable here; the cffi path then, with the same results and errors)."""
         local = self._workspaces
         plan = self._structure.plan
-        if not local.fits(plan, self._options.struct):
-            local.get(self._core, plan, self._options.struct)
+        if not local.fits(plan, self._options):
+            local.get(self._core, plan, self._options)
         if local.native is None:  # the cffi path costs ~15 µs: a check per call is cheap
             local.calls += 1
             module = fast_module() if local.calls >= BUILD_AFTER else built_module()
@@ -96,7 +96,8 @@ class Dynamics(PlanPart):
             check_errors(errors)
         local = self._workspaces
         native = local.native
-        if native is None or not local.fits(self._structure.plan, self._options.struct):
+        if native is None or local.plan is not self._structure.plan or \
+                local.layout != self._options.layout:  # Workspaces.fits, inlined: per call
             local, native = self._prepared()
         if native is not None and params is None and out is None and not multipliers:
             got = native.forward_dynamics(q, qd, Q, jacobians)
@@ -229,7 +230,7 @@ class Dynamics(PlanPart):
         local = self._workspaces
         native = local.native
         structure = self._structure
-        if native is None or not local.fits(structure.plan, self._options.struct):
+        if native is None or not local.fits(structure.plan, self._options):
             local, native = self._prepared()
         if z is not None:
             zfix = structure.z_indices(z)

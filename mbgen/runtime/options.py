@@ -23,6 +23,9 @@ class SolverOptions:
         """The core's defaults for ``model`` (its tolerance on Φ scaled by its size²)."""
         object.__setattr__(self, "struct", ffi.new("mb_options *"))
         object.__setattr__(self, "_lib", lib)
+        # counts the changes of the method: a workspace laid out for one is kept only while
+        # this stays (runtime/calls.py Workspaces; a plain attribute: read on every call)
+        object.__setattr__(self, "layout", 0)
         lib.mb_model_options(model, self.struct)
 
     def __getattr__(self, name: str) -> Any:
@@ -57,6 +60,7 @@ class SolverOptions:
         if value not in METHODS:
             raise ValueError(f"method must be one of {', '.join(METHODS)}, got {value!r}")
         self.struct.method = METHODS[value]
+        object.__setattr__(self, "layout", self.layout + 1)
 
     @property
     def baumgarte(self) -> tuple[float, float]:
