@@ -18,7 +18,6 @@ import http.server
 import os
 import random
 import shutil
-import signal
 import socket
 import sys
 import tempfile
@@ -32,7 +31,7 @@ import numpy as np
 from _common import REPO, Figure, print_table, write_results
 
 sys.path.insert(0, str(REPO / "tests"))
-from fuzz.cli_campaign import Hang, Report, run_cases, snapshot
+from fuzz.cli_campaign import Report, invoke_within, run_cases, snapshot
 
 FOURBAR = REPO / "mechanisms" / "fourbar.yaml"
 TIME_LIMIT = 30.0  # seconds per case
@@ -320,29 +319,14 @@ def nan_under_check(root: Path, case: Case) -> str | None:
 
 
 def run_case(case: Case, root: Path, build_dir: Path) -> tuple[str, str]:
-    from click.testing import CliRunner
 
-    from mbgen.cli.main import cli
 
     prepare(case, root)
     before = snapshot(root)
-    old_cwd = Path.cwd()
-    os.chdir(root)
-
-    def alarm(_signum: int, _frame: object) -> None:
-        raise Hang
-
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, TIME_LIMIT)
-    try:
-        result = CliRunner().invoke(cli, ["sweep", "study.yaml", *case.args, "--build-dir",
-                                          str(build_dir)])
-    except Hang:
+    result = invoke_within(root, ["sweep", "study.yaml", *case.args, "--build-dir",
+                                  str(build_dir)], TIME_LIMIT)
+    if result is None:
         return "hang", f"over {TIME_LIMIT:g} s"
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        os.chdir(old_cwd)
     after = snapshot(root)
     asked = asked_outputs(case)
     for name, entry in before.items():

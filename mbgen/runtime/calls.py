@@ -43,6 +43,16 @@ def output_array(out: Array | None, shape: tuple[int, ...]) -> Array:
     return out
 
 
+def output_arrays(out: tuple[Array, ...] | None, shapes: list[tuple[int, ...]]) -> list[Array]:
+    """A batched call's outputs, one per shape: the caller's ``out`` (as many arrays,
+    each checked by :func:`output_array`) or new ones."""
+    if out is None:
+        return [np.empty(shape) for shape in shapes]
+    if len(out) != len(shapes):
+        raise ValueError(f"out must hold {len(shapes)} arrays")
+    return [output_array(o, s) for o, s in zip(out, shapes, strict=True)]
+
+
 def returned(values: tuple[Any, ...], errors: str) -> Any:
     """What a batched call returns from its (values..., status): all of it with
     ``errors="status"``, otherwise the values alone (one value bare, several as a tuple)."""

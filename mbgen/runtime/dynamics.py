@@ -18,7 +18,7 @@ from mbgen.runtime.calls import (
     Core,
     Workspaces,
     check_errors,
-    output_array,
+    output_arrays,
     per_state,
     returned,
 )
@@ -120,12 +120,7 @@ class Dynamics(PlanPart):
             shapes = [(n,), (n, n), (n, n), (n, n)]
         if not jacobians:
             del shapes[1:]
-        if out is None:
-            results = [np.empty(shape) for shape in shapes]
-        else:
-            if len(out) != len(shapes):
-                raise ValueError(f"out must hold {len(shapes)} arrays")
-            results = [output_array(o, s) for o, s in zip(out, shapes, strict=True)]
+        results = output_arrays(out, shapes)
         null = core.null
         ptrs = [pointer("double[]", r) for r in results] + [null] * (4 - len(results))
         lam = np.empty((*shapes[0][:-1], max(self._m, 1))) if multipliers else None
@@ -255,12 +250,7 @@ class Dynamics(PlanPart):
         lead = (count,) if batched else ()
         shapes = [(*lead, d)] + ([(*lead, d, d), (*lead, d, d), (*lead, d, n)]
                                  if jacobians else [])
-        if out is None:
-            results = [np.empty(shape) for shape in shapes]
-        else:
-            if len(out) != len(shapes):
-                raise ValueError(f"out must hold {len(shapes)} arrays")
-            results = [output_array(o, s) for o, s in zip(out, shapes, strict=True)]
+        results = output_arrays(out, shapes)
         null = core.null
         ptrs = [pointer("double[]", r) for r in results[1:]] or [null] * 3
         workspace = local.workspace

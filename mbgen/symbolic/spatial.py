@@ -127,8 +127,7 @@ def _exact(mechanism: Mechanism, body: SpatialBody, what: str, expr: sp.Expr,
            reduce: Callable[[sp.Expr], sp.Expr] = sp.cancel) -> sp.Expr:
     """``expr`` (in the parameters only) reduced exactly: a number as it is; a small
     expression by ``reduce``; a large one as it is, or 0 when it vanishes identically."""
-    expr = sp.sympify(expr)
-    if not expr.free_symbols:
+    if not expr.free_symbols:  # entries of SymPy matrices: already expressions
         return expr
     size = _size(mechanism, body, what, expr)
     if size <= CANCEL_OPS or (size <= RATIONAL_OPS and expr.is_rational_function()):

@@ -334,31 +334,16 @@ def package_imports(root: Path) -> str | None:
 
 def run_case(case: Case, root: Path, build_dir: Path) -> tuple[str, str]:
     """(category, detail) of one case run in the fresh workspace ``root``."""
-    from click.testing import CliRunner
 
-    from mbgen.cli.main import cli
 
     workspace(root)
     _hazards(root, random.Random(0))
     case.prepare(root)
     before = snapshot(root)
-    old_cwd = Path.cwd()
-    os.chdir(root)
-
-    def alarm(_signum: int, _frame: object) -> None:
-        raise Hang
-
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, TIME_LIMIT)
-    try:
-        result = CliRunner().invoke(cli, [*case.args, "--build-dir", str(build_dir)]
-                                    if case.args[0] not in ("cache",) else case.args)
-    except Hang:
+    result = invoke_within(root, [*case.args, "--build-dir", str(build_dir)]
+                           if case.args[0] not in ("cache",) else case.args, TIME_LIMIT)
+    if result is None:
         return "hang", f"over {TIME_LIMIT:g} s"
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        os.chdir(old_cwd)
     if (root / SENTINEL).exists() or Path(SENTINEL).exists():
         return "code executed", result.output[-300:]
     after = snapshot(root)
@@ -387,6 +372,32 @@ def run_case(case: Case, root: Path, build_dir: Path) -> tuple[str, str]:
     if code in (1, 2) and output.strip():
         return "clean error", output.strip().splitlines()[-1]
     return "internal error", f"exit {code} without a message: {output!r}"
+
+
+def invoke_within(root: Path, args: list[str], limit: float) -> Any:
+    """The CLI in this process on ``args``, run in ``root`` (the working directory put
+    back after), or None when it ran past ``limit`` seconds (a hang: the alarm raises
+    Hang, which no handler in mbgen swallows)."""
+    from click.testing import CliRunner
+
+    from mbgen.cli.main import cli
+
+    old_cwd = Path.cwd()
+    os.chdir(root)
+
+    def alarm(_signum: int, _frame: object) -> None:
+        raise Hang
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        return CliRunner().invoke(cli, args)
+    except Hang:
+        return None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        os.chdir(old_cwd)
 
 
 def campaign(count: int, seed: int, workdir: Path,
