@@ -42,7 +42,7 @@ struct mb_plan {
     mb_sparse sp;
 };
 
-/* Scratch of MB_LANES states side by side (particles.c; defined below). */
+/* Scratch of MB_LANES states side by side (lanes.c; defined below). */
 typedef struct mb_lanes mb_lanes;
 
 /* Scratch memory of the calls: one block, sized for the plan (model.c); the public
@@ -83,7 +83,7 @@ struct mb_workspace {
     double* joint;
     int joint_cached;
     /* the batched calls' scratch beyond the block, made on first use (NULL until then) */
-    mb_lanes* lanes;              /* q̈ in lanes (particles.c's mb_lanes_new) */
+    mb_lanes* lanes;              /* q̈ in lanes (lanes.c's mb_lanes_new) */
     double* lane_jacobians;       /* the Jacobians in lanes (dynamics.c) */
     struct mb_workspace* kinematics; /* mb_independent_dynamics' second workspace */
 };
@@ -232,7 +232,7 @@ static inline void mb_cholesky_solve(const double* L, int d, double* B, int cols
     }
 }
 
-/* Scratch of MB_LANES states side by side, every array [entry][lane] (particles.c). */
+/* Scratch of MB_LANES states side by side, every array [entry][lane] (lanes.c). */
 struct mb_lanes {
     double *q, *qd, *e, *x1, *v1;  /* n each: the start, the noise force, the result */
     double *Re, *LU;  /* n: R ε; r n + r: the partition's scratch, then its factors */
@@ -243,8 +243,11 @@ struct mb_lanes {
     int bad[MB_LANES];
 };
 
-/* particles.c: the lanes' scratch (free() it) and q̈ of MB_LANES states at once, each
- * lane bit for bit what mb_dynamics_one gives it on the unrolled path */
+/* lanes.c: whether this plan and these options have q̈ in lanes (the one-piece unrolled
+ * KKT path, no stabilization, lane functions for its kernels); the lanes' scratch (free()
+ * it) and q̈ of MB_LANES states at once, each lane bit for bit what mb_dynamics_one gives
+ * it on the unrolled path */
+int mb_dynamics_uses_lanes(const mb_plan* plan, const mb_options* options);
 mb_lanes* mb_lanes_new(const mb_plan* plan);
 /* s->p from parameter sets p + l * stride (stride 0: one set in every lane) */
 void mb_lanes_load_p(mb_lanes* s, int np, const double* p, long stride);
@@ -269,6 +272,12 @@ static inline void mb_copy(double* restrict dst, const double* restrict src, lon
 static inline void mb_zero(double* dst, long count)
 {
     for (long i = 0; i < count; ++i) dst[i] = 0.0;
+}
+
+/* x += h v (n each) */
+static inline void mb_add_scaled(double* restrict x, const double* restrict v, double h, int n)
+{
+    for (int i = 0; i < n; ++i) x[i] += h * v[i];
 }
 
 /* dst[j * dst_stride + i] = src[i * src_stride + j] for i < rows, j < cols: states into

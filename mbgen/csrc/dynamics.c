@@ -668,7 +668,7 @@ int mb_forward_dynamics_in(mb_workspace* w, long count, const double* q, long q_
         }
         return (int)count;
     }
-    if (!lam && count >= MB_LANES && mb_predict_uses_lanes(plan, options) &&
+    if (!lam && count >= MB_LANES && mb_dynamics_uses_lanes(plan, options) &&
         (!(Jq || Jqd || JQ) || jacobians_have_lanes(plan->model))) {
         failed = forward_dynamics_lanes(w, count, q, q_stride, qd, qd_stride, Qext,
                                         Q_stride, p, p_stride, qdd, Jq, Jqd, JQ, status,

@@ -2,8 +2,8 @@
  * state and constant generalized force, and one call advances all of them by a number of
  * steps.
  *
- * Where the module has lane functions (small mechanisms, mb_predict_uses_lanes), blocks
- * of MB_LANES runs step together: the explicit integrators in lanes (particles.c), then
+ * Where the module has lane functions (small mechanisms, mb_dynamics_uses_lanes), blocks
+ * of MB_LANES runs step together: the explicit integrators in lanes (lanes.c), then
  * the projection onto Φ = 0, Φq q̇ = 0 by minimum-norm Newton in lanes, with the Gram
  * matrix A Aᵀ of the kept rows factored by Cholesky per lane. A run's result does not
  * depend on which runs share its block (a short last block is padded with copies of its
@@ -25,7 +25,7 @@ int mb_sweep_uses_lanes(const mb_plan* plan, const mb_options* options, int meth
     const mb_model* model = plan->model;
     return !independent && project != MB_PROJECT_ENERGY &&
            (method == MB_EULER || method == MB_SEMI_IMPLICIT_EULER || method == MB_RK4) &&
-           mb_predict_uses_lanes(plan, options) && model->kernel[MB_K_PHI].lanes;
+           mb_dynamics_uses_lanes(plan, options) && model->kernel[MB_K_PHI].lanes;
 }
 
 /* Per lane, G = A Aᵀ (r x r of the kept rows, A: r x n, both [entry][lane]) factored in
