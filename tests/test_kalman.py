@@ -1,0 +1,122 @@
+"""The errorEKF in independent coordinates (estimation/kalman.py, csrc/kalman.c): on a
+mechanism whose dynamics are linear it is the linear Kalman filter written here in a few
+lines of NumPy; its transition Jacobians against finite differences, entry by entry, on
+the four-bar and the Furuta pendulum; the C filter against the NumPy reference."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REPO, SHIPPED_DIR, finite_difference_error
+
+from mbgen.estimation.kalman import ErrorEKF
+from mbgen.runtime.compiled import CompiledMechanism
+
+Compiled = Callable[[Path], CompiledMechanism]
+SLIDER = REPO / "tests" / "data" / "slider-spring-damper.yaml"
+FOURBAR = SHIPPED_DIR / "fourbar.yaml"
+FURUTA = SHIPPED_DIR / "furuta.yaml"
+
+
+def linear_kalman(x0: np.ndarray, P0: np.ndarray, A: np.ndarray, dt: float, sigma_a: float,
+                  sigma_f: float, H: np.ndarray, noise: np.ndarray, y: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The textbook Kalman filter of ẋ = A x + e ε (x = (position, velocity, force), ε
+    on the acceleration held over each step, the force a random walk) discretized as RK4
+    does a linear system: the transition is the fourth-order Taylor polynomial of
+    exp(A dt) over (x, ε). Rows of y with NaN: no update. Returns the means (N, 3) and
+    variances (N, 3)."""
+    augmented = np.zeros((4, 4))
+    augmented[:3, :3] = A
+    augmented[1, 3] = 1.0
+    step = sum(np.linalg.matrix_power(augmented * dt, j) / np.prod(np.arange(1, j + 1))
+               for j in range(5))
+    F, G = step[:3, :3], step[:3, 3:]
+    Q = sigma_a**2 * G @ G.T + np.diag([0.0, 0.0, sigma_f**2 * dt])
+    x, P, means, variances = x0, P0, [], []
+    for k, reading in enumerate(y):
+        if k:
+            x, P = F @ x, F @ P @ F.T + Q
+        if np.isfinite(reading).all():
+            K = P @ H.T @ np.linalg.inv(H @ P @ H.T + np.diag(noise**2))
+            x, P = x + K @ (reading - H @ x), (np.eye(3) - K @ H) @ P
+        means.append(x)
+        variances.append(np.diag(P))
+    return np.array(means), np.array(variances)
+
+
+def test_on_a_linear_mechanism_the_filter_is_the_linear_kalman_filter(
+        compiled: Compiled) -> None:
+    mech = compiled(SLIDER)
+    p = dict(mech.parameters)
+    m, k, c = p["m"], p["k"], p["c"]
+    dt, steps, sigma_a, sigma_f = 1e-2, 300, 0.5, 2.0
+    rng = np.random.default_rng(3)
+    # readings of the gauge's x and y (y reads 0: the guide), any numbers will do
+    t = dt * np.arange(steps)
+    y = np.column_stack([0.25 * np.cos(3 * t) + 0.01 * rng.standard_normal(steps),
+                         0.01 * rng.standard_normal(steps)])
+    y[::7] = np.nan  # steps without a reading
+    noise = mech.sensor_noise()
+    ekf = ErrorEKF(mech, sigma_a=sigma_a, unknown_forces=["x0"], sigma_f=sigma_f,
+                   spread=0.2, speed=0.5, force_spread=3.0)
+    track = ekf.run(t, y, dt)
+    # ẍ = (-k (x + 1 - L0) - c ẋ + f) / m, L0 = 1: linear in (x, ẋ, f)
+    assert p["L0"] == 1.0
+    A = np.array([[0.0, 1.0, 0.0], [-k / m, -c / m, 1.0 / m], [0.0, 0.0, 0.0]])
+    H = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    x0, P0 = np.array([mech.q0[0], 0.0, 0.0]), np.diag([0.2**2, 0.5**2, 3.0**2])
+    means, variances = linear_kalman(x0, P0, A, dt, sigma_a, sigma_f, H, noise, y)
+    assert not track.failed and len(track.t) == steps
+    np.testing.assert_allclose(track.q[:, 0], means[:, 0], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(track.qd[:, 0], means[:, 1], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(track.force[:, 0], means[:, 2], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(track.sigma_q[:, 0], np.sqrt(variances[:, 0]), rtol=1e-9,
+                               atol=1e-12)
+    np.testing.assert_allclose(track.sigma_force[:, 0], np.sqrt(variances[:, 2]),
+                               rtol=1e-9)
+    # the block's other end follows x0 rigidly, as does its σ
+    np.testing.assert_allclose(track.q[:, 2] - track.q[:, 0], p["l"], atol=1e-12)
+    np.testing.assert_allclose(track.sigma_q[:, 2], track.sigma_q[:, 0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("path, forces", [(FOURBAR, ["x1"]), (FURUTA, ["theta1"])],
+                         ids=["fourbar", "furuta"])
+def test_transition_jacobians_match_finite_differences(compiled: Compiled, path: Path,
+                                                       forces: list[str]) -> None:
+    mech = compiled(path)
+    rng = np.random.default_rng(1)
+    d = mech.dof
+    ekf = ErrorEKF(mech, unknown_forces=forces)
+    # a moving state away from q0, with a force
+    z = ekf.q[ekf.zi] + 0.1 * rng.standard_normal(d)
+    start_q, start_qd = ekf.assemble(z, rng.normal(0.0, 1.5, d), ekf.q)
+    start_f = rng.normal(0.0, 0.5, len(forces))
+    dt = 5e-3
+
+    def advance(x: np.ndarray) -> np.ndarray:
+        """(z, ż) after one step from the state x = (z, ż, f, ε)."""
+        ekf.q, ekf.qd = ekf.assemble(x[:d], x[d:2 * d], start_q)
+        ekf.f = x[2 * d:2 * d + len(forces)]
+        q, qd, _, _ = ekf.transition(dt, x[2 * d + len(forces):])
+        return np.concatenate([q[ekf.zi], qd[ekf.zi]])
+
+    x0 = np.concatenate([start_q[ekf.zi], start_qd[ekf.zi], start_f, np.zeros(d)])
+    ekf.q, ekf.qd, ekf.f = start_q, start_qd, start_f
+    _, _, F, G = ekf.transition(dt)
+    analytic = np.hstack([F[:2 * d], G[:2 * d]])
+    assert np.allclose(F[2 * d:], np.eye(len(x0) - d)[2 * d:])  # the forces: a random walk
+
+    def numeric(h: float) -> np.ndarray:
+        columns = []
+        for k in range(len(x0)):
+            up, down = x0.copy(), x0.copy()
+            up[k] += h
+            down[k] -= h
+            columns.append((advance(up) - advance(down)) / (2 * h))
+        return np.array(columns).T
+
+    assert finite_difference_error(analytic, numeric, 1e-6) < 1e-5
