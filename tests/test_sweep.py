@@ -21,6 +21,7 @@ from conftest import REPO, SHIPPED, SHIPPED_DIR, bounded_time
 
 from mbgen.cli.conventions import EXIT_BAD_INPUT, EXIT_UNTRUSTED, untrusted_path
 from mbgen.cli.main import cli
+from mbgen.errors import MbgenError
 from mbgen.io.chunks import read_parquet_columns
 from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.runtime.integration import Runs
@@ -353,6 +354,48 @@ def test_a_scheduler_that_is_not_there_is_a_clear_error(
         result = sweep(tmp_path, out_dir, str(study), "--out", str(tmp_path / "n.parquet"),
                        "--scheduler-from-study")
     assert result.exit_code == EXIT_BAD_INPUT and "no Dask scheduler reached" in result.output
+
+
+def test_a_cluster_that_loses_its_worker_stops_the_study_with_a_clear_error(
+        tmp_path: Path, out_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers lost after the connection: the study stops with a clear error within the
+    limit instead of waiting for ever (a cluster whose workers are all gone)."""
+    distributed = pytest.importorskip("distributed", reason="Dask's distributed: mbgen[cluster]")
+    import mbgen.sweep.cluster
+
+    monkeypatch.setattr(mbgen.sweep.cluster, "WORKERLESS_LIMIT", 1.0)
+    monkeypatch.setattr(mbgen.sweep.cluster, "POLL_INTERVAL", 0.2)
+    study = write_study(tmp_path, study_text(t_end=0.01))
+    out = tmp_path / "w.parquet"
+    def chunk_that_loses_its_worker(*args: object) -> None:
+        worker = distributed.get_worker()
+        worker.loop.add_callback(worker.close)  # the only worker goes, its chunk with it
+        time.sleep(5)
+
+    monkeypatch.setattr(mbgen.sweep.cluster, "cluster_chunk", chunk_that_loses_its_worker)
+    with distributed.LocalCluster(n_workers=1, processes=False, protocol="tcp",
+                                  dashboard_address=None) as cluster, \
+            bounded_time(3000):  # a hang never ends; the 1 s limit plus the sweep's work
+        result = sweep(tmp_path, out_dir, str(study), "--out", str(out), "--scheduler",
+                       cluster.scheduler_address)
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    assert "lost chunks of the study" in result.output and "resume" in result.output
+    assert not out.exists()
+
+
+def test_chunks_waiting_on_a_cluster_without_workers_end_in_a_clear_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    distributed = pytest.importorskip("distributed", reason="Dask's distributed: mbgen[cluster]")
+    import mbgen.sweep.cluster
+
+    monkeypatch.setattr(mbgen.sweep.cluster, "WORKERLESS_LIMIT", 1.0)
+    monkeypatch.setattr(mbgen.sweep.cluster, "POLL_INTERVAL", 0.2)
+    with distributed.LocalCluster(n_workers=0, processes=False, protocol="tcp",
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as dask:
+        future = dask.submit(sum, [1, 2], pure=False)  # no worker will ever take it
+        with bounded_time(3000), pytest.raises(MbgenError, match="has had no worker for 1 s"):
+            list(mbgen.sweep.cluster.as_finished(dask, cluster.scheduler_address, {future: 0}))
 
 
 BAD_STUDIES = [

@@ -26,6 +26,11 @@ from mbgen.sweep.study import Study
 #: Seconds to reach the scheduler and hear its handshake, and for it to have a worker: a
 #: wrong address, or a server that accepts and never answers, fails within it.
 CONNECT_TIMEOUT = 20.0
+#: Seconds a study waits with chunks left and no worker on the cluster (all of them lost or
+#: retired) before it stops; the chunks finished are kept, so the same command resumes.
+WORKERLESS_LIMIT = 60.0
+#: Seconds between two looks at the cluster while no chunk finishes.
+POLL_INTERVAL = 2.0
 SCHEMES = ("tcp", "tls")  # the transports mbgen connects over (ucx needs UCX-Py, untested)
 _HOST_PORT = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}")
 
@@ -149,9 +154,12 @@ def run_on_cluster(prepared: Any, address: str, todo: list[int], build_dir: Path
     study = prepared.study
     text = study.mechanism.read_text(encoding="utf-8")
     with client(address) as dask:
-        from distributed import as_completed
-
-        design = dask.scatter(prepared.design, broadcast=True)
+        try:
+            design = dask.scatter(prepared.design, broadcast=True, timeout=CONNECT_TIMEOUT)
+        except TimeoutError:
+            raise MbgenError(f"the Dask cluster at {address!r} took no data within "
+                             f"{CONNECT_TIMEOUT:g} s: its workers are gone or unreachable"
+                             ) from None
         chunks = prepared.chunks
         futures = {dask.submit(cluster_chunk, study, design, chunks[index],
                                prepared.nominal_q, prepared.phi_limit, text,
@@ -159,5 +167,53 @@ def run_on_cluster(prepared: Any, address: str, todo: list[int], build_dir: Path
                                None if build_dir is None else str(build_dir),
                                key=f"mbgen-sweep-{prepared.key[:12]}-{index}", pure=False):
                    index for index in todo}
-        for future in as_completed(futures):
-            yield futures[future], future.result()
+        yield from as_finished(dask, address, futures)
+
+
+def as_finished(dask: Any, address: str, futures: dict[Any, int],
+                 ) -> Iterator[tuple[int, ChunkResult]]:
+    """Each chunk's result as it finishes; a clear error, not a wait for ever, when the
+    cluster has had no worker for WORKERLESS_LIMIT seconds or its scheduler stops
+    answering (a look at it is bounded by CONNECT_TIMEOUT)."""
+    import time
+
+    from distributed import wait
+    from distributed.client import FuturesCancelledError
+    from distributed.scheduler import KilledWorker
+
+    pending = set(futures)
+    workerless_since: float | None = None
+    while pending:
+        try:
+            try:
+                finished, pending = wait(pending, timeout=POLL_INTERVAL,
+                                         return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                finished = set()
+            results = [(futures[future], future.result()) for future in finished]
+        except (FuturesCancelledError, KilledWorker, OSError) as exc:
+            raise MbgenError(f"the Dask cluster at {address!r} lost chunks of the study "
+                             f"({type(exc).__name__}); the chunks finished are kept: run "
+                             "the same command to resume") from None
+        yield from results
+        if finished:
+            workerless_since = None
+            continue
+        try:
+            workers = len(dask.nthreads(callback_timeout=CONNECT_TIMEOUT))
+        except Exception as exc:
+            raise MbgenError(f"the Dask scheduler at {address!r} stopped answering "
+                             f"({type(exc).__name__}) with {len(pending)} chunks not run; "
+                             "the chunks finished are kept: run the same command to "
+                             "resume") from None
+        now = time.monotonic()
+        if workers:
+            workerless_since = None
+        elif workerless_since is None:
+            workerless_since = now
+        elif now - workerless_since >= WORKERLESS_LIMIT:
+            raise MbgenError(f"the Dask cluster at {address!r} has had no worker for "
+                             f"{WORKERLESS_LIMIT:g} s with {len(pending)} chunks not run; "
+                             "the chunks finished are kept: start workers "
+                             f"(`dask worker {address}`) and run the same command to "
+                             "resume")
