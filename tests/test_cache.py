@@ -333,3 +333,83 @@ def test_missing_file_raises_mechanism_error(tmp_path: Path) -> None:
 def test_directory_is_not_a_mechanism_file(tmp_path: Path) -> None:
     with pytest.raises(MechanismError):
         mbgen.load(str(tmp_path), out_dir=str(tmp_path / "out"))
+
+
+def _ast_imports(path: Path) -> set[str]:
+    """The oracle: every mbgen module ``path`` imports, read by Python's own parser (not
+    cache.py's scan of the text), outside TYPE_CHECKING blocks."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    skipped = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.If)
+               and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+               for inner in ast.walk(node)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "mbgen":
+            found.add(node.module)
+            found |= {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "mbgen"}
+    return found
+
+
+def test_the_hash_reads_every_module_the_build_imports() -> None:
+    """The modules hashed are the build's own imports, followed to the end: the same set
+    as Python's parser finds from codegen/build.py, every module a compile has loaded
+    (in a fresh process), and among them those the old hand list left out."""
+    from mbgen.codegen.cache import PACKAGE_ROOT, deriving_sources
+
+    def source(module: str) -> Path | None:
+        path = PACKAGE_ROOT.joinpath(*module.split(".")[1:])
+        return next((p for p in (path / "__init__.py", path.with_suffix(".py"))
+                     if p.is_file()), None)
+
+    closure: dict[str, Path] = {}
+    todo = ["mbgen.codegen.build"]
+    while todo:
+        module = todo.pop()
+        path = source(module)
+        if module in closure or path is None:
+            continue
+        closure[module] = path
+        for name in _ast_imports(path):
+            todo += [".".join(name.split(".")[:k]) for k in range(2, name.count(".") + 2)]
+    hashed = set(deriving_sources())
+    assert hashed == set(closure.values())
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, mbgen.codegen.build as b; from mbgen.codegen import "
+         "emit; print(*sorted(m for m in sys.modules if m.startswith('mbgen.')))"],
+        capture_output=True, text=True, check=True).stdout.split()
+    assert {closure[m] for m in loaded} <= hashed  # KeyError: loaded but not hashed
+    assert {PACKAGE_ROOT / "redundancy.py", PACKAGE_ROOT / "escaping.py"} <= hashed
+    assert PACKAGE_ROOT / "cli" / "main.py" not in hashed  # not everything either
+
+
+def test_touching_any_module_that_shapes_the_c_changes_the_hash(tmp_path: Path) -> None:
+    """Each module the build imports, touched by one comment line in a copy of the
+    package, gives another fingerprint; so does a new import that brings a module in."""
+    from mbgen.codegen.cache import PACKAGE_ROOT, _source_fingerprint, deriving_sources
+
+    sources = [path.relative_to(PACKAGE_ROOT) for path in deriving_sources()]
+
+    def copy(name: str, touched: Path | None = None, line: str = "# touched") -> Path:
+        root = tmp_path / name / "mbgen"  # a new path each: the sources are read once a path
+        for relative in [*sources, Path("runtime", "__init__.py"), Path("runtime", "options.py")]:
+            (root / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(PACKAGE_ROOT / relative, root / relative)
+        if touched is not None:
+            with (root / touched).open("a") as file:
+                file.write(f"\n{line}\n")
+        return root
+
+    base = _source_fingerprint(copy("base"))
+    assert _source_fingerprint(copy("again")) == base
+    changed = [relative for k, relative in enumerate(sources)
+               if _source_fingerprint(copy(f"touched{k}", relative)) == base]
+    assert not changed and len(sources) > 30
+    grown = copy("grown", Path("redundancy.py"), "from mbgen.runtime.options import *")
+    assert grown / "runtime" / "options.py" in deriving_sources(grown)
+    assert _source_fingerprint(copy("inert", Path("runtime", "options.py"))) == base

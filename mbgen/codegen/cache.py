@@ -1,8 +1,9 @@
 """Where a compiled mechanism lives and when it is stale (no SymPy needed here).
 
 A module is reused until its content hash changes: the mechanism file's bytes, the
-templates, the C core (mbgen/csrc), mbgen's version, the source of the layers that
-derive the C code and the vector instructions it is compiled for (mbgen/cpu.py).
+templates, the C core (mbgen/csrc), mbgen's version, the source of every module that
+shapes the generated C (the build and what it imports, found in their import statements:
+:func:`deriving_sources`) and the vector instructions it is compiled for (mbgen/cpu.py).
 """
 
 from __future__ import annotations
@@ -25,7 +26,16 @@ from mbgen.version import __version__
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # mbgen/
 
-_DERIVING_PACKAGES = ("model", "symbolic", "codegen")
+#: The module that turns a mechanism file into a build (compile_mechanism): it and every
+#: mbgen module it imports, directly or not, shape the generated C.
+BUILD_MODULE = "mbgen.codegen.build"
+#: mbgen import statements, at any indentation (function-level imports count too), the
+#: names of a ``from`` import up to its closing parenthesis
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(mbgen(?:\.\w+)*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)"
+                     r"|import[ \t]+(mbgen[^\n]*))", re.MULTILINE)
+#: a block only type checkers read (its imports never run)
+_TYPE_CHECKING = re.compile(r"^([ \t]*)if TYPE_CHECKING:[^\n]*\n(?:(?:\1[ \t]+[^\n]*)?\n)*",
+                            re.MULTILINE)
 
 
 def templates_dir() -> Traversable:
@@ -84,12 +94,59 @@ def core_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def _source_fingerprint() -> bytes:
+def _module_file(root: Path, module: str) -> Path | None:
+    """The source of ``module`` (dotted, from mbgen) under ``root`` (the mbgen package)."""
+    path = root.joinpath(*module.split(".")[1:])
+    for candidate in (path / "__init__.py", path.with_suffix(".py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imported(root: Path, path: Path) -> set[str]:
+    """The mbgen modules ``path`` imports: each ``from X import a, b`` gives X, and X.a,
+    X.b where those are modules; a package's parents below mbgen run first, so they
+    count too (mbgen's own face only hands mbgen.load on and is left out)."""
+    text = _TYPE_CHECKING.sub("", path.read_text())
+    found: set[str] = set()
+    for origin, names, plain in _IMPORT.findall(text):
+        names, plain = re.sub(r"#[^\n]*", "", names), re.sub(r"#[^\n]*", "", plain)
+        if origin:
+            found.add(origin)
+            found.update(f"{origin}.{word}" for word in re.findall(r"\w+", names)
+                         if _module_file(root, f"{origin}.{word}") is not None)
+        else:
+            found.update(re.findall(r"\bmbgen(?:\.\w+)*", plain))
+    parents = {".".join(name.split(".")[:k]) for name in found
+               for k in range(2, name.count(".") + 1)}
+    return {name for name in found | parents if name != "mbgen"}
+
+
+@functools.cache
+def deriving_sources(root: Path = PACKAGE_ROOT) -> tuple[Path, ...]:
+    """The sources of BUILD_MODULE and of every mbgen module it imports, directly or
+    through others (under ``root``, the mbgen package), sorted: what a build's C
+    depends on in Python. Read from the import statements (a few ms), so a module that
+    starts to shape the C is hashed without being listed anywhere."""
+    seen: dict[str, Path] = {}
+    todo = [BUILD_MODULE]
+    while todo:
+        module = todo.pop()
+        path = _module_file(root, module)
+        if module in seen or path is None:
+            continue
+        seen[module] = path
+        todo.extend(_imported(root, path) - seen.keys())
+    return tuple(sorted(seen.values()))
+
+
+def _source_fingerprint(root: Path = PACKAGE_ROOT) -> bytes:
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     build_env = f"{sys.version}|{suffix}|{os.environ.get('CC', 'cc')}|{vector_level()}"
     digest = hashlib.sha256(f"{__version__}|{build_env}".encode())
-    _update(digest, (path for package in _DERIVING_PACKAGES
-                     for path in sorted((PACKAGE_ROOT / package).glob("*.py"))))
+    for path in deriving_sources(root):  # its place in the package, and its text
+        digest.update(path.relative_to(root).as_posix().encode())
+        _update(digest, [path])
     digest.update(core_digest().encode())
     _update(digest, (Path(str(entry)) for entry in sorted(templates_dir().iterdir(),
                                                           key=lambda e: e.name)
