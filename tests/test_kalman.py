@@ -120,3 +120,81 @@ def test_transition_jacobians_match_finite_differences(compiled: Compiled, path:
         return np.array(columns).T
 
     assert finite_difference_error(analytic, numeric, 1e-6) < 1e-5
+
+
+@pytest.fixture(scope="module")
+def fourbar_imu(compiled: Compiled, tmp_path_factory: pytest.TempPathFactory
+                ) -> CompiledMechanism:
+    """The shipped four-bar with an accelerometer on its coupler, beside the gyroscope."""
+    gyro = "  - {type: gyroscope, body: 1, name: coupler_gyro, noise: 0.0175}\n"
+    text = FOURBAR.read_text()
+    assert gyro in text
+    path = tmp_path_factory.mktemp("imu") / "fourbar-imu.yaml"
+    path.write_text(text.replace(gyro, gyro + "  - {type: accelerometer, body: 1, "
+                                 "name: imu, noise: 0.5}\n"))
+    return compiled(path)
+
+
+def swinging(mech: CompiledMechanism, steps: int, dt: float, seed: int = 0
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Times (N,), the truth's q (N, n) and noisy readings (N, sensors + accelerometers)
+    of the mechanism released from q0 at rest."""
+    q, qd, qdd = mech.integrate(mech.q0, np.zeros(mech.n), dt, steps - 1)
+    rng = np.random.default_rng(seed)
+    parts = [mech.sensors(q, qd).reshape(steps, -1)
+             + mech.sensor_noise() * rng.standard_normal((steps, len(mech.sensor_labels)))]
+    if mech.accelerometer_labels:
+        parts.append(mech.accelerometers(q, qdd).reshape(steps, -1) + mech.accelerometer_noise()
+                     * rng.standard_normal((steps, len(mech.accelerometer_labels))))
+    return dt * np.arange(steps), q, np.hstack(parts)
+
+
+def test_the_measurement_jacobian_matches_finite_differences(
+        fourbar_imu: CompiledMechanism) -> None:
+    mech = fourbar_imu
+    ekf = ErrorEKF(mech, unknown_forces=["x1"])
+    d = mech.dof
+    start_q, start_qd = ekf.assemble(ekf.q[ekf.zi] + 0.2, np.array([1.3]), ekf.q)
+    x0 = np.array([start_q[ekf.zi][0], 1.3, 0.7])
+    seen = np.ones(len(mech.sensor_labels) + len(mech.accelerometer_labels), dtype=bool)
+
+    def model(x: np.ndarray) -> np.ndarray:
+        ekf.q, ekf.qd = ekf.assemble(x[:d], x[d:2 * d], start_q)
+        ekf.f = x[2 * d:]
+        return ekf.measurement(seen)[0]
+
+    model(x0)
+    _, H, _ = ekf.measurement(seen)
+
+    def numeric(h: float) -> np.ndarray:
+        columns = []
+        for k in range(len(x0)):
+            up, down = x0.copy(), x0.copy()
+            up[k] += h
+            down[k] -= h
+            columns.append((model(up) - model(down)) / (2 * h))
+        return np.array(columns).T
+
+    assert H.shape == (3, 3) and np.abs(H[1:, 2]).max() > 0  # the force moves the IMU
+    assert finite_difference_error(H, numeric, 1e-6) < 1e-5
+
+
+def test_the_filter_in_c_is_the_reference(fourbar_imu: CompiledMechanism) -> None:
+    """The whole run in one C call against the step-by-step NumPy filter: gyroscope and
+    accelerometer, an unknown force, steps without readings, z chosen again."""
+    mech = fourbar_imu
+    t, _, y = swinging(mech, 1500, 2e-3)
+    y[5::9, 0] = np.nan
+    y[3::11] = np.nan
+    tracks, switches = [], []
+    for native in (False, True):
+        ekf = ErrorEKF(mech, sigma_a=2.0, unknown_forces=["x1"], sigma_f=3.0, spread=0.05)
+        tracks.append(ekf.run(t, y, native=native))
+        switches.append(ekf.switches)
+    reference, native_track = tracks
+    assert switches[0] == switches[1] >= 1
+    assert not reference.failed and not native_track.failed
+    for name in ("q", "qd", "qdd", "sigma_q", "sigma_qd", "force", "sigma_force", "nis"):
+        np.testing.assert_allclose(getattr(native_track, name), getattr(reference, name),
+                                   rtol=1e-9, atol=1e-11, err_msg=name)
+    np.testing.assert_array_equal(native_track.lost, reference.lost)

@@ -30,7 +30,7 @@ from mbgen.files import atomic_write_text, same_file
 CORE_ORDER = ("mbgen.h", "mb_model.h", "core.h", "model.c", "sparse.c", "dense.c",
               "joint_space.c",
               "lanes.c", "dynamics.c", "inverse.c", "simulate.c", "variational.c",
-              "particles.c", "sweep.c", "stats.c")
+              "particles.c", "kalman.c", "sweep.c", "stats.c")
 # Names the prefix applies to, read (not rewritten) from the C texts: identifiers
 # beginning mb_ or MB_, but those the texts #define themselves (a macro cannot rename
 # another macro's definition; they stay inside the library's one translation unit)

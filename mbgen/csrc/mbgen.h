@@ -286,6 +286,24 @@ int mb_variational_residual(const mb_plan* plan, const mb_options* options, cons
 /* The band of A⁻¹ (S[d + i (b + 1)] = A⁻¹(i + d, i), d ≤ b) for A = L Lᵀ banded, from L in
  * LAPACK's lower band storage (ab[d + i ld] = L(i + d, i)); see dense.c. */
 void mb_banded_inverse(int n, int b, const double* ab, int ld, double* S);
+/* The errorEKF in independent coordinates over a readings file (kalman.c; reference:
+ * mbgen/estimation/kalman.py): state (z, ż, f) of size s = 2d + nf, f the generalized
+ * forces at coordinates forces[nf] (a random walk of σf² dt per step), z = zfix (d, in
+ * place: the choice at the end). From the consistent q, q̇ (n each), force (nf) and P
+ * (s x s), all in place, for each of `steps` steps of dt: RK4 of (z, ż) with the exact
+ * transition (none before step 0), then the update with its row of readings (steps x
+ * (ns + na): sensors, accelerometers; NaN: none) and noises noise_s, noise_a. Writes each
+ * step's q, q̇, q̈ and σ of q, q̇ (steps x n each), f and its σ (steps x nf), the normalized
+ * innovation squared (NaN: no reading) and lost (nis > lost_limit x readings). z is chosen
+ * again where max |∂q/∂z| exceeds `reselect` times full pivoting's (switches: how often).
+ * Stops at a step that fails (its status returned, *done: the steps written). */
+int mb_kalman_run(const mb_plan* plan, const mb_options* options, const double* p, int nf,
+    const int* forces, int* zfix, double* q, double* qd, double* force, double* P,
+    double sigma_a, double sigma_f, int ns, const double* noise_s, int na,
+    const double* noise_a, double dt, double lost_limit, double reselect, long steps,
+    const double* readings, double* out_q, double* out_qd, double* out_qdd, double* out_sq,
+    double* out_sqd, double* out_f, double* out_sf, double* out_nis, int* out_lost,
+    int* switches, long* done);
 /* cdef:end */
 
 #ifdef __cplusplus

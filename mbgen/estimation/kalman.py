@@ -26,7 +26,8 @@ becomes much worse conditioned than the best one's (a natural coordinate of a cr
 passes its dead centre); the covariance is carried across the switch by the exact map
 between the two choices.
 
-This module, in NumPy over the runtime's calls, is the reference of the filter in C.
+This module, in NumPy over the runtime's calls, is the reference of the filter in C
+(mbgen/csrc/kalman.c), which runs a whole readings file in one call.
 """
 
 from __future__ import annotations
@@ -312,30 +313,37 @@ class ErrorEKF:
         sqd = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", to_qd, P, to_qd), 0.0))
         return sq, sqd, np.sqrt(np.maximum(np.diag(self.P)[2 * d:], 0.0))
 
-    def run(self, t: Array, readings: Array, dt: float) -> KalmanTrack:
-        """The filter over readings (N, labels) at times t (N,) on steps of dt from t[0]
-        (a step takes the reading within half a step of its time, as the particle
-        filter's run; the first weighs the initial belief). Stops at a state that cannot
-        be assembled (``failed``)."""
+    def run(self, t: Array, readings: Array, dt: float | None = None,
+            native: bool = True) -> KalmanTrack:
+        """The filter over readings (N, labels) at times t (N,) on steps of dt (default:
+        the readings' median period) from t[0] (a step takes the reading within half a
+        step of its time, as the particle filter's run; the first weighs the initial
+        belief). ``native``: the whole run in one C call (mbgen/csrc/kalman.c), else step
+        by step here (the reference). Stops at a state that cannot be assembled
+        (``failed``)."""
         from mbgen.estimation.particle_filter import filter_times
 
-        times, step = filter_times(np.asarray(t, dtype=float), dt)
+        t = np.asarray(t, dtype=float)
+        times, step = filter_times(t, dt)
         row = np.searchsorted(t, times - step / 2)
-        n, nf = self.mech.n, len(self.forces)
-        N = len(times)
+        rows = np.minimum(row, len(t) - 1)
+        at_step = (row < len(t)) & (np.abs(t[rows] - times) < step / 2)
+        y = np.full((len(times), len(self.sigma_s) + len(self.sigma_acc)), np.nan)
+        y[at_step] = np.asarray(readings, dtype=float)[rows[at_step]]
+        weighed = np.isfinite(y).any(axis=1)
+        if native:
+            return self._run_native(times, step, y, weighed)
+        n, nf, N = self.mech.n, len(self.forces), len(times)
         out = {name: np.full((N, n), np.nan) for name in ("q", "qd", "qdd", "sq", "sqd")}
         force, sforce = np.full((N, nf), np.nan), np.full((N, nf), np.nan)
         nis = np.full(N, np.nan)
-        weighed, lost = np.zeros(N, dtype=bool), np.zeros(N, dtype=bool)
+        lost = np.zeros(N, dtype=bool)
         done, failed = N, False
-        for k, now in enumerate(times):
+        for k in range(N):
             try:
                 if k:
                     self.predict(step)
-                r = row[k]
-                if r < len(t) and abs(t[r] - now) < step / 2:
-                    weighed[k] = bool(np.isfinite(readings[r]).any())
-                    nis[k], lost[k] = self.update(np.asarray(readings[r], dtype=float))
+                nis[k], lost[k] = self.update(y[k])
                 sq, sqd, sf = self.sigmas()
                 qdd = self.mech.forward_dynamics(self.q, self.qd, self._external(self.f))
             except Exception as exc:  # a state the solvers cannot assemble: stop there
@@ -350,6 +358,20 @@ class ErrorEKF:
         return KalmanTrack(times[cut], out["q"][cut], out["qd"][cut], out["qdd"][cut],
                            out["sq"][cut], out["sqd"][cut], force[cut], sforce[cut],
                            nis[cut], weighed[cut], lost[cut], failed)
+
+    def _run_native(self, times: Array, step: float, y: Array, weighed: Array
+                    ) -> KalmanTrack:
+        """run() in one C call; the filter's state afterwards is where the C left it."""
+        got = self.mech.kalman_run(self.q, self.qd, self.zi, self.forces, self.f, self.P, y,
+                                   self.sigma_s, self.sigma_acc, step, self.sigma_a,
+                                   self.sigma_f, LOST**2, RESELECT)
+        self.q, self.qd, self.f, self.P = got.state
+        self.zi = got.z
+        self.switches += got.switches
+        done = len(got.q)
+        return KalmanTrack(times[:done], got.q, got.qd, got.qdd, got.sigma_q, got.sigma_qd,
+                           got.force, got.sigma_force, got.nis, weighed[:done], got.lost,
+                           got.status != 0)
 
 
 def _is_state_failure(exc: Exception) -> bool:

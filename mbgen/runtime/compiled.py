@@ -13,6 +13,7 @@ what it uses through its constructor:
 - ``mech.inverse`` (inverse.Inverse): inverse.c;
 - ``mech.integrators`` (integration.Integrators): simulate.c and variational.c;
 - ``mech.particles`` (particles.Particles): particles.c and stats.c;
+- ``mech.kalman`` (kalman.KalmanFilters): kalman.c;
 - ``mech.coordinates`` (coordinates.Coordinates): names, units, the choice of z (no C);
 - ``mech.options`` (options.SolverOptions): the settings every solve passes.
 
@@ -37,6 +38,7 @@ from mbgen.runtime.forwarding import Forward, documented_by
 from mbgen.runtime.frames import BodyFrames
 from mbgen.runtime.integration import Integrators
 from mbgen.runtime.inverse import Inverse
+from mbgen.runtime.kalman import KalmanFilters
 from mbgen.runtime.kernels import KernelInfo, Quantities, kernel_infos
 from mbgen.runtime.options import SolverOptions
 from mbgen.runtime.particles import Particles
@@ -92,6 +94,7 @@ class CompiledMechanism:
         self.inverse = Inverse(*parts, self.m)
         self.integrators = Integrators(*parts, self.quantities.coefficients, friction)
         self.particles = Particles(self.core, self.options, self.structure, self.n)
+        self.kalman = KalmanFilters(self.core, self.options, self.structure, self.n)
 
     # -- the mechanism's description ---------------------------------------------------------
     @property
@@ -289,6 +292,9 @@ class CompiledMechanism:
     # -- particle filters (particles.Particles: particles.c, stats.c) ------------------------
     predict_particles = Forward("particles", Particles.predict_particles)
     weighted_quantiles = Forward("particles", Particles.weighted_quantiles)
+
+    # -- Kalman filters (kalman.KalmanFilters: kalman.c) --------------------------------------
+    kalman_run = Forward("kalman", KalmanFilters.kalman_run)
 
     @property
     @documented_by(Particles.predict_lanes)
