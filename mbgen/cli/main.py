@@ -32,6 +32,7 @@ from mbgen.cli.conventions import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
     EXIT_UNTRUSTED,
+    POSITIVE,
     Command,
 )
 from mbgen.errors import MbgenError, MbgenWarning, UntrustedResultError
@@ -139,26 +140,83 @@ def compile_(file: Path, build_dir: Path | None, force: bool, package_dir: Path 
 @cli.command("export", example="mbgen export mechanisms/fourbar.yaml --c fourbar_c")
 @click.argument("file", type=MECHANISM_FILE)
 @click.option("--c", "c_dir", type=click.Path(file_okay=False, path_type=Path),
-              required=True, help="Directory for the standalone C library.")
-@click.option("--name", default=None, help="Prefix of the C API (default: from the file "
-              "name).")
-@click.option("--force", is_flag=True, help="Write into a directory mbgen did not make "
-              "(replacing files of the same names; never an input).")
+              default=None, help="Directory for the standalone C library.")
+@click.option("--fmu", "fmu_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Also (or instead) write an FMI 2.0 unit (.fmu) for "
+              "co-simulation and model exchange, built for this platform, with its sources "
+              "(docs/fmu.md).")
+@click.option("--integrator", type=click.Choice(["rk4", "trapezoidal", "euler",
+                                                 "semi-implicit-euler"]),
+              default="rk4", show_default=True,
+              help="--fmu: the co-simulation's integrator (as `simulate --integrator`).")
+@click.option("--step", type=POSITIVE, default=1e-3, show_default=True,
+              help="--fmu: the co-simulation's internal step [s] (the parameter "
+              "mbgen.step, changeable before a run).")
+@click.option("--coords", type=click.Choice(["dependent", "independent"]),
+              default="dependent", show_default=True,
+              help="--fmu: the co-simulation integrates all q (projected onto the "
+              "constraints after each step) or only z (as `simulate --coords`).")
+@click.option("--input", "inputs", multiple=True, metavar="COORDINATE",
+              help="--fmu: an input (a generalized force force_COORDINATE) on this "
+              "coordinate, besides the actuated ones'; repeat for more.")
+@click.option("--name", default=None, help="Prefix of the C API and the unit's model "
+              "identifier (default: from the file name).")
+@click.option("--force", is_flag=True, help="Write into a directory (or over a file) mbgen "
+              "did not make (replacing files of the same names; never an input).")
 @BUILD_DIR
-def export(file: Path, c_dir: Path, name: str | None, force: bool,
+def export(file: Path, c_dir: Path | None, fmu_path: Path | None, integrator: str,
+           step: float, coords: str, inputs: tuple[str, ...], name: str | None, force: bool,
            build_dir: Path | None) -> None:
-    """Write FILE's mechanism as a standalone C library: NAME.h, NAME.c, an example
-    program, Makefile (C99 and libm only)."""
+    """Write FILE's mechanism as a standalone C library (--c: NAME.h, NAME.c, an example
+    program, Makefile; C99 and libm only) and/or an FMI 2.0 unit (--fmu: co-simulation
+    with mbgen's integrators and model exchange in the independent coordinates; inputs
+    are generalized forces, outputs every q, q̇, q̈, sensor, ‖Φ‖ and the energy, the
+    file's parameters tunable before a run)."""
     from mbgen.codegen.ship import EXAMPLE_PROGRAM, EXAMPLE_SOURCE, export_c
 
+    if c_dir is None and fmu_path is None:
+        raise click.UsageError("give --c DIR, --fmu FILE.fmu or both")
+    if fmu_path is not None and fmu_path.suffix != ".fmu":
+        raise click.BadParameter(f"{fmu_path}: a unit's file ends in .fmu",
+                                 param_hint="--fmu")
     mech, _ = load_with_status(file, build_dir)
     prefix = _package_name(name, file)
+    if fmu_path is not None:
+        _export_fmu(mech, file, fmu_path, prefix, integrator, step, coords, inputs, force)
+    if c_dir is None:
+        return
     export_c(mech.directory, c_dir, prefix, [int(r) for r in mech.active_rows], force=force,
              protected=[file])
     console.print(f"[green]✓[/] {escape(mech.name)}: {escape(str(c_dir))}/{prefix}.h, "
                   f"{prefix}.c, {EXAMPLE_SOURCE}, Makefile, README.md (`make` builds "
                   f"lib{prefix}.a and ./{EXAMPLE_PROGRAM}: q̈ at q0, or `./"
                   f"{EXAMPLE_PROGRAM} FILE` for FILE's states)")
+
+
+def _export_fmu(mech: Any, file: Path, target: Path, prefix: str, integrator: str,
+                step: float, coords: str, inputs: tuple[str, ...], force: bool) -> None:
+    """The FMI 2.0 unit: z from the file (or chosen at q0), inputs on the actuated
+    coordinates and those of --input."""
+    from mbgen.codegen.fmu import FmuSettings, write_fmu
+
+    acted = [a["coordinate"] for a in mech.meta.get("actuators", [])]
+    names = list(dict.fromkeys([*acted, *inputs]))
+    unknown = [c for c in names if c not in mech.coordinate_names]
+    if unknown:
+        raise click.BadParameter(f"{', '.join(unknown)}: not a coordinate of {file} (its "
+                                 f"coordinates: {', '.join(mech.coordinate_names)})",
+                                 param_hint="--input")
+    with status_console.status("building the FMU"):
+        z = [mech.coordinate_index(c) for c in mech.independent_coordinates()]
+        settings = FmuSettings(integrator, coords == "independent", float(step), z,
+                               [mech.coordinate_index(c) for c in names])
+        write_fmu(mech.directory, target, prefix, [int(r) for r in mech.active_rows],
+                  settings, force=force, protected=[file])
+    states = ", ".join(mech.coordinate_names[i] for i in z)
+    console.print(f"[green]✓[/] {escape(mech.name)}: {escape(str(target))} (FMI 2.0, "
+                  f"co-simulation by {integrator} at {step:g} s and model exchange in "
+                  f"{escape(states)}; inputs: "
+                  f"{escape(', '.join(f'force_{c}' for c in names)) or 'none'})")
 
 
 def _package_name(name: str | None, file: Path) -> str:
