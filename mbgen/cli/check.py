@@ -10,8 +10,7 @@ from rich.markup import escape
 
 from mbgen.cli import status_console
 from mbgen.cli.conventions import Command
-
-RESIDUAL_TOL = 1e-6  # |Φ(q0)| above this (relative to the mechanism's size²) is reported
+from mbgen.redundancy import independent_rows, off_constraints
 
 
 @click.command(cls=Command, example="mbgen check mechanisms/fourbar.yaml")
@@ -37,17 +36,15 @@ def check(file: Path) -> None:
     residual = np.array([float(e.xreplace(point)) for e in phi], dtype=float)
     phi_q = np.array([[float(phi[i].diff(x).xreplace(point)) for x in model.q]
                       for i in range(model.m)], dtype=float).reshape(model.m, model.n)
-    rank = int(np.linalg.matrix_rank(phi_q, tol=1e-9 * max(1.0, np.abs(phi_q).max(
-        initial=0.0)))) if model.m else 0
+    rank = len(independent_rows(phi_q)[0])  # the rows the compiled dynamics will keep
     dof = model.n - rank
     if mechanism.independent is not None and len(mechanism.independent) != dof:
         raise MechanismError(f"independent_coordinates names {len(mechanism.independent)} "
                              f"coordinate(s) but the mechanism has {dof} degree(s) of "
                              "freedom at q0", str(file), key="independent_coordinates")
     console = status_console
-    scale = mechanism.length_scale() ** 2  # Φ holds squared lengths
-    worst = int(np.abs(residual).argmax()) if residual.size else -1
-    if worst >= 0 and abs(residual[worst]) > RESIDUAL_TOL * scale:
+    worst = off_constraints(residual, mechanism.length_scale())
+    if worst is not None:
         console.print(f"[yellow]![/] q0 is off the constraints: |Φ| = "
                       f"{abs(residual[worst]):.3g} at row {worst} "
                       f"({model.constraints[worst].label}); the position problem will move "

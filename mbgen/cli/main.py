@@ -36,6 +36,7 @@ from mbgen.cli.conventions import (
     Command,
 )
 from mbgen.errors import MbgenError, MbgenWarning, UntrustedResultError
+from mbgen.redundancy import off_constraints
 from mbgen.version import __version__
 
 MECHANISM_FILE = click.Path(dir_okay=False, path_type=Path)
@@ -244,8 +245,9 @@ def info(file: Path, build_dir: Path | None) -> None:
     summary.add_row("constraints m", str(mech.m))
     summary.add_row("rank Φq(q0)", str(len(kept)))
     summary.add_row("DOF", f"[bold]{mech.n - len(kept)}[/]")
-    residual = float(abs(mech.phi(mech.q0)).max(initial=0.0))
-    style = "red" if residual > 1e-9 else ""  # q0 off the constraints: check lengths
+    phi = mech.phi(mech.q0)
+    residual = float(abs(phi).max(initial=0.0))
+    style = "red" if off_constraints(phi, mech.size) is not None else ""  # check lengths
     summary.add_row("max |Φ(q0)|", Text(f"{residual:.3g}", style=style))
     summary.add_row("redundant",
                     escape("; ".join(f"{i}: {labels[i]}" for i in redundant)) or "none")

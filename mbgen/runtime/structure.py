@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from mbgen.redundancy import independent_rows
+from mbgen.redundancy import RANK_TOL, independent_rows
 from mbgen.runtime.calls import Core
 from mbgen.runtime.coordinates import Coordinates
 from mbgen.runtime.options import SolverOptions
@@ -34,7 +34,7 @@ class Structure:
         self._active_rows: Array | None = None
         self._plan: Any = None
 
-    def independent_constraints(self, q: Any = None, tol: float = 1e-9,
+    def independent_constraints(self, q: Any = None, tol: float = RANK_TOL,
                                 ) -> tuple[list[int], list[int]]:
         """Split constraint rows into (independent, redundant) at q (default q0).
 
