@@ -1,4 +1,4 @@
-"""mbgen: a symbolic code-generation compiler for planar multibody mechanisms.
+"""mbgen: a symbolic code-generation compiler for multibody mechanisms, planar and spatial.
 
 ``mbgen.load("fourbar.yaml")`` compiles the mechanism (if its cached module is stale)
 and returns a :class:`~mbgen.runtime.compiled.CompiledMechanism`.

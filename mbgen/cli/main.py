@@ -98,7 +98,7 @@ def _fail(message: str, ctx: click.Context, code: int) -> None:
               "timings and the settings each command resolved.")
 @click.option("--debug", is_flag=True, help="Show the Python traceback with an error.")
 def cli(quiet: bool, verbose: bool, debug: bool) -> None:
-    """mbgen: symbolic code generation for planar multibody mechanisms."""
+    """mbgen: symbolic code generation for multibody mechanisms, planar and spatial."""
     Verbosity.set(quiet, verbose, debug)
 
 
