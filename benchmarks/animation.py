@@ -30,9 +30,9 @@ def per_frame(mech: object, q: np.ndarray, t: np.ndarray, whole: bool, out: Path
     """Milliseconds per frame of a GIF of the run (frames at FPS), rendering included."""
     from matplotlib.animation import PillowWriter
 
-    frames = int(round((t[-1] - t[0]) * FPS)) + 1
-    times = t[0] + np.arange(frames) / FPS
-    rows = drawing._rows_at(t, times)
+    times = drawing.frame_times(t, FPS)
+    frames = len(times)
+    rows = drawing.rows_at(t, times)
     scene = drawing.Scene(mech, [("", q[rows])], times, None, None)  # type: ignore[arg-type]
     writer = PillowWriter(fps=FPS) if whole else drawing._movie_writer(out, FPS)
     with writer.saving(scene.fig, str(out), dpi=scene.fig.dpi):

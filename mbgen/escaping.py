@@ -7,6 +7,7 @@ against a strict grammar where they are chosen; everything else goes through her
 
 from __future__ import annotations
 
+import html
 import re
 
 _UNSAFE_IN_COMMENT = re.compile(r"\*/|/\*|\?\?|[^\x20-\x7e]")
@@ -39,3 +40,10 @@ def python_literal(text: object) -> str:
 def mathtext(text: object) -> str:
     """``text`` shown literally by Matplotlib, whose labels parse ``$...$`` as math."""
     return str(text).replace("$", r"\$")
+
+
+def html_text(text: object) -> str:
+    """``text`` shown literally in HTML, and in Plotly's labels (which read a subset of
+    HTML tags: ``<b>``, ``<br>``, ``<a href>``): ``&``, ``<``, ``>``, ``"`` and ``'`` as
+    entities."""
+    return html.escape(str(text), quote=True)

@@ -31,9 +31,11 @@ PHI_TOL = 1e-3
 #: explicit Euler drifts 2e-2 to 0.15 there (docs/cli.md has the figures).
 ENERGY_TOL = 1e-2
 
-#: Picture formats Matplotlib writes, by suffix; animations by the encoder they need.
+#: Picture formats Matplotlib writes, by suffix; animations by the encoder they need; the
+#: interactive page (Plotly, mbgen/io/page.py), which draw and animate both write.
 PICTURE_SUFFIXES = (".png", ".jpg", ".jpeg", ".svg", ".pdf")
 ANIMATION_SUFFIXES = (".gif", ".mp4")
+PAGE_SUFFIX = ".html"
 
 
 class Real(click.ParamType):

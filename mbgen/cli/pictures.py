@@ -13,6 +13,7 @@ from mbgen.cli import BUILD_DIR, status_console
 from mbgen.cli.conventions import (
     ANIMATION_SUFFIXES,
     MAX_FRAMES,
+    PAGE_SUFFIX,
     PICTURE_SUFFIXES,
     Command,
     OutputFile,
@@ -39,9 +40,10 @@ def check_view(dimension: int, view: tuple[float, float] | None) -> None:
 
 @click.command(cls=Command, example="mbgen draw mechanisms/fourbar.yaml --out fourbar.png")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", "png", type=OutputFile(PICTURE_SUFFIXES), required=True,
-              help="Picture to write; its suffix names the format: "
-              f"{', '.join(PICTURE_SUFFIXES)}.")
+@click.option("--out", "png", type=OutputFile((*PICTURE_SUFFIXES, PAGE_SUFFIX)),
+              required=True, help="Picture to write; its suffix names the format: "
+              f"{', '.join(PICTURE_SUFFIXES)}, or {PAGE_SUFFIX} for an interactive 3-D "
+              "page (one file, no network needed to open it).")
 @click.option("--q", "q_text", help='State to draw [m, rad]: "v1,v2,..." or "name=value,..." '
               "(named DOF met exactly on the file's assembly branch); default q0.")
 @click.option("--guess", help="Where the assembly starts instead of the file's q0, same "
@@ -53,16 +55,23 @@ def draw(file: Path, png: Path, q_text: str | None, guess: str | None,
     """Draw FILE's mechanism: bodies, ground, sliders, springs, sensors, point labels."""
     from mbgen.cli import load_with_status
     from mbgen.cli.states import initial_state
-    from mbgen.io.drawing import draw_png
 
     check_paths({"FILE": file}, {"--out": png})
     mech, _ = load_with_status(file, build_dir)
     check_view(int(mech.meta.get("dimension", 2)), view)
     q, _ = initial_state(mech, q_text, None, guess, q_option="--q")
-    drawing = draw_png(mech, q, png, title=f"{mech.name}" + ("" if q_text else " at q0"),
-                       view=view)
-    status_console.print(f"[green]✓[/] {escape(mech.name)}: {len(drawing.bodies)} bodies, "
-                         f"{len(drawing.ground)} fixed points; wrote {escape(str(png))}")
+    title = f"{mech.name}" + ("" if q_text else " at q0")
+    if png.suffix.lower() == PAGE_SUFFIX:
+        from mbgen.io.page import draw_figure, write_page
+
+        write_page(draw_figure(mech, q, title=title, view=view), mech.name, png)
+    else:
+        from mbgen.io.drawing import draw_png
+
+        draw_png(mech, q, png, title=title, view=view)
+    fixed = sum(bool(p["fixed"]) for p in mech.meta["points"])
+    status_console.print(f"[green]✓[/] {escape(mech.name)}: {len(mech.meta['bodies'])} "
+                         f"bodies, {fixed} fixed points; wrote {escape(str(png))}")
 
 
 def read_states(path: Path, names: list[str]) -> tuple[np.ndarray, np.ndarray,
@@ -93,8 +102,10 @@ def read_states(path: Path, names: list[str]) -> tuple[np.ndarray, np.ndarray,
 @click.option("--mechanism", "file", type=click.Path(exists=True, dir_okay=False,
                                                      path_type=Path), required=True,
               help="The mechanism file the result belongs to.")
-@click.option("--out", "movie", type=OutputFile(ANIMATION_SUFFIXES), required=True,
-              help="Animation to write: .gif (Pillow) or .mp4 (ffmpeg).")
+@click.option("--out", "movie", type=OutputFile((*ANIMATION_SUFFIXES, PAGE_SUFFIX)),
+              required=True, help="Animation to write: .gif (Pillow), .mp4 (ffmpeg) or "
+              f"{PAGE_SUFFIX}, an interactive 3-D page with play, pause and a time slider "
+              "(at most 300 frames, spread evenly over a longer run).")
 @click.option("--fps", type=click.IntRange(1, 120), default=30, show_default=True,
               help="Frames per second of simulated time [1/s].")
 @click.option("--trace", help="A point (name or index) whose path is drawn.")
@@ -120,8 +131,15 @@ def animate(csv_path: Path, file: Path, movie: Path, fps: int, trace: str | None
     mech, _ = load_with_status(file, build_dir)
     check_view(int(mech.meta.get("dimension", 2)), view)
     t, q, branches = read_states(csv_path, mech.coordinate_names)
-    check_work((t[-1] - t[0]) * fps + 1, max_frames, f"frames ({t[-1] - t[0]:g} s at {fps} "
-               "fps)", "--max-frames")
+    page = movie.suffix.lower() == PAGE_SUFFIX
+    if page:
+        from mbgen.io.page import page_frames
+
+        wanted: float = page_frames(t, fps)
+    else:
+        wanted = (t[-1] - t[0]) * fps + 1
+    check_work(wanted, max_frames, f"frames ({t[-1] - t[0]:g} s at {fps} fps)",
+               "--max-frames")
     truth = None if truth_path is None else read_states(truth_path,
                                                         mech.coordinate_names)[:2]
     point = None
@@ -135,6 +153,15 @@ def animate(csv_path: Path, file: Path, movie: Path, fps: int, trace: str | None
             raise click.BadParameter(f"unknown point {trace!r} (points: {', '.join(names)})",
                                      param_hint="--trace")
     console = status_console
+    if page:
+        from mbgen.io.page import animation_figure, write_page
+
+        figure = animation_figure(mech, t, q, fps=fps, trace=point, truth=truth,
+                                  branches=branches, view=view)
+        write_page(figure, mech.name, movie)
+        console.print(f"[green]✓[/] {escape(mech.name)}: {len(figure['frames'])} frames at "
+                      f"{fps} fps; wrote {escape(str(movie))}")
+        return
     try:
         with Progress(TextColumn("[bold]rendering"), BarColumn(),
                       TextColumn("{task.completed}/{task.total} frames"),

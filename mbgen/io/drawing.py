@@ -79,7 +79,7 @@ class Geometry:
             ax.set_box_aspect((1, 1, 1))
 
 
-def _spring_path(a: Array, b: Array, turns: int = 6) -> Array:
+def spring_path(a: Array, b: Array, turns: int = 6) -> Array:
     """A zigzag from a to b: (2 turns + 4, 2)."""
     axis = b - a
     length = float(np.hypot(*axis)) or 1e-9
@@ -110,8 +110,7 @@ def draw(ax: Any, geometry: Geometry, q: Array, labels: bool = True,
         if len(pts) > 2:  # a plate: its outline (points by angle, a rigid order), filled
             from matplotlib.patches import Polygon
 
-            centre = pts.mean(axis=0)
-            order = np.argsort(np.arctan2(pts[:, 1] - centre[1], pts[:, 0] - centre[0]))
+            order = outline_order(pts)
             result.outlines[k] = order
             patch = Polygon(pts[order], closed=True, facecolor=color, alpha=0.25, edgecolor=color,
                             linewidth=2.0, zorder=2)
@@ -139,11 +138,11 @@ def draw(ax: Any, geometry: Geometry, q: Array, labels: bool = True,
                            markerfacecolor="none", markeredgewidth=2, zorder=4)
         result.sliders.append((line, block, slider))
     for spring in meta.get("springs", []):
-        path = _spring_path(*xy[spring["points"]])
+        path = spring_path(*xy[spring["points"]])
         (line,) = ax.plot(path[:, 0], path[:, 1], color="#7f7f7f", linewidth=1.3, zorder=2)
         result.springs.append((line, spring))
     for sensor in placed_sensors(meta):
-        where = _sensor_point(meta, sensor, xy)
+        where = sensor_point(meta, sensor, xy)
         if where is None:
             continue
         (mark,) = ax.plot(*where, marker="*", markersize=12, color="#bcbd22", zorder=5)
@@ -167,10 +166,7 @@ def _draw_spatial(ax: Any, geometry: Geometry, xyz: Array, labels: bool,
     meta = geometry.meta
 
     def body_path(body: dict) -> Array:
-        points = body["points"]
-        if len(points) == 1:
-            return xyz[points]
-        return xyz[[i for other in points[1:] for i in (points[0], other)]]
+        return xyz[star(body["points"])]
 
     if drawing is not None:
         for body, line in zip(meta["bodies"], drawing.bodies, strict=True):
@@ -178,7 +174,7 @@ def _draw_spatial(ax: Any, geometry: Geometry, xyz: Array, labels: bool,
         for line, spring in drawing.springs:
             line.set_data_3d(*xyz[spring["points"]].T)
         for mark, sensor in drawing.sensors:
-            where = _sensor_point(meta, sensor, xyz)
+            where = sensor_point(meta, sensor, xyz)
             assert where is not None  # only sensors with a place are drawn
             mark.set_data_3d(*([v] for v in where))
         return drawing
@@ -196,7 +192,7 @@ def _draw_spatial(ax: Any, geometry: Geometry, xyz: Array, labels: bool,
         (line,) = ax.plot(*xyz[spring["points"]].T, color="#7f7f7f", linewidth=1.3)
         result.springs.append((line, spring))
     for sensor in placed_sensors(meta):
-        where = _sensor_point(meta, sensor, xyz)
+        where = sensor_point(meta, sensor, xyz)
         if where is not None:
             (mark,) = ax.plot(*([v] for v in where), marker="*", markersize=12,
                               color="#bcbd22")
@@ -211,6 +207,21 @@ def _draw_spatial(ax: Any, geometry: Geometry, xyz: Array, labels: bool,
     return result
 
 
+def outline_order(pts: Array) -> Array:
+    """A planar plate's points (k, 2) in order of angle about their centre: (k,) indices,
+    found at the first state and kept (the order of a rigid plate's outline holds)."""
+    centre = pts.mean(axis=0)
+    return np.argsort(np.arctan2(pts[:, 1] - centre[1], pts[:, 0] - centre[0]))
+
+
+def star(points: list[int]) -> list[int]:
+    """A spatial body drawn as segments from its first point to each other one: the point
+    indices of that path, first point repeated between segments."""
+    if len(points) == 1:
+        return list(points)
+    return [i for other in points[1:] for i in (points[0], other)]
+
+
 def placed_sensors(meta: dict) -> list[dict]:
     """The sensors to mark on a drawing: the state sensors, then the accelerometers (which
     meta.json keeps apart), each as {"kind", "target", ...}; an accelerometer's target is
@@ -220,7 +231,7 @@ def placed_sensors(meta: dict) -> list[dict]:
               for a in meta.get("accelerometers", []))]
 
 
-def _sensor_point(meta: dict, sensor: dict, xy: Array) -> Array | None:
+def sensor_point(meta: dict, sensor: dict, xy: Array) -> Array | None:
     if sensor["kind"] in ("position", "velocity", "accelerometer"):
         return xy[int(sensor["target"])]
     if sensor["kind"] == "gyroscope":
@@ -239,10 +250,10 @@ def _update(drawing: Drawing, geometry: Geometry, xy: Array) -> None:
     for _line, block, slider in drawing.sliders:
         block.set_data(*([v] for v in xy[slider["point"]]))
     for line, spring in drawing.springs:
-        path = _spring_path(*xy[spring["points"]])
+        path = spring_path(*xy[spring["points"]])
         line.set_data(path[:, 0], path[:, 1])
     for mark, sensor in drawing.sensors:
-        where = _sensor_point(geometry.meta, sensor, xy)
+        where = sensor_point(geometry.meta, sensor, xy)
         assert where is not None  # only sensors with a place are drawn
         mark.set_data([where[0]], [where[1]])
     if drawing.labels:
@@ -291,13 +302,12 @@ def animate(mechanism: CompiledMechanism, t: Array, q: Array, path: Path, fps: i
     frames."""
     path = Path(path)
     writer = _movie_writer(path, fps)
-    duration = float(t[-1] - t[0])
-    frames = max(1, int(round(duration * fps)) + 1)
-    times = t[0] + np.arange(frames) / fps
-    rows = _rows_at(t, times)
+    times = frame_times(t, fps)
+    frames = len(times)
+    rows = rows_at(t, times)
     shown = [("", q[rows])]  # (title, states at the frames) per drawing
     if truth is not None:
-        shown = [("estimate", q[rows]), ("ground truth", truth[1][_rows_at(truth[0], times)])]
+        shown = [("estimate", q[rows]), ("ground truth", truth[1][rows_at(truth[0], times)])]
     scene = Scene(mechanism, shown, times, trace,
                   None if branches is None else branches[rows], view)
     _write_movie(scene, writer, path, frames, progress)
@@ -457,6 +467,17 @@ def _write_movie(scene: Scene, writer: Any, path: Path, frames: int,
     plt.close(scene.fig)
 
 
-def _rows_at(t: Array, times: Array) -> Array:
+def frame_times(t: Array, fps: int, limit: int | None = None) -> Array:
+    """The times (K,) of an animation's frames over the time column t (N,): one every
+    1/fps of simulated time; at most ``limit`` of them, spread evenly over the run, when
+    that would be more."""
+    duration = float(t[-1] - t[0])
+    frames = max(1, int(round(duration * fps)) + 1)
+    if limit is not None and frames > limit:
+        return np.linspace(t[0], t[-1], limit)
+    return t[0] + np.arange(frames) / fps
+
+
+def rows_at(t: Array, times: Array) -> Array:
     """For each of ``times``, the first row of the time column t (N,) at or after it."""
     return np.searchsorted(t, times).clip(0, len(t) - 1)
