@@ -186,6 +186,9 @@ class Mechanism:
     spatial_bodies: list[SpatialBody] = field(default_factory=list)
     joints: list[Joint] = field(default_factory=list)
     spatial_coordinates: list[SpatialCoordinate] = field(default_factory=list)
+    # a joint coordinate's lower and upper limits where the file gives them (a URDF's
+    # <limit>): recorded and reported, not enforced
+    limits: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def axes(self) -> str:

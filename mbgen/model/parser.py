@@ -11,6 +11,7 @@ from pathlib import Path
 
 import sympy as sp
 
+from mbgen.errors import MechanismError
 from mbgen.model.builder import MechanismBuilder, distance, file_dimension
 from mbgen.model.mechanism import (
     Body,
@@ -21,6 +22,7 @@ from mbgen.model.mechanism import (
     rigid_body_problem,
 )
 from mbgen.model.spatial_parser import SpatialBuilder
+from mbgen.model.urdf import located, read_urdf, urdf_mechanism_text
 from mbgen.model.yaml_nodes import Node, read_document, read_yaml_file
 
 
@@ -28,8 +30,23 @@ def load_mechanism(path: str | Path) -> Mechanism:
     """Read and validate a mechanism file (read by the one YAML file reader, with its size
     limit and its refusal of a FIFO or a device: :func:`read_yaml_file`)."""
     path = Path(path)
+    if path.suffix.lower() == ".urdf":
+        return load_urdf(path)
     text = read_yaml_file(path, "a mechanism file")
     return parse_mechanism(text, str(path), default_name=path.stem)
+
+
+def load_urdf(path: Path) -> Mechanism:
+    """A URDF robot as the spatial mechanism it is (:mod:`mbgen.model.urdf`): an error the
+    loader finds in the translation is named at the URDF element it comes from."""
+    robot = read_urdf(path)
+    text, origin = urdf_mechanism_text(robot)
+    try:
+        mechanism = parse_mechanism(text, str(path), default_name=path.stem)
+    except MechanismError as error:
+        raise located(error, str(path), origin) from None
+    mechanism.limits = robot.limits
+    return mechanism
 
 
 def parse_mechanism(text: str, file: str = "<string>",

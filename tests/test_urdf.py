@@ -1,0 +1,232 @@
+"""URDF robots (mbgen/model/urdf.py): located errors for every kind of bad file, the
+translation's names, limits and friction, and the compiled dynamics of the shipped arm
+(mechanisms/arm.urdf: a fixed link, a prismatic joint, damping and dry friction) against
+an independent Lagrangian model (tests/urdf_dynamics.py) and, where it is installed,
+Pinocchio: q̈, M, gravity, inverse dynamics and the Jacobians of q̈.
+
+Two routes are checked: the arm as shipped (its sliding joint keeps it on the KKT path of
+natural coordinates) and the same arm with the carriage turning instead of sliding (an
+open chain of revolute joints: the joint-space route, docs/dynamics.md)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import SHIPPED_DIR
+from urdf_dynamics import Robot, derivative
+
+from mbgen.errors import MechanismError
+from mbgen.model import load_mechanism
+from mbgen.runtime.compiled import CompiledMechanism
+
+ARM = SHIPPED_DIR / "arm.urdf"
+TEXT = ARM.read_text()
+# the carriage turning about the forearm's axis instead of sliding along it
+REVOLUTE = TEXT.replace('name="slide" type="prismatic"', 'name="slide" type="revolute"'
+                        ).replace('lower="0" upper="0.15"', 'lower="-1" upper="1"')
+
+
+def line_of(text: str, fragment: str) -> int:
+    return text[:text.index(fragment)].count("\n") + 1
+
+
+def fault(tmp_path: Path, text: str) -> MechanismError:
+    path = tmp_path / "bad.urdf"
+    path.write_text(text)
+    with pytest.raises(MechanismError) as caught:
+        load_mechanism(path)
+    return caught.value
+
+
+LOOP = """  <link name="loop_a"/>
+  <link name="loop_b"/>
+  <joint name="ab" type="fixed"><parent link="loop_a"/><child link="loop_b"/></joint>
+  <joint name="ba" type="fixed"><parent link="loop_b"/><child link="loop_a"/></joint>
+</robot>"""
+
+# (the change, the fragment of the changed text the error's line holds, its element, words)
+CASES = {
+    "unknown joint type": (('type="continuous"', 'type="screw"'), 'name="elbow"',
+                           "<joint name='elbow'>", "unknown joint type 'screw'"),
+    "missing parent": (('<parent link="flange"/>', '<parent link="nowhere"/>'),
+                       '<parent link="nowhere"/>', "<parent>", "'nowhere' is not a <link>"),
+    "a cycle": (("</robot>", LOOP), '<joint name="ab"', "<joint name='ab'>", "on a cycle"),
+    "two parents": (('<child link="carriage"/>', '<child link="upper_arm"/>'),
+                    '<joint name="slide"', "<joint name='slide'>", "already the child"),
+    "non-positive-definite inertia": (('ixx="0.001" ixy="0" ixz="0.0001"',
+                                       'ixx="-0.001" ixy="0" ixz="0.0001"'),
+                                      'ixx="-0.001"', "<inertia>", "positive"),
+    "mesh-only link": (('<link name="carriage">', '<link name="carriage">'),
+                       '<link name="carriage">', "<link name='carriage'>", "no <inertial>"),
+    "floating base": (('name="shoulder" type="revolute"', 'name="shoulder" type="floating"'),
+                      'name="shoulder"', "<joint name='shoulder'>", "floating base"),
+    "bad number": (('<mass value="0.8"/>', '<mass value="heavy"/>'), 'value="heavy"',
+                   "<mass>", "is not 1 number"),
+    "joint name": (('name="elbow"', 'name="elbow-1"'), 'name="elbow-1"',
+                   "<joint name='elbow-1'>", "an identifier"),
+    "entity": (('<?xml version="1.0"?>', '<?xml version="1.0"?>\n<!DOCTYPE robot [\n'
+                '<!ENTITY lol "lol">]>'), "<!DOCTYPE", "", "document type declaration"),
+    "malformed": (("</robot>", "</robt>"), "</robt>", "", "invalid XML"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_bad_urdf_is_a_located_error(tmp_path: Path, case: str) -> None:
+    (old, new), fragment, element, words = CASES[case]
+    assert old in TEXT
+    text = TEXT.replace(old, new, 1)
+    if case == "mesh-only link":  # the carriage's inertial gone, a mesh in its place
+        text = re.sub(r'(<link name="carriage">\s*)<inertial>.*?</inertial>',
+                      r'\1<visual><geometry><mesh filename="c.stl"/></geometry></visual>',
+                      text, flags=re.S)
+    error = fault(tmp_path, text)
+    assert words in error.message, error
+    assert error.file == str(tmp_path / "bad.urdf")
+    assert error.line == line_of(text, fragment), error
+    assert (error.key or "") == element, error
+
+
+def test_the_command_line_names_the_fault_without_a_traceback(
+        tmp_path: Path, run: Callable[..., tuple[int, str]]) -> None:
+    path = tmp_path / "bad.urdf"
+    path.write_text(TEXT.replace('type="continuous"', 'type="screw"'))
+    code, output = run("check", str(path))
+    assert code == 1
+    line = line_of(TEXT, 'name="elbow"')
+    assert f"bad.urdf:{line}" in output.replace("\n", "")
+    assert "Traceback" not in output
+
+
+def test_the_translation_keeps_the_joint_names_limits_and_friction() -> None:
+    mechanism = load_mechanism(ARM)
+    assert mechanism.independent == ["shoulder", "elbow", "slide"]
+    assert mechanism.limits == {"shoulder": (-2.9, 2.9), "slide": (0.0, 0.15)}
+    rubbing = {f.coordinate: (float(f.viscous), float(f.coulomb))
+               for f in mechanism.frictions}
+    assert rubbing == {"shoulder": (0.05, 0.02), "elbow": (0.03, 0.0), "slide": (0.5, 0.1)}
+    assert [b.name for b in mechanism.spatial_bodies] == ["upper_arm", "forearm", "carriage"]
+    # the flange's mass is the upper arm's (merged by its fixed joint)
+    assert float(mechanism.spatial_bodies[0].mass) == pytest.approx(1.5, rel=1e-15)
+
+
+def states(mech: CompiledMechanism, robot: Robot, count: int, seed: int
+           ) -> tuple[np.ndarray, ...]:
+    """Consistent mbgen states at random joint values and rates, and those values."""
+    rng = np.random.default_rng(seed)
+    names = robot.names
+    angles = rng.uniform(-0.7, 0.7, (count, len(names)))
+    angles[:, -1] = rng.uniform(0.0, 0.15, count) if robot.moving[-1].kind == "prismatic" \
+        else angles[:, -1]
+    rates = rng.normal(0.0, 1.0, (count, len(names)))
+    rates[np.abs(rates) < 0.05] = 0.3  # dry friction smooth at these rates
+    guess = np.repeat(mech.q0[None], count, axis=0)
+    guess[:, mech.coordinate_indices(names)] = angles
+    q = mech.solve_position(guess, z=names)
+    return q, mech.solve_velocity(q, rates, z=names), angles, rates
+
+
+@pytest.fixture(scope="module", params=["prismatic", "revolute"])
+def arm(request: pytest.FixtureRequest, compiled: Callable[[Path], CompiledMechanism],
+        tmp_path_factory: pytest.TempPathFactory) -> tuple[CompiledMechanism, Robot, float]:
+    """The compiled arm, its independent model and the tolerance of its route on q̈: the
+    joint-space route's is the issue's 1e-10; the KKT path in natural coordinates is
+    measured 3e-10 from both references (the same on its dense, sparse and unrolled
+    factorizations: the conditioning of the arm's natural coordinates, not the solver)."""
+    if request.param == "prismatic":
+        path = ARM
+    else:
+        path = tmp_path_factory.mktemp("urdf") / "arm-revolute.urdf"
+        path.write_text(REVOLUTE)
+    mech = compiled(path)
+    route = mech.meta["joint_space"]  # the z indices, or why there is no joint space
+    assert isinstance(route, list) == (request.param == "revolute"), route
+    return mech, Robot(path), 1e-9 if request.param == "prismatic" else 1e-10
+
+
+def relative(mine: np.ndarray, theirs: np.ndarray) -> float:
+    return float(np.max(np.abs(mine - theirs)) / np.max(np.abs(theirs)))
+
+
+def test_the_arm_moves_as_the_independent_model_says(
+        arm: tuple[CompiledMechanism, Robot, float]) -> None:
+    mech, robot, tolerance = arm
+    names = robot.names
+    index = mech.coordinate_indices(names)
+    q, qd, angles, rates = states(mech, robot, 6, seed=3)
+    torque = np.random.default_rng(4).normal(0.0, 1.0, angles.shape)
+    forces = np.zeros_like(q)
+    forces[:, index] = torque
+    zdd, jz, jzd, jq = mech.independent_dynamics(q, qd, forces, z=names)
+    for k in range(len(q)):
+        expected = robot.acceleration(angles[k], rates[k], torque[k])
+        assert relative(zdd[k], expected) <= tolerance
+        m_matrix = robot.mass_matrix(angles[k]).real
+        assert relative(np.linalg.inv(jq[k][:, index]), m_matrix) <= tolerance
+        a, r, t = angles[k], rates[k], torque[k]
+        assert relative(jz[k], derivative(
+            lambda x, r=r, t=t: robot.acceleration(x, r, t), a)) <= 1e-8
+        assert relative(jzd[k], derivative(
+            lambda x, a=a, t=t: robot.acceleration(a, x, t), r)) <= 1e-8
+    # inverse dynamics: the forces of a given motion, and at rest the gravity torques
+    wanted = np.random.default_rng(5).normal(0.0, 2.0, angles.shape)
+    for rates_now, accelerations in ((rates, wanted), (np.zeros_like(rates), 0 * wanted)):
+        velocities = mech.solve_velocity(q, rates_now, z=names)
+        qdd = mech.solve_acceleration(q, velocities, accelerations, z=names)
+        u, _ = mech.inverse_dynamics(q, velocities, qdd, actuated=names)
+        for k in range(len(q)):
+            expected = robot.inverse(angles[k], rates_now[k], accelerations[k])
+            assert relative(u[k], expected) <= 1e-9  # the KKT path on either route
+    still = mech.solve_velocity(q, np.zeros_like(rates), z=names)
+    u, _ = mech.inverse_dynamics(q, still, mech.solve_acceleration(
+        q, still, np.zeros_like(rates), z=names), actuated=names)
+    for k in range(len(q)):
+        assert relative(u[k], robot.gravity(angles[k]).real) <= tolerance
+
+
+def test_the_arm_agrees_with_pinocchio(arm: tuple[CompiledMechanism, Robot, float],
+                                       tmp_path: Path) -> None:
+    pin = pytest.importorskip("pinocchio")
+    mech, robot, tolerance = arm
+    path = tmp_path / "arm.urdf"
+    path.write_text(TEXT if robot.moving[-1].kind == "prismatic" else REVOLUTE)
+    model = pin.buildModelFromUrdf(str(path))
+    data = model.createData()
+    assert list(model.names)[1:] == robot.names
+
+    def configuration(values: np.ndarray) -> np.ndarray:  # a continuous joint: cos, sin
+        return np.concatenate([[np.cos(x), np.sin(x)] if j.nq == 2 else [x]
+                               for j, x in zip(model.joints[1:], values, strict=True)])
+
+    names = robot.names
+    index = mech.coordinate_indices(names)
+    q, qd, angles, rates = states(mech, robot, 6, seed=8)
+    torque = np.random.default_rng(9).normal(0.0, 1.0, angles.shape)
+    forces = np.zeros_like(q)
+    forces[:, index] = torque
+    zdd, jz, jzd, jq = mech.independent_dynamics(q, qd, forces, z=names)
+    for k in range(len(q)):
+        c, v = configuration(angles[k]), rates[k]
+        tau = torque[k] + robot.friction(v)  # Pinocchio's aba has no friction
+        assert relative(zdd[k], pin.aba(model, data, c, v, tau)) <= tolerance
+        m_matrix = pin.crba(model, data, c)
+        m_matrix = np.triu(m_matrix) + np.triu(m_matrix, 1).T
+        assert relative(np.linalg.inv(jq[k][:, index]), m_matrix) <= tolerance
+        pin.computeABADerivatives(model, data, c, v, tau)
+        minv = np.triu(data.Minv) + np.triu(data.Minv, 1).T
+        friction_v = derivative(robot.friction, v)  # ∂τ/∂v of the friction, diagonal
+        assert relative(jz[k], data.ddq_dq) <= 1e-8
+        assert relative(jzd[k], data.ddq_dv + minv @ friction_v) <= 1e-8
+        assert relative(jq[k][:, index], minv) <= 1e-8
+        still = mech.solve_velocity(q[k], np.zeros(len(names)), z=names)
+        u, _ = mech.inverse_dynamics(q[k], still, mech.solve_acceleration(
+            q[k], still, np.zeros(len(names)), z=names), actuated=names)
+        assert relative(u, pin.computeGeneralizedGravity(model, data, c)) <= tolerance
+        accelerations = np.random.default_rng(k).normal(0.0, 2.0, len(names))
+        qdd = mech.solve_acceleration(q[k], qd[k], accelerations, z=names)
+        u, _ = mech.inverse_dynamics(q[k], qd[k], qdd, actuated=names)
+        assert relative(u + robot.friction(v), pin.rnea(model, data, c, v, accelerations)
+                        ) <= 1e-9
