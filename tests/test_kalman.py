@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from conftest import REPO, SHIPPED_DIR, finite_difference_error
 
+from mbgen.cli.conventions import EXIT_BAD_INPUT, EXIT_UNTRUSTED, EXIT_USAGE, untrusted_path
 from mbgen.estimation.kalman import ErrorEKF
 from mbgen.runtime.compiled import CompiledMechanism
 
@@ -198,3 +199,98 @@ def test_the_filter_in_c_is_the_reference(fourbar_imu: CompiledMechanism) -> Non
         np.testing.assert_allclose(getattr(native_track, name), getattr(reference, name),
                                    rtol=1e-9, atol=1e-11, err_msg=name)
     np.testing.assert_array_equal(native_track.lost, reference.lost)
+
+
+def read_table(path: Path) -> tuple[list[str], np.ndarray]:
+    header = path.read_text().split("\n", 1)[0].split(",")
+    return header, np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
+
+
+@pytest.mark.parametrize("name", ["fourbar", "furuta", "slider-crank", "bricard",
+                                  "actuated-double-pendulum"])
+def test_estimate_ekf_tracks_every_shipped_mechanism_with_sensors(
+        run, tmp_path: Path, out_dir: Path, name: str) -> None:
+    """From the command line, on the readings of a simulation from q0: the estimate
+    holds the truth inside its 95 % interval about as often as it says, in the columns of
+    the particle filter's table (without the branch's) and ✓."""
+    path = SHIPPED_DIR / f"{name}.yaml"
+    truth, readings, estimate = (tmp_path / f"{n}.csv" for n in ("truth", "readings", "e"))
+    code, output = run("simulate", str(path), "--t-end", "1", "--dt", "1e-3", "--out",
+                       str(truth), "--sensors-out", str(readings), "--noise-sensor", "1e-3",
+                       "--build-dir", str(out_dir))
+    assert code == 0, output
+    code, output = run("estimate", str(path), "--data", str(readings), "--method", "ekf",
+                       "--noise-sensor", "1e-3", "--covariance", "--out", str(estimate),
+                       "--build-dir", str(out_dir))
+    assert code == 0 and "✓" in output and "errorEKF" in output, output
+    header, est = read_table(estimate)
+    true_header, true_q = read_table(truth)
+    assert header[:5] == ["t", header[1], f"{header[1]}_lo", f"{header[1]}_hi",
+                          f"{header[1]}_sigma"] and header[-2:] == ["nis", "lost"]
+    np.testing.assert_allclose(est[:, 0], true_q[:, 0], atol=1e-12)
+    inside = []
+    for column in true_header[1:]:
+        if f"{column}_sigma" not in header:
+            continue
+        value, sigma = est[:, header.index(column)], est[:, header.index(f"{column}_sigma")]
+        moving = sigma > 1e-9 * (1 + np.abs(value))  # not held fixed by the constraints
+        low, high = est[:, header.index(f"{column}_lo")], est[:, header.index(f"{column}_hi")]
+        truth_q = true_q[:, true_header.index(column)]
+        inside.append(((truth_q >= low) & (truth_q <= high))[moving])
+    coverage = np.concatenate(inside).mean()
+    assert 0.85 <= coverage <= 1.0, coverage
+
+
+def refusal(run, tmp_path: Path, out_dir: Path, path: Path, text: str, *extra: str
+            ) -> tuple[int, str]:
+    """estimate --method ekf on readings ``text``: (exit code, output), checking that
+    nothing was written."""
+    readings = tmp_path / "readings.csv"
+    readings.write_text(text)
+    out = tmp_path / "e.csv"
+    code, output = run("estimate", str(path), "--data", str(readings), "--out", str(out),
+                       "--build-dir", str(out_dir), *extra)
+    assert not out.exists() and not untrusted_path(out).exists()
+    assert not list(tmp_path.glob("e_*.png"))
+    return code, " ".join(output.split())
+
+
+@pytest.mark.parametrize(("mechanism", "text", "extra", "code", "message"), [
+    ("double-pendulum", "t,x\n0,1\n", ["--method", "ekf"], EXIT_USAGE, "has no sensors"),
+    ("fourbar", "t,coupler_gyro\n0,1\n0.002,1\n0.001,1\n", ["--method", "ekf"],
+     EXIT_BAD_INPUT, "readings.csv:4: time 0.001 is before line 3"),
+    ("fourbar", "t,coupler_gyro\n0,1\n0.001,1\n", ["--method", "ekf", "--unknown-forces",
+                                                     "x1,theta"], EXIT_USAGE,
+     "'theta' is not a coordinate of fourbar"),
+    ("fourbar", "t,coupler_gyro\n0,1\n0.001,1\n", ["--method", "ekf", "--unknown-forces",
+                                                     "x1,x1"], EXIT_USAGE,
+     "names a coordinate twice"),
+    ("fourbar", "t,coupler_gyro\n0,1\n0.001,1\n", ["--unknown-forces", "x1"], EXIT_USAGE,
+     "options of --method ekf only"),
+    ("fourbar", "t,coupler_gyro\n0,1\n0.001,1\n", ["--method", "ekf", "--particles", "9"],
+     EXIT_USAGE, "--particles is an option of --method particle only"),
+    ("fourbar", "t,coupler_gyro\n0,1\n0.001,1\n", ["--method", "kalman"], EXIT_USAGE,
+     "Invalid value for '--method'"),
+])
+def test_estimate_ekf_refuses_broken_input_and_writes_nothing(
+        run, tmp_path: Path, out_dir: Path, mechanism: str, text: str, extra: list[str],
+        code: int, message: str) -> None:
+    got, output = refusal(run, tmp_path, out_dir, SHIPPED_DIR / f"{mechanism}.yaml", text,
+                          *extra)
+    assert got == code and message in output, output
+
+
+def test_an_ekf_that_loses_the_state_is_not_trusted(run, tmp_path: Path,
+                                                    out_dir: Path) -> None:
+    """Readings the model cannot explain (a gyroscope reading a rate far beyond what the
+    state's covariance allows, at σ 1e-3): exit 4, the table kept as .untrusted.csv."""
+    readings = tmp_path / "readings.csv"
+    rows = [f"{k * 1e-3:.3f},{0.0 if k < 100 else 5.0}" for k in range(200)]
+    readings.write_text("t,coupler_gyro\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "e.csv"
+    code, output = run("estimate", str(SHIPPED_DIR / "fourbar.yaml"), "--data", str(readings),
+                       "--method", "ekf", "--noise-sensor", "1e-3", "--out", str(out),
+                       "--build-dir", str(out_dir))
+    text = " ".join(output.split())
+    assert code == EXIT_UNTRUSTED and "lost the state" in text and "✓" not in text, text
+    assert not out.exists() and untrusted_path(out).exists()

@@ -1,4 +1,5 @@
-"""`mbgen estimate`: track a mechanism from a readings file with the particle filter."""
+"""`mbgen estimate`: track a mechanism from a readings file with the particle filter or the
+errorEKF in independent coordinates."""
 
 from __future__ import annotations
 
@@ -30,6 +31,12 @@ from mbgen.runtime.integration import PREDICTORS
 
 if TYPE_CHECKING:
     from mbgen.estimation.particle_filter import Track
+    from mbgen.runtime.compiled import CompiledMechanism
+
+#: The estimators, by --method (the first the default).
+METHODS = ("particle", "ekf")
+#: Options that only the particle filter takes.
+PARTICLE_ONLY = ("particles", "pool", "seed", "integrator")
 
 
 @click.command(cls=Command, renamed={"--sensors": "--data", "--sigma-a": "--noise-accel",
@@ -42,6 +49,16 @@ if TYPE_CHECKING:
               help="Readings CSV: t [s], then one column per sensor label and per "
               "accelerometer label (empty: no reading); `mbgen simulate --sensors-out` "
               "writes one.")
+@click.option("--method", type=click.Choice(METHODS), default=METHODS[0], show_default=True,
+              help="particle: the particle filter (finds the assembly branch; "
+              "docs/estimation.md); ekf: the errorEKF in independent coordinates on the "
+              "branch of the file's q0 (real time, input estimation).")
+@click.option("--unknown-forces", "unknown_forces", default=None, metavar="C1,C2",
+              help="ekf: estimate the generalized forces at these coordinates too (a "
+              "random walk, --noise-force), written as force_<c>.")
+@click.option("--noise-force", "sigma_f", type=POSITIVE, default=defaults.NOISE_FORCE,
+              show_default=True, help="ekf: the unknown forces' random-walk intensity "
+              "[N/√s on point coordinates, N·m/√s on angles].")
 @click.option("--particles", type=click.IntRange(min=1), default=defaults.PARTICLES,
               show_default=True,
               help="Particles that carry the belief after the first readings (fewer make "
@@ -65,7 +82,8 @@ if TYPE_CHECKING:
               help="Seed of the filter's random numbers: the same seed, the same estimate.")
 @click.option("--spread", type=POSITIVE, default=None,
               help="Initial belief within ±SPREAD of q0 in every coordinate [m or rad] "
-              "[default: every configuration the mechanism can take, in every branch].")
+              "[default: every configuration the mechanism can take, in every branch; "
+              f"ekf: the initial σ of z, default {defaults.EKF_SPREAD:g}].")
 @click.option("--speed", type=NON_NEGATIVE, default=defaults.SPEED, show_default=True,
               help="Initial velocities uniform within ±SPEED per coordinate [m/s or rad/s].")
 @click.option("--out", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -76,28 +94,33 @@ if TYPE_CHECKING:
 @PARAM
 @max_steps_option("filter steps")
 @BUILD_DIR
-def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a: float,
+def estimate(file: Path, readings_path: Path, method: str, unknown_forces: str | None,
+             sigma_f: float, particles: int, pool: int, sigma_a: float,
              sigma_s: float | None, dt: float | None, integrator: str, seed: int,
              spread: float | None, speed: float, csv_path: Path, covariance: bool, plot: bool,
              param_values: tuple[tuple[str, float], ...], max_steps: int,
              build_dir: Path | None) -> None:
-    """Estimate FILE's state and assembly branch from sensor readings: writes t, each
-    coordinate's expected value with <name>_lo/<name>_hi (95 %), ess, restart (1 where
-    the filter started over) and p_branch<k>. A filter that started over and has not
-    weighed enough readings since ends with exit code 4."""
+    """Estimate FILE's state (and, with the particle filter, its assembly branch) from
+    sensor readings: writes t, each coordinate's expected value with <name>_lo/<name>_hi
+    (95 %), then ess, restart (1 where the filter started over) and p_branch<k> (particle)
+    or force_<c> with its interval, nis and lost (ekf). An estimate that is not to be
+    trusted ends with exit code 4."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from mbgen.cli import load_with_status
-    from mbgen.estimation.particle_filter import (
-        MAX_SPEED,
-        ParticleFilter,
-        belief_bytes,
-        filter_step,
-        readings_between_steps,
-    )
-    from mbgen.io.readings import read_readings
+    from mbgen.estimation.particle_filter import MAX_SPEED, ParticleFilter, belief_bytes
     from mbgen.io.tables import write_table
 
+    context = click.get_current_context()
+    if method != "particle":
+        given = [name for name in PARTICLE_ONLY if context.get_parameter_source(name)
+                 == click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise click.UsageError(f"--{given[0]} is an option of --method particle only")
+    elif unknown_forces is not None or context.get_parameter_source("sigma_f") == \
+            click.core.ParameterSource.COMMANDLINE:
+        raise click.UsageError("--unknown-forces and --noise-force are options of --method "
+                               "ekf only")
     for out in (csv_path, untrusted_path(csv_path)):  # where an untrusted estimate goes too
         check_paths({"FILE": file, "--data": readings_path},
                     {"--out": out, "--plot": plot_paths(out, "estimate") if plot else None})
@@ -106,6 +129,10 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
                                  "variance the filter computes with", param_hint="--speed")
     mech, _ = load_with_status(file, build_dir)
     apply_parameters(mech, param_values)
+    if method == "ekf":
+        _kalman(mech, file, readings_path, unknown_forces, sigma_f, sigma_a, sigma_s, dt,
+                spread, speed, csv_path, covariance, plot, max_steps)
+        return
     # the initial belief's particles, allocated at once: refused beyond memory
     belief = particles * pool
     check_work(belief, belief, f"particles in the initial belief (--particles {particles} "
@@ -114,25 +141,8 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
         raise click.UsageError(no_sensors(
             file, mech.accelerometer_labels, "which the filter weighs alongside sensors of "
             "the state only (alone, its intervals come out too narrow: docs/estimation.md)"))
-    t, readings = read_readings(readings_path, [*mech.sensor_labels,
-                                                *mech.accelerometer_labels])
-    try:
-        step, steps = filter_step(t, dt)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--dt") from None
-    check_work(steps, max_steps, f"filter steps (t = {t[0]:g} to {t[-1]:g} s every "
-               f"{step:g} s)", "--max-steps", 16.0 * (3 * mech.n + 8))
-    left_out = readings_between_steps(t, step)
-    if left_out:
-        status_console.print(f"[yellow]![/] {left_out} of {len(t)} readings fall between "
-                             f"filter steps of {step:g} s and are not used (a smaller --dt "
-                             "uses them)")
-    try:
-        noise = mech.sensor_noise(sigma_s)
-    except MbgenError as exc:
-        raise click.BadParameter(f"{exc}, or here", param_hint="--noise-sensor") from None
-    # the accelerometers' own units (m/s²): only from the file (none declared: bad input)
-    accelerometer_noise = mech.accelerometer_noise()
+    t, readings, step, steps = _readings(mech, readings_path, dt, max_steps)
+    noise, accelerometer_noise = _noises(mech, sigma_s)
     try:
         observer = ParticleFilter(mech, particles=particles, sigma_a=sigma_a,
                                   sigma_s=noise, seed=seed, spread=spread,
@@ -163,6 +173,109 @@ def estimate(file: Path, readings_path: Path, particles: int, pool: int, sigma_a
     pictures = _plot(header, data, names, labels, mech.coordinate_units, csv_path,
                      mathtext(mech.name)) if plot else []
     report(track, mech.name, step, particles, csv_path, pictures)
+
+
+def _readings(mech: CompiledMechanism, readings_path: Path, dt: float | None,
+              max_steps: int) -> tuple[np.ndarray, np.ndarray, float, int]:
+    """The readings file's t (N,) and readings (N, sensors + accelerometers), the filter's
+    step and its number of steps (refused beyond --max-steps), saying how many readings
+    fall between steps."""
+    from mbgen.estimation.particle_filter import filter_step, readings_between_steps
+    from mbgen.io.readings import read_readings
+
+    t, readings = read_readings(readings_path, [*mech.sensor_labels,
+                                                *mech.accelerometer_labels])
+    try:
+        step, steps = filter_step(t, dt)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--dt") from None
+    check_work(steps, max_steps, f"filter steps (t = {t[0]:g} to {t[-1]:g} s every "
+               f"{step:g} s)", "--max-steps", 16.0 * (3 * mech.n + 8))
+    left_out = readings_between_steps(t, step)
+    if left_out:
+        status_console.print(f"[yellow]![/] {left_out} of {len(t)} readings fall between "
+                             f"filter steps of {step:g} s and are not used (a smaller --dt "
+                             "uses them)")
+    return t, readings, step, steps
+
+
+def _noises(mech: CompiledMechanism, sigma_s: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """The sensors' reading noise (--noise-sensor or the file's) and the accelerometers'
+    (their own units, m/s²: only from the file; none declared is bad input)."""
+    try:
+        noise = mech.sensor_noise(sigma_s)
+    except MbgenError as exc:
+        raise click.BadParameter(f"{exc}, or here", param_hint="--noise-sensor") from None
+    return noise, mech.accelerometer_noise()
+
+
+def _force_coordinates(mech: CompiledMechanism, text: str | None) -> list[str]:
+    """--unknown-forces as coordinate names (none given: none), each once."""
+    if text is None:
+        return []
+    names = [name.strip() for name in text.split(",")]
+    for name in names:
+        if name not in mech.coordinate_names:
+            raise click.BadParameter(
+                f"{name!r} is not a coordinate of {mech.name} (coordinates: "
+                f"{', '.join(mech.coordinate_names)})", param_hint="--unknown-forces")
+    if len(set(names)) != len(names):
+        raise click.BadParameter(f"{text!r} names a coordinate twice",
+                                 param_hint="--unknown-forces")
+    return names
+
+
+def _kalman(mech: CompiledMechanism, file: Path, readings_path: Path,
+            unknown_forces: str | None, sigma_f: float, sigma_a: float,
+            sigma_s: float | None, dt: float | None, spread: float | None, speed: float,
+            csv_path: Path, covariance: bool, plot: bool, max_steps: int) -> None:
+    """estimate --method ekf: the errorEKF from the file's q0 at rest (σ of z SPREAD/√3,
+    of ż SPEED/√3: the particle filter's uniform belief's), on q0's branch."""
+    from mbgen.estimation.kalman import ErrorEKF, KalmanError
+    from mbgen.io.tables import write_table
+
+    if not mech.sensor_labels and not mech.accelerometer_labels:
+        raise click.UsageError(no_sensors(file, []))
+    forces = _force_coordinates(mech, unknown_forces)
+    t, readings, step, steps = _readings(mech, readings_path, dt, max_steps)
+    noise, accelerometer_noise = _noises(mech, sigma_s)
+    root3 = np.sqrt(3.0)
+    try:
+        ekf = ErrorEKF(mech, sigma_a=sigma_a, sigma_s=noise, sigma_acc=accelerometer_noise,
+                       unknown_forces=forces, sigma_f=sigma_f,
+                       spread=(defaults.EKF_SPREAD if spread is None else spread) / root3,
+                       speed=speed / root3, force_spread=defaults.EKF_FORCE_SPREAD)
+    except KalmanError as exc:
+        raise click.ClickException(str(exc)) from None
+    with np.errstate(invalid="ignore", divide="ignore"):  # NaN is checked below
+        track = ekf.run(t, readings, step)
+    names = mech.coordinate_names
+    header, data = track.table(names, forces, sigma=covariance)
+    if not np.isfinite(data[:, :-2]).all() or not len(data):
+        raise UntrustedResultError(
+            "the errorEKF's estimate is not finite or empty (its state could not be "
+            "assembled from the start): nothing written")
+    doubt = track.distrust()
+    if doubt:  # kept for a look, never under the name asked for
+        csv_path = untrusted_path(csv_path)
+        check_paths({"FILE": file, "--data": readings_path}, {"--out": csv_path})
+    write_table(csv_path, header, data)
+    labels = [f"{name} [{unit}]" for name, unit in zip(names, mech.coordinate_units,
+                                                        strict=True)]
+    pictures = _plot(header, data, names, labels, mech.coordinate_units, csv_path,
+                     mathtext(mech.name), "errorEKF") if plot else []
+    z = ", ".join(names[i] for i in ekf.zi)
+    final = "; forces at the end " + ", ".join(
+        f"{c} {v:.4g} ± {1.96 * sd:.2g}" for c, v, sd in zip(
+            forces, track.force[-1], track.sigma_force[-1], strict=True)) if forces else ""
+    mark = "[red]✗[/]" if doubt else "[green]✓[/]"
+    status_console.print(f"{mark} {escape(mech.name)}: {len(track.t)} steps of {step:g} s, "
+                         f"errorEKF on the branch of q0 (z: {escape(z)}, chosen again "
+                         f"{ekf.switches} time(s)){escape(final)}")
+    status_console.print(escape(f"  wrote {csv_path}"
+                                + "".join(f"\n  wrote {p}" for p in pictures)))
+    if doubt:
+        raise UntrustedResultError(f"{doubt}; the estimate is in {csv_path}")
 
 
 def report(track: Track, name: str, step: float, particles: int, csv_path: Path,
@@ -198,7 +311,8 @@ def report(track: Track, name: str, step: float, particles: int, csv_path: Path,
 
 
 def _plot(header: list[str], data: np.ndarray, names: list[str], labels: list[str],
-          units: list[str], csv_path: Path, title: str) -> list[Path]:
+          units: list[str], csv_path: Path, title: str,
+          method: str = "particle-filter") -> list[Path]:
     """The estimate of each coordinate simulate's plot shows (its positions and angles,
     not a spatial file's unit-vector components: io.figures.coordinate_panels) with its
     95 % band, and the branch probabilities, from the table's columns by name."""
@@ -224,8 +338,10 @@ def _plot(header: list[str], data: np.ndarray, names: list[str], labels: list[st
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("t [s]")
-    axes[0, 0].set_title(f"{title}: particle-filter estimate")
+    axes[0, 0].set_title(f"{title}: {method} estimate")
     written.append(save_figure(fig, plot_path(csv_path, "estimate"), dpi=100))
+    if not branch_columns(header):  # a filter on one branch
+        return written
     fig, ax = plt.subplots(figsize=(9, 3.5))
     for b, branch in enumerate(branch_columns(header)):
         ax.plot(t, column[branch], label=f"branch {b}")

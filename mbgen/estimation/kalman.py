@@ -48,6 +48,11 @@ LOST = 30.0
 #: a ratio, for hysteresis: no switching back and forth between two choices about as
 #: good).
 RESELECT = 4.0
+#: The mean normalized innovation squared per reading above which the filter's intervals
+#: are too narrow for its readings (its expectation is 1; over the at least
+#: NIS_READINGS readings of a run its sampling spread is a few per cent).
+NIS_LIMIT = 2.0
+NIS_READINGS = 50
 #: 95 % two-sided interval of a Gaussian, in σ.
 Z95 = 1.959963984540054
 
@@ -72,6 +77,29 @@ class KalmanTrack:
     weighed: Array  # (N,) bool: the step weighed a reading
     lost: Array  # (N,) bool: a reading beyond LOST σ of the prediction
     failed: bool = False  # the state could not be assembled: the track stops there
+    readings: Array | None = None  # (N,) readings weighed per step
+
+    def distrust(self) -> str | None:
+        """Why the track is not to be trusted, in words (None: it is): a state that could
+        not be assembled, readings beyond LOST σ of the prediction, or innovations larger
+        on average than the covariance allows (the intervals too narrow)."""
+        if self.failed:
+            end = f"{self.t[-1]:g} s" if len(self.t) else "the start"
+            return (f"the filter's state could not be assembled after t = {end} (a position "
+                    "or velocity problem failed: a dead point or a diverged estimate)")
+        if self.lost.any():
+            at = self.t[self.lost]
+            return (f"{len(at)} reading(s) lay more than {LOST:g} σ from the prediction, "
+                    f"the first at t = {at[0]:g} s: the filter lost the state")
+        count = int(self.readings.sum()) if self.readings is not None else 0
+        if count >= NIS_READINGS:
+            ratio = float(np.nansum(self.nis)) / count
+            if ratio > NIS_LIMIT:
+                return (f"its innovations are {np.sqrt(ratio):.3g} times larger than its "
+                        "covariance says (mean normalized innovation squared "
+                        f"{ratio:.3g} per reading, above {NIS_LIMIT:g}): the intervals are "
+                        "too narrow (raise --noise-accel, or check --noise-sensor)")
+        return None
 
     def table(self, names: Sequence[str], force_names: Sequence[str] = (),
               sigma: bool = False) -> tuple[list[str], Array]:
@@ -330,9 +358,10 @@ class ErrorEKF:
         at_step = (row < len(t)) & (np.abs(t[rows] - times) < step / 2)
         y = np.full((len(times), len(self.sigma_s) + len(self.sigma_acc)), np.nan)
         y[at_step] = np.asarray(readings, dtype=float)[rows[at_step]]
-        weighed = np.isfinite(y).any(axis=1)
+        count = np.isfinite(y).sum(axis=1)
+        weighed = count > 0
         if native:
-            return self._run_native(times, step, y, weighed)
+            return self._run_native(times, step, y, count)
         n, nf, N = self.mech.n, len(self.forces), len(times)
         out = {name: np.full((N, n), np.nan) for name in ("q", "qd", "qdd", "sq", "sqd")}
         force, sforce = np.full((N, nf), np.nan), np.full((N, nf), np.nan)
@@ -357,9 +386,9 @@ class ErrorEKF:
         cut = slice(0, done)
         return KalmanTrack(times[cut], out["q"][cut], out["qd"][cut], out["qdd"][cut],
                            out["sq"][cut], out["sqd"][cut], force[cut], sforce[cut],
-                           nis[cut], weighed[cut], lost[cut], failed)
+                           nis[cut], weighed[cut], lost[cut], failed, count[cut])
 
-    def _run_native(self, times: Array, step: float, y: Array, weighed: Array
+    def _run_native(self, times: Array, step: float, y: Array, count: Array
                     ) -> KalmanTrack:
         """run() in one C call; the filter's state afterwards is where the C left it."""
         got = self.mech.kalman_run(self.q, self.qd, self.zi, self.forces, self.f, self.P, y,
@@ -370,8 +399,8 @@ class ErrorEKF:
         self.switches += got.switches
         done = len(got.q)
         return KalmanTrack(times[:done], got.q, got.qd, got.qdd, got.sigma_q, got.sigma_qd,
-                           got.force, got.sigma_force, got.nis, weighed[:done], got.lost,
-                           got.status != 0)
+                           got.force, got.sigma_force, got.nis, count[:done] > 0,
+                           got.lost, got.status != 0, count[:done])
 
 
 def _is_state_failure(exc: Exception) -> bool:
