@@ -4,7 +4,7 @@ errorEKF in independent coordinates."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 import numpy as np
@@ -109,7 +109,6 @@ def estimate(file: Path, readings_path: Path, method: str, unknown_forces: str |
 
     from mbgen.cli import load_with_status
     from mbgen.estimation.particle_filter import MAX_SPEED, ParticleFilter, belief_bytes
-    from mbgen.io.tables import write_table
 
     context = click.get_current_context()
     if method != "particle":
@@ -164,14 +163,8 @@ def estimate(file: Path, readings_path: Path, method: str, unknown_forces: str |
             f"the estimate is not finite from t = {data[broken[0], 0]:g} s on (the "
             f"particles' prediction over steps of {step:g} s diverged): nothing written; a "
             "smaller --dt may help")
-    if not track.recovered:  # kept for a look, never under the name asked for
-        csv_path = untrusted_path(csv_path)
-        check_paths({"FILE": file, "--data": readings_path}, {"--out": csv_path})
-    write_table(csv_path, header, data)
-    labels = [f"{name} [{unit}]" for name, unit in zip(names, mech.coordinate_units,
-                                                        strict=True)]
-    pictures = _plot(header, data, names, labels, mech.coordinate_units, csv_path,
-                     mathtext(mech.name)) if plot else []
+    csv_path, pictures = _written(mech, file, readings_path, csv_path, header, data, names,
+                                  not track.recovered, plot)
     report(track, mech.name, step, particles, csv_path, pictures)
 
 
@@ -232,7 +225,6 @@ def _kalman(mech: CompiledMechanism, file: Path, readings_path: Path,
     """estimate --method ekf: the errorEKF from the file's q0 at rest (σ of z SPREAD/√3,
     of ż SPEED/√3: the particle filter's uniform belief's), on q0's branch."""
     from mbgen.estimation.kalman import ErrorEKF, KalmanError
-    from mbgen.io.tables import write_table
 
     if not mech.sensor_labels and not mech.accelerometer_labels:
         raise click.UsageError(no_sensors(file, []))
@@ -256,14 +248,8 @@ def _kalman(mech: CompiledMechanism, file: Path, readings_path: Path,
             "the errorEKF's estimate is not finite or empty (its state could not be "
             "assembled from the start): nothing written")
     doubt = track.distrust()
-    if doubt:  # kept for a look, never under the name asked for
-        csv_path = untrusted_path(csv_path)
-        check_paths({"FILE": file, "--data": readings_path}, {"--out": csv_path})
-    write_table(csv_path, header, data)
-    labels = [f"{name} [{unit}]" for name, unit in zip(names, mech.coordinate_units,
-                                                        strict=True)]
-    pictures = _plot(header, data, names, labels, mech.coordinate_units, csv_path,
-                     mathtext(mech.name), "errorEKF") if plot else []
+    csv_path, pictures = _written(mech, file, readings_path, csv_path, header, data, names,
+                                  bool(doubt), plot, "errorEKF")
     z = ", ".join(names[i] for i in ekf.zi)
     final = "; forces at the end " + ", ".join(
         f"{c} {v:.4g} ± {1.96 * sd:.2g}" for c, v, sd in zip(
@@ -308,6 +294,24 @@ def report(track: Track, name: str, step: float, particles: int, csv_path: Path,
             f"the filter started over at t = {track.t[track.reinitialized][-1]:g} s and "
             f"weighed fewer than {RECOVERY_READINGS} readings after that: the estimate is "
             f"in {csv_path} (check --noise-sensor and --noise-accel against the data)")
+
+
+def _written(mech: Any, file: Path, readings_path: Path, csv_path: Path, header: list[str],
+             data: Any, names: list[str], untrusted: bool, plot: bool,
+             method: str = "particle-filter") -> tuple[Path, list[Path]]:
+    """The estimate written (an untrusted one beside the name asked for, never under it)
+    and its pictures: where it went and the pictures' paths."""
+    from mbgen.io.tables import write_table
+
+    if untrusted:
+        csv_path = untrusted_path(csv_path)
+        check_paths({"FILE": file, "--data": readings_path}, {"--out": csv_path})
+    write_table(csv_path, header, data)
+    labels = [f"{name} [{unit}]" for name, unit in zip(names, mech.coordinate_units,
+                                                        strict=True)]
+    pictures = _plot(header, data, names, labels, mech.coordinate_units, csv_path,
+                     mathtext(mech.name), method) if plot else []
+    return csv_path, pictures
 
 
 def _plot(header: list[str], data: np.ndarray, names: list[str], labels: list[str],
