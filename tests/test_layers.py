@@ -90,3 +90,65 @@ def test_the_readme_layout_lists_every_package() -> None:
                       and ((p / "__init__.py").exists() or p.name == "csrc"))
     missing = [name for name in packages if f"`mbgen/{name}/`" not in layout]
     assert not missing, f"README.md's Layout lacks {missing}"
+
+
+ROOT = PACKAGE.parent
+
+
+def defined_names(module: Path) -> set[str]:
+    """The top-level functions, classes and assigned names of a module, and its classes'
+    members as ``Class.member``."""
+    names: set[str] = set()
+    for node in ast.parse(module.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+        if isinstance(node, ast.ClassDef):
+            names |= {f"{node.name}.{member.name}" for member in node.body
+                      if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return names
+
+
+def cited_target_missing(token: str) -> str | None:
+    """Why a name docs/architecture.md cites in backquotes names nothing in the tree, or
+    None: a path (`cli/simulate.py`, `csrc/*.cpp`), a module's member
+    (`io/datafile.read_data`, `calls.Core`), or a module, package or top-level name."""
+    token = token.removesuffix("()")
+    if not token or any(c in token for c in " (=@,"):
+        return None  # a snippet of code, not a name
+    if "/" in token:
+        if any(True for base in (ROOT, PACKAGE) for _ in base.glob(token.rstrip("/"))):
+            return None
+        folder, _, leaf = token.rpartition("/")
+        module, _, member = leaf.partition(".")
+        found = [m for base in (ROOT, PACKAGE) for m in [base / folder / f"{module}.py"]
+                 if m.exists()]
+        if not found or not member:
+            return f"`{token}`: no file {token}"
+        if member not in defined_names(found[0]):
+            return f"`{token}`: {found[0].relative_to(ROOT)} defines no {member}"
+        return None
+    *owner, name = token.removeprefix("mbgen.").split(".")
+    if owner:
+        modules = [m for m in PACKAGE.rglob(f"{owner[-1]}.py")]
+        if not any(name in defined_names(m) for m in modules) and not list(
+                PACKAGE.rglob(f"{owner[-1]}/{name}.py")):
+            return f"`{token}`: no module {owner[-1]} defining {name}"
+        return None
+    if list(PACKAGE.rglob(f"{name}.py")) or list(PACKAGE.rglob(name)) or any(
+            name in defined_names(m) for m in PACKAGE.rglob("*.py")) or any(
+            name in j2.read_text() for j2 in (ROOT / "templates").glob("*.j2")):
+        return None
+    return f"`{token}`: names no module, package or definition in mbgen/"
+
+
+def test_the_architecture_page_names_what_exists() -> None:
+    """Every module, file and name docs/architecture.md cites is in the tree: a page that
+    describes a house that was rebuilt misleads whoever adds to it."""
+    import re
+
+    tokens = re.findall(r"`([^`]+)`", DOCS.read_text())
+    missing = [why for why in map(cited_target_missing, tokens) if why]
+    assert not missing, "\n".join(missing)

@@ -1,8 +1,8 @@
 """NumPy face of a compiled mechanism: every method takes one state or a batch.
 
 The face describes the mechanism (names, sizes, units, parameters) and shows the members
-of its parts as its own. Each part binds one C file of the core (mbgen/csrc/) and gets
-what it uses through its constructor:
+of its parts as its own. Each part binds the C files of one job of the core (mbgen/csrc/)
+and gets what it uses through its constructor:
 
 - ``mech.core`` (calls.Core): the module's ffi, lib and model, the parameter buffer,
   pointer and batch conversions, statuses;
@@ -11,7 +11,7 @@ what it uses through its constructor:
   ``mb_plan_*``;
 - ``mech.dynamics`` (dynamics.Dynamics): dynamics.c;
 - ``mech.inverse`` (inverse.Inverse): inverse.c;
-- ``mech.integrators`` (integration.Integrators): simulate.c and variational.c;
+- ``mech.integrators`` (integration.Integrators): simulate.c, sweep.c and variational.c;
 - ``mech.particles`` (particles.Particles): particles.c and stats.c;
 - ``mech.kalman`` (kalman.KalmanFilters): kalman.c;
 - ``mech.coordinates`` (coordinates.Coordinates): names, units, the choice of z (no C);
