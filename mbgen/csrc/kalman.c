@@ -12,7 +12,13 @@
  * V = ∂q̇/∂z at fixed ż), accelerometers through q̈'s exact Jacobians, Joseph form; then
  * q, q̇ follow from the position and velocity problems at the corrected z, ż, and z is
  * chosen again by full pivoting where max |R| grew `reselect` times beyond that
- * choice's (P carried by the exact map between the two). */
+ * choice's (P carried by the exact map between the two).
+ *
+ * The UKF (mb_ukf_run; reference mbgen/estimation/ukf.py) shares the state, the RK4 with
+ * stage assembly, the reading noise, the correction's assembly and the re-choice of z,
+ * and replaces the linearizations by the unscented transform: the prediction carries the
+ * sigma points of (x, ε) through RK4, the update reads the sigma points of (x̄, P), each
+ * point assembled on the branch from the mean's q moved to first order. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -38,6 +44,7 @@ typedef struct {
     double *A, *Rm, *Vm, *R2, *V2, *phiq, *rate;
     double *h, *H, *N, *S, *K, *X, *nu, *seen_y;
     double *hq, *hqd, *hv, *qdd, *Jq, *Jqd, *JQ, *aq, *aqdd, *av, *B;
+    double *Pa, *chi, *Y, *xm, *ym, *Pxy, *qs, *qds, *qc, *qdc, *pt;  /* the UKF's */
     double* scratch;
 } kf_filter;
 
@@ -78,7 +85,9 @@ static int kf_init(kf_filter* f, const mb_plan* plan, const mb_options* opt, con
                  + (long)n * n + 4L * n * d + 2 * mm * n     /* A Rm Vm R2 V2 phiq rate */
                  + k + k * s + 3 * k * k + 2 * k * s + k + k  /* h H N S K X nu seen_y */
                  + 3L * ns * n                             /* hq hqd hv */
-                 + n + 3L * n * n + 3L * na * n + (long)na * d + 16;
+                 + n + 3L * n * n + 3L * na * n + (long)na * d + 16
+                 + (s + d) * (s + d) + (2 * (s + d) + 1) * s      /* Pa chi */
+                 + (2 * s + 1) * k + (s + d) + k + s * k + 4L * n + (s + d);  /* Y .. pt */
     f->scratch = (double*)malloc(sizeof(double) * (size_t)total);
     f->zi = (int*)malloc(sizeof(int) * (size_t)(2 * d + n + 1));
     f->w = mb_workspace_new(plan, opt, 1);
@@ -110,6 +119,11 @@ static int kf_init(kf_filter* f, const mb_plan* plan, const mb_options* opt, con
     f->JQ = kf_take(&c, (long)n * n);
     f->aq = kf_take(&c, (long)na * n); f->aqdd = kf_take(&c, (long)na * n);
     f->av = kf_take(&c, (long)na * n); f->B = kf_take(&c, (long)na * d);
+    const long L = s + d;
+    f->Pa = kf_take(&c, L * L); f->chi = kf_take(&c, (2 * L + 1) * s);
+    f->Y = kf_take(&c, (2 * s + 1) * k); f->xm = kf_take(&c, L); f->ym = kf_take(&c, k);
+    f->Pxy = kf_take(&c, s * k); f->qs = kf_take(&c, n); f->qds = kf_take(&c, n);
+    f->qc = kf_take(&c, n); f->qdc = kf_take(&c, n); f->pt = kf_take(&c, L);
     return MB_OK;
 }
 
@@ -168,39 +182,45 @@ static int kf_state_maps(kf_filter* f, const double* q, const double* qd, const 
     return MB_OK;
 }
 
-/* One RK4 step of (z, ż) from (q, q̇) under the forces f, and F, G. */
-static int kf_predict(kf_filter* f, double* q, double* qd, const double* force, double* P, double dt,
-                   double sigma_a, double sigma_f)
+/* One RK4 step of (z, ż) from (q, q̇) (in place, the end's) under f->Q, with eps (d,
+ * NULL: none) added to z̈ over the step; with `jacobians`, the chain rule through the
+ * stages into f->dtotal (∂ of the stages' weighted sum over (z, ż, f, ε)). */
+static int kf_rk4(kf_filter* f, double* q, double* qd, const double* eps, double dt,
+                  int jacobians)
 {
     const int n = f->n, d = f->d, nf = f->nf, s = f->s, wd = f->width, dd = 2 * d;
     static const double c[4] = {0.0, 0.5, 0.5, 1.0}, weight[4] = {1.0, 2.0, 2.0, 1.0};
-    mb_zero(f->Q, n);
-    for (int j = 0; j < nf; ++j) f->Q[f->forces[j]] = force[j];
     for (int j = 0; j < d; ++j) {
         f->start[j] = q[f->zi[j]];
         f->start[d + j] = qd[f->zi[j]];
     }
     mb_zero(f->prev, dd);
-    mb_zero(f->dprev, (long)dd * wd);
     mb_zero(f->total, dd);
-    mb_zero(f->dtotal, (long)dd * wd);
+    if (jacobians) {
+        mb_zero(f->dprev, (long)dd * wd);
+        mb_zero(f->dtotal, (long)dd * wd);
+    }
     for (int stage = 0; stage < 4; ++stage) {
         const double ch = c[stage] * dt;
-        for (int i = 0; i < dd; ++i) {
-            f->x[i] = f->start[i] + ch * f->prev[i];
-            for (int j = 0; j < wd; ++j)
-                f->dx[i * wd + j] = (i == j) + ch * f->dprev[i * wd + j];
-        }
+        for (int i = 0; i < dd; ++i) f->x[i] = f->start[i] + ch * f->prev[i];
+        if (jacobians)
+            for (int i = 0; i < dd; ++i)
+                for (int j = 0; j < wd; ++j)
+                    f->dx[i * wd + j] = (i == j) + ch * f->dprev[i * wd + j];
         int st;
         if (stage && (st = kf_assemble(f, f->x, f->x + d, q, qd))) return st;
         int status = MB_OK;
         mb_independent_dynamics_in(f->w, 1, q, 0, qd, 0, f->Q, 0, f->p, 0, f->zi, d, f->zdd,
-                                   f->Jz, f->Jzd, f->JzQ, &status);
+                                   jacobians ? f->Jz : NULL, jacobians ? f->Jzd : NULL,
+                                   jacobians ? f->JzQ : NULL, &status);
         if (status) return status;
         for (int i = 0; i < d; ++i) {
             f->slope[i] = f->x[d + i];
-            f->slope[d + i] = f->zdd[i];
+            f->slope[d + i] = eps ? f->zdd[i] + eps[i] : f->zdd[i];
         }
+        for (int i = 0; i < dd; ++i) f->total[i] += weight[stage] * f->slope[i];
+        mb_copy(f->prev, f->slope, dd);
+        if (!jacobians) continue;
         for (int i = 0; i < d; ++i)
             for (int j = 0; j < wd; ++j) {
                 f->dslope[i * wd + j] = f->dx[(d + i) * wd + j];
@@ -215,15 +235,28 @@ static int kf_predict(kf_filter* f, double* q, double* qd, const double* force, 
                 f->dslope[(d + i) * wd + dd + j] += f->JzQ[(long)i * n + f->forces[j]];
             f->dslope[(d + i) * wd + s + i] += 1.0;
         }
-        for (int i = 0; i < dd; ++i) {
-            f->total[i] += weight[stage] * f->slope[i];
+        for (int i = 0; i < dd; ++i)
             for (int j = 0; j < wd; ++j) f->dtotal[i * wd + j] += weight[stage] * f->dslope[i * wd + j];
-        }
-        mb_copy(f->prev, f->slope, dd);
         mb_copy(f->dprev, f->dslope, (long)dd * wd);
     }
     for (int i = 0; i < dd; ++i) f->x[i] = f->start[i] + dt / 6.0 * f->total[i];
-    int st = kf_assemble(f, f->x, f->x + d, q, qd);
+    return kf_assemble(f, f->x, f->x + d, q, qd);
+}
+
+/* f->Q: the generalized forces of the unknown ones' values `force` (nf). */
+static void kf_forces(kf_filter* f, const double* force)
+{
+    mb_zero(f->Q, f->n);
+    for (int j = 0; j < f->nf; ++j) f->Q[f->forces[j]] = force[j];
+}
+
+/* One step of the errorEKF: RK4 of (z, ż) from (q, q̇) under the forces f, with F, G. */
+static int kf_predict(kf_filter* f, double* q, double* qd, const double* force, double* P, double dt,
+                   double sigma_a, double sigma_f)
+{
+    const int d = f->d, nf = f->nf, s = f->s, wd = f->width, dd = 2 * d;
+    kf_forces(f, force);
+    int st = kf_rk4(f, q, qd, NULL, dt, 1);
     if (st) return st;
     /* F = [dend (z, ż, f columns); 0 I] and G = [dend (ε columns); 0] */
     double *F = f->F, *G = f->G;
@@ -280,8 +313,7 @@ static int kf_measurement(kf_filter* f, const double* q, const double* qd, const
         }
     }
     if (seen_a) {
-        mb_zero(f->Q, n);
-        for (int j = 0; j < nf; ++j) f->Q[f->forces[j]] = force[j];
+        kf_forces(f, force);
         int status = MB_OK;
         mb_forward_dynamics_in(f->w, 1, q, 0, qd, 0, f->Q, 0, f->p, 0, f->qdd, NULL, f->Jq,
                                f->Jqd, f->JQ, &status);
@@ -336,60 +368,14 @@ static int kf_measurement(kf_filter* f, const double* q, const double* qd, const
     return MB_OK;
 }
 
-/* The Kalman update with the step's readings y (ns + na, NaN: none), then the state
- * assembled and z chosen again; nis: the normalized innovation squared (NaN: none). */
-static int kf_update(kf_filter* f, double* q, double* qd, double* force, double* P, const double* y,
-                  const double* noise_s, const double* noise_a, double sigma_a,
-                  double reselect, double* nis, int* seen_count, int* switched)
+/* q, q̇ assembled at (z, ż) + step (2d) on the current branch, then z chosen again by
+ * full pivoting where max |R| is `reselect` times that choice's (P carried across). */
+static int kf_correct(kf_filter* f, double* q, double* qd, double* P, const double* step,
+                      double reselect, int* switched)
 {
     const int d = f->d, s = f->s, n = f->n;
-    int seen[f->k > 0 ? f->k : 1];
-    int any = 0;
-    for (int i = 0; i < f->k; ++i) any += (seen[i] = isfinite(y[i]) != 0);
-    *nis = NAN;
-    *seen_count = 0;
-    *switched = 0;
-    if (!any) return MB_OK;
-    int k = 0;
-    int st = kf_measurement(f, q, qd, force, seen, noise_s, noise_a, sigma_a, &k);
-    if (st) return st;
-    for (int i = 0, row = 0; i < f->k; ++i)
-        if (seen[i]) { f->nu[row] = y[i] - f->h[row]; ++row; }
-    /* S = H P Hᵀ + N; X = S⁻¹ H P (k x s), K = Xᵀ */
-    kf_matmul(f->H, 0, P, 0, k, s, s, f->X);
-    kf_matmul(f->X, 0, f->H, 1, k, s, k, f->S);
-    for (int i = 0; i < k * k; ++i) f->S[i] += f->N[i];
-    if ((st = mb_cholesky(f->S, k, 1e-300))) return st;
-    mb_cholesky_solve(f->S, k, f->X, s);
-    for (int i = 0; i < k; ++i)
-        for (int j = 0; j < s; ++j) f->K[j * k + i] = f->X[i * s + j];
-    double* white = f->seen_y;
-    mb_copy(white, f->nu, k);
-    mb_cholesky_solve(f->S, k, white, 1);
-    double sum = 0.0;
-    for (int i = 0; i < k; ++i) sum += f->nu[i] * white[i];
-    *nis = sum;
-    *seen_count = k;
-    /* dx = K ν; P = (I − K H) P (I − K H)ᵀ + K N Kᵀ */
-    double* dx = f->start;  /* 2d, then the forces' nf in f->x */
-    double* A = f->F;
-    kf_matmul(f->K, 0, f->H, 0, s, k, s, A);
-    for (int i = 0; i < s * s; ++i) A[i] = -A[i];
-    for (int i = 0; i < s; ++i) A[i * s + i] += 1.0;
-    kf_matmul(A, 0, P, 0, s, s, s, f->T1);
-    kf_matmul(f->T1, 0, A, 1, s, s, s, f->T2);
-    kf_matmul(f->K, 0, f->N, 0, s, k, k, f->X);   /* X: s x k now */
-    kf_matmul(f->X, 0, f->K, 1, s, k, s, f->T1);
-    for (int i = 0; i < s; ++i)
-        for (int j = 0; j < s; ++j)
-            P[i * s + j] = 0.5 * (f->T2[i * s + j] + f->T1[i * s + j] + f->T2[j * s + i] +
-                                  f->T1[j * s + i]);
-    double* step = f->total;  /* s > 2d with forces: use x for the tail */
-    for (int i = 0; i < s; ++i) {
-        double v = 0.0;
-        for (int l = 0; l < k; ++l) v += f->K[i * k + l] * f->nu[l];
-        if (i < 2 * d) step[i] = v; else force[i - 2 * d] += v;
-    }
+    double* dx = f->start;
+    int st;
     for (int j = 0; j < d; ++j) {
         dx[j] = q[f->zi[j]] + step[j];
         dx[d + j] = qd[f->zi[j]] + step[d + j];
@@ -429,6 +415,283 @@ static int kf_update(kf_filter* f, double* q, double* qd, double* force, double*
     return MB_OK;
 }
 
+/* The Kalman update with the step's readings y (ns + na, NaN: none), then the state
+ * assembled and z chosen again; nis: the normalized innovation squared (NaN: none). */
+static int kf_update(kf_filter* f, double* q, double* qd, double* force, double* P, const double* y,
+                  const double* noise_s, const double* noise_a, double sigma_a,
+                  double reselect, double* nis, int* seen_count, int* switched)
+{
+    const int d = f->d, s = f->s;
+    int seen[f->k > 0 ? f->k : 1];
+    int any = 0;
+    for (int i = 0; i < f->k; ++i) any += (seen[i] = isfinite(y[i]) != 0);
+    *nis = NAN;
+    *seen_count = 0;
+    *switched = 0;
+    if (!any) return MB_OK;
+    int k = 0;
+    int st = kf_measurement(f, q, qd, force, seen, noise_s, noise_a, sigma_a, &k);
+    if (st) return st;
+    for (int i = 0, row = 0; i < f->k; ++i)
+        if (seen[i]) { f->nu[row] = y[i] - f->h[row]; ++row; }
+    /* S = H P Hᵀ + N; X = S⁻¹ H P (k x s), K = Xᵀ */
+    kf_matmul(f->H, 0, P, 0, k, s, s, f->X);
+    kf_matmul(f->X, 0, f->H, 1, k, s, k, f->S);
+    for (int i = 0; i < k * k; ++i) f->S[i] += f->N[i];
+    if ((st = mb_cholesky(f->S, k, 1e-300))) return st;
+    mb_cholesky_solve(f->S, k, f->X, s);
+    for (int i = 0; i < k; ++i)
+        for (int j = 0; j < s; ++j) f->K[j * k + i] = f->X[i * s + j];
+    double* white = f->seen_y;
+    mb_copy(white, f->nu, k);
+    mb_cholesky_solve(f->S, k, white, 1);
+    double sum = 0.0;
+    for (int i = 0; i < k; ++i) sum += f->nu[i] * white[i];
+    *nis = sum;
+    *seen_count = k;
+    /* dx = K ν; P = (I − K H) P (I − K H)ᵀ + K N Kᵀ */
+    double* A = f->F;
+    kf_matmul(f->K, 0, f->H, 0, s, k, s, A);
+    for (int i = 0; i < s * s; ++i) A[i] = -A[i];
+    for (int i = 0; i < s; ++i) A[i * s + i] += 1.0;
+    kf_matmul(A, 0, P, 0, s, s, s, f->T1);
+    kf_matmul(f->T1, 0, A, 1, s, s, s, f->T2);
+    kf_matmul(f->K, 0, f->N, 0, s, k, k, f->X);   /* X: s x k now */
+    kf_matmul(f->X, 0, f->K, 1, s, k, s, f->T1);
+    for (int i = 0; i < s; ++i)
+        for (int j = 0; j < s; ++j)
+            P[i * s + j] = 0.5 * (f->T2[i * s + j] + f->T1[i * s + j] + f->T2[j * s + i] +
+                                  f->T1[j * s + i]);
+    double* step = f->total;  /* s > 2d with forces: use x for the tail */
+    for (int i = 0; i < s; ++i) {
+        double v = 0.0;
+        for (int l = 0; l < k; ++l) v += f->K[i * k + l] * f->nu[l];
+        if (i < 2 * d) step[i] = v; else force[i - 2 * d] += v;
+    }
+    return kf_correct(f, q, qd, P, step, reselect, switched);
+}
+
+/* -- the UKF (reference: mbgen/estimation/ukf.py) ------------------------------------ */
+
+/* The unscented transform's scale c for `size` (ut: α, β, κ), the mean's and the
+ * covariance's weight of point 0 and every other point's weight. */
+static double ukf_weights(const double* ut, int size, double* w0, double* w0c, double* w)
+{
+    const double a = ut[0], lam = a * a * (size + ut[2]) - size, c = size + lam;
+    *w0 = lam / c;
+    *w0c = lam / c + 1.0 - a * a + ut[1];
+    *w = 0.5 / c;
+    return c;
+}
+
+/* Sigma point p (0: the mean; then + and − column (p − 1)/2 of the lower factor `root`,
+ * size x size) of `mean` into x. */
+static void ukf_point(const double* mean, const double* root, int size, int p, double* x)
+{
+    mb_copy(x, mean, size);
+    if (!p) return;
+    const int j = (p - 1) / 2;
+    const double sign = (p - 1) % 2 ? -1.0 : 1.0;
+    for (int i = j; i < size; ++i) x[i] += sign * root[i * size + j];
+}
+
+/* out (a x b) = Σ_p w_p (X_p − xm)(Y_p − ym)ᵀ over `count` points (X count x a, Y count x
+ * b), point 0 weighing w0c and the others w. */
+static void ukf_cross(const double* X, const double* xm, int a, const double* Y,
+                      const double* ym, int b, int count, double w0c, double w, double* out)
+{
+    mb_zero(out, (long)a * b);
+    for (int p = 0; p < count; ++p) {
+        const double wp = p ? w : w0c;
+        const double *x = X + (long)p * a, *y = Y + (long)p * b;
+        for (int i = 0; i < a; ++i) {
+            const double dxi = wp * (x[i] - xm[i]);
+            for (int j = 0; j < b; ++j) out[i * b + j] += dxi * (y[j] - ym[j]);
+        }
+    }
+}
+
+/* The weighted mean (cols) of `count` points (count x cols). */
+static void ukf_mean(const double* X, int count, int cols, double w0, double w, double* mean)
+{
+    for (int j = 0; j < cols; ++j) {
+        double sum = w0 * X[j];
+        for (int p = 1; p < count; ++p) sum += w * X[(long)p * cols + j];
+        mean[j] = sum;
+    }
+}
+
+/* f->qs, f->qds: the sigma point x (z, ż, ...) assembled from the mean's q moved to first
+ * order, q + R (z − z̄) (R = ∂q/∂z at the mean in f->Rm). */
+static int ukf_state(kf_filter* f, const double* q, const double* x)
+{
+    const int n = f->n, d = f->d;
+    for (int i = 0; i < n; ++i) {
+        double v = q[i];
+        for (int j = 0; j < d; ++j) v += f->Rm[i * d + j] * (x[j] - q[f->zi[j]]);
+        f->qs[i] = v;
+    }
+    return kf_assemble(f, x, x + d, f->qs, f->qds);
+}
+
+/* One UKF prediction: the 2L + 1 sigma points of (x, ε), L = s + d, each assembled on the
+ * branch and carried one RK4 step with its ε on z̈; x̄, P their weighted moments (plus
+ * σf² dt on the forces); q, q̇ assembled at x̄ from the central point's. */
+static int ukf_predict(kf_filter* f, double* q, double* qd, double* force, double* P,
+                       double dt, double sigma_a, double sigma_f, const double* ut)
+{
+    const int n = f->n, d = f->d, nf = f->nf, s = f->s, L = s + d, dd = 2 * d;
+    double w0, w0c, w;
+    const double c = ukf_weights(ut, L, &w0, &w0c, &w);
+    double* root = f->Pa;
+    mb_zero(root, (long)L * L);
+    for (int i = 0; i < s; ++i)
+        for (int j = 0; j < s; ++j) root[i * L + j] = c * P[i * s + j];
+    for (int j = 0; j < d; ++j) root[(s + j) * L + s + j] = c * sigma_a * sigma_a;
+    int st = mb_cholesky(root, L, 0.0);
+    if (st) return st;
+    if ((st = kf_state_maps(f, q, qd, f->zi, f->Rm, NULL))) return st;
+    double* mean = f->xm;
+    for (int j = 0; j < d; ++j) {
+        mean[j] = q[f->zi[j]];
+        mean[d + j] = qd[f->zi[j]];
+        mean[s + j] = 0.0;
+    }
+    for (int j = 0; j < nf; ++j) mean[dd + j] = force[j];
+    const int count = 2 * L + 1;
+    for (int p = 0; p < count; ++p) {
+        double* x = f->pt;
+        ukf_point(mean, root, L, p, x);
+        if (p) {
+            if ((st = ukf_state(f, q, x))) return st;
+        } else {
+            mb_copy(f->qs, q, n);
+            mb_copy(f->qds, qd, n);
+        }
+        kf_forces(f, x + dd);
+        if ((st = kf_rk4(f, f->qs, f->qds, x + s, dt, 0))) return st;
+        double* out = f->chi + (long)p * s;
+        for (int j = 0; j < d; ++j) {
+            out[j] = f->qs[f->zi[j]];
+            out[d + j] = f->qds[f->zi[j]];
+        }
+        for (int j = 0; j < nf; ++j) out[dd + j] = x[dd + j];
+        if (!p) {
+            mb_copy(f->qc, f->qs, n);
+            mb_copy(f->qdc, f->qds, n);
+        }
+    }
+    ukf_mean(f->chi, count, s, w0, w, mean);
+    ukf_cross(f->chi, mean, s, f->chi, mean, s, count, w0c, w, f->T1);
+    for (int j = 0; j < nf; ++j) f->T1[(dd + j) * s + dd + j] += sigma_f * sigma_f * dt;
+    for (int i = 0; i < s; ++i)
+        for (int j = 0; j < s; ++j) P[i * s + j] = 0.5 * (f->T1[i * s + j] + f->T1[j * s + i]);
+    mb_copy(q, f->qc, n);
+    for (int j = 0; j < nf; ++j) force[j] = mean[dd + j];
+    return kf_assemble(f, mean, mean + d, q, qd);
+}
+
+/* The model's readings (the seen ones, sensors then accelerometers) at q, q̇ under the
+ * forces `force` into out. */
+static int ukf_readings(kf_filter* f, const double* q, const double* qd, const double* force,
+                        const int* seen, double* out)
+{
+    const int ns = f->ns, na = f->na;
+    int any_s = 0, any_a = 0, row = 0;
+    for (int i = 0; i < ns; ++i) any_s |= seen[i];
+    for (int i = 0; i < na; ++i) any_a |= seen[ns + i];
+    if (any_s) {
+        mb_eval_dense(f->model, MB_K_SENSORS, 1, q, 0, qd, 0, f->p, 0, ns, 1, f->hv);
+        for (int i = 0; i < ns; ++i) if (seen[i]) out[row++] = f->hv[i];
+    }
+    if (any_a) {
+        kf_forces(f, force);
+        int status = MB_OK;
+        mb_forward_dynamics_in(f->w, 1, q, 0, qd, 0, f->Q, 0, f->p, 0, f->qdd, NULL, NULL,
+                               NULL, NULL, &status);
+        if (status) return status;
+        mb_eval_dense(f->model, MB_K_ACCELEROMETERS, 1, q, 0, f->qdd, 0, f->p, 0, na, 1, f->av);
+        for (int i = 0; i < na; ++i) if (seen[ns + i]) out[row++] = f->av[i];
+    }
+    return MB_OK;
+}
+
+/* The unscented update with the step's readings y (NaN: none): the 2s + 1 sigma points of
+ * (x̄, P), each assembled on the branch and read; the reading noise the errorEKF's
+ * (kf_measurement's N); then kf_correct. */
+static int ukf_update(kf_filter* f, double* q, double* qd, double* force, double* P,
+                      const double* y, const double* noise_s, const double* noise_a,
+                      double sigma_a, double reselect, const double* ut, double* nis,
+                      int* seen_count, int* switched)
+{
+    const int n = f->n, d = f->d, s = f->s, nf = f->nf, dd = 2 * d;
+    int seen[f->k > 0 ? f->k : 1];
+    int any = 0;
+    for (int i = 0; i < f->k; ++i) any += (seen[i] = isfinite(y[i]) != 0);
+    *nis = NAN;
+    *seen_count = 0;
+    *switched = 0;
+    if (!any) return MB_OK;
+    int k = 0;
+    int st = kf_measurement(f, q, qd, force, seen, noise_s, noise_a, sigma_a, &k);
+    if (st) return st;  /* f->N the noise, f->Rm R at the mean */
+    double w0, w0c, w;
+    const double c = ukf_weights(ut, s, &w0, &w0c, &w);
+    double* root = f->Pa;
+    for (int i = 0; i < s * s; ++i) root[i] = c * P[i];
+    if ((st = mb_cholesky(root, s, 0.0))) return st;
+    double* mean = f->xm;
+    for (int j = 0; j < d; ++j) {
+        mean[j] = q[f->zi[j]];
+        mean[d + j] = qd[f->zi[j]];
+    }
+    for (int j = 0; j < nf; ++j) mean[dd + j] = force[j];
+    const int count = 2 * s + 1;
+    for (int p = 0; p < count; ++p) {
+        double* x = f->chi + (long)p * s;
+        ukf_point(mean, root, s, p, x);
+        if (p) {
+            if ((st = ukf_state(f, q, x))) return st;
+        } else {
+            mb_copy(f->qs, q, n);
+            mb_copy(f->qds, qd, n);
+        }
+        if ((st = ukf_readings(f, f->qs, f->qds, x + dd, seen, f->Y + (long)p * k))) return st;
+    }
+    ukf_mean(f->Y, count, k, w0, w, f->ym);
+    ukf_cross(f->Y, f->ym, k, f->Y, f->ym, k, count, w0c, w, f->S);
+    for (int i = 0; i < k * k; ++i) f->S[i] += f->N[i];
+    ukf_cross(f->chi, mean, s, f->Y, f->ym, k, count, w0c, w, f->Pxy);
+    for (int i = 0, row = 0; i < f->k; ++i)
+        if (seen[i]) { f->nu[row] = y[i] - f->ym[row]; ++row; }
+    /* X = S⁻¹ Pxyᵀ (k x s): K = Xᵀ */
+    if ((st = mb_cholesky(f->S, k, 1e-300))) return st;
+    for (int i = 0; i < k; ++i)
+        for (int j = 0; j < s; ++j) f->X[i * s + j] = f->Pxy[j * k + i];
+    mb_cholesky_solve(f->S, k, f->X, s);
+    double* white = f->seen_y;
+    mb_copy(white, f->nu, k);
+    mb_cholesky_solve(f->S, k, white, 1);
+    double sum = 0.0;
+    for (int i = 0; i < k; ++i) sum += f->nu[i] * white[i];
+    *nis = sum;
+    *seen_count = k;
+    /* P −= Pxy S⁻¹ Pxyᵀ (= K S Kᵀ); x̄ += K ν */
+    kf_matmul(f->Pxy, 0, f->X, 0, s, k, s, f->T1);
+    for (int i = 0; i < s; ++i)
+        for (int j = 0; j < s; ++j)
+            f->T2[i * s + j] = P[i * s + j] - f->T1[i * s + j];
+    for (int i = 0; i < s; ++i)
+        for (int j = 0; j < s; ++j) P[i * s + j] = 0.5 * (f->T2[i * s + j] + f->T2[j * s + i]);
+    double* step = f->total;
+    for (int i = 0; i < s; ++i) {
+        double v = 0.0;
+        for (int l = 0; l < k; ++l) v += f->X[l * s + i] * f->nu[l];
+        if (i < dd) step[i] = v; else force[i - dd] += v;
+    }
+    return kf_correct(f, q, qd, P, step, reselect, switched);
+}
+
 /* σ of q and q̇ (n each) from P through δq = R δz, δq̇ = V δz + R δż. */
 static int kf_sigmas(kf_filter* f, const double* q, const double* qd, const double* P, double* sq,
                   double* sqd)
@@ -454,7 +717,8 @@ static int kf_sigmas(kf_filter* f, const double* q, const double* qd, const doub
     return MB_OK;
 }
 
-int mb_kalman_run(const mb_plan* plan, const mb_options* options, const double* p, int nf,
+/* The run of either filter: the errorEKF (ut NULL) or the UKF (ut: α, β, κ). */
+static int kf_run(const double* ut, const mb_plan* plan, const mb_options* options, const double* p, int nf,
     const int* forces, int* zfix, double* q, double* qd, double* force, double* P,
     double sigma_a, double sigma_f, int ns, const double* noise_s, int na,
     const double* noise_a, double dt, double lost_limit, double reselect, long steps,
@@ -473,16 +737,20 @@ int mb_kalman_run(const mb_plan* plan, const mb_options* options, const double* 
     memcpy(f.zi, zfix, sizeof(int) * (size_t)d);
     const int s = f.s;
     for (long k = 0; k < steps; ++k) {
-        if (k && (st = kf_predict(&f, q, qd, force, P, dt, sigma_a, sigma_f))) break;
+        if (k && (st = ut ? ukf_predict(&f, q, qd, force, P, dt, sigma_a, sigma_f, ut)
+                          : kf_predict(&f, q, qd, force, P, dt, sigma_a, sigma_f)))
+            break;
         double nis;
         int count, switched;
-        st = kf_update(&f, q, qd, force, P, readings + k * (long)(ns + na), noise_s, noise_a,
-                    sigma_a, reselect, &nis, &count, &switched);
+        const double* y = readings + k * (long)(ns + na);
+        st = ut ? ukf_update(&f, q, qd, force, P, y, noise_s, noise_a, sigma_a, reselect, ut,
+                             &nis, &count, &switched)
+                : kf_update(&f, q, qd, force, P, y, noise_s, noise_a, sigma_a, reselect, &nis,
+                            &count, &switched);
         if (st) break;
         *switches += switched;
         if ((st = kf_sigmas(&f, q, qd, P, out_sq + k * n, out_sqd + k * n))) break;
-        mb_zero(f.Q, n);
-        for (int j = 0; j < nf; ++j) f.Q[forces[j]] = force[j];
+        kf_forces(&f, force);
         int status = MB_OK;
         mb_forward_dynamics_in(f.w, 1, q, 0, qd, 0, f.Q, 0, p, 0, out_qdd + k * n, NULL, NULL,
                                NULL, NULL, &status);
@@ -505,4 +773,32 @@ int mb_kalman_run(const mb_plan* plan, const mb_options* options, const double* 
     memcpy(zfix, f.zi, sizeof(int) * (size_t)d);
     kf_free(&f);
     return st;
+}
+
+int mb_kalman_run(const mb_plan* plan, const mb_options* options, const double* p, int nf,
+    const int* forces, int* zfix, double* q, double* qd, double* force, double* P,
+    double sigma_a, double sigma_f, int ns, const double* noise_s, int na,
+    const double* noise_a, double dt, double lost_limit, double reselect, long steps,
+    const double* readings, double* out_q, double* out_qd, double* out_qdd, double* out_sq,
+    double* out_sqd, double* out_f, double* out_sf, double* out_nis, int* out_lost,
+    int* switches, long* done)
+{
+    return kf_run(NULL, plan, options, p, nf, forces, zfix, q, qd, force, P, sigma_a,
+                  sigma_f, ns, noise_s, na, noise_a, dt, lost_limit, reselect, steps, readings, out_q, out_qd, out_qdd,
+                  out_sq, out_sqd, out_f, out_sf, out_nis, out_lost, switches, done);
+}
+
+int mb_ukf_run(double alpha, double beta, double kappa, const mb_plan* plan,
+    const mb_options* options, const double* p, int nf,
+    const int* forces, int* zfix, double* q, double* qd, double* force, double* P,
+    double sigma_a, double sigma_f, int ns, const double* noise_s, int na,
+    const double* noise_a, double dt, double lost_limit, double reselect, long steps,
+    const double* readings, double* out_q, double* out_qd, double* out_qdd, double* out_sq,
+    double* out_sqd, double* out_f, double* out_sf, double* out_nis, int* out_lost,
+    int* switches, long* done)
+{
+    const double ut[3] = {alpha, beta, kappa};
+    return kf_run(ut, plan, options, p, nf, forces, zfix, q, qd, force, P, sigma_a,
+                  sigma_f, ns, noise_s, na, noise_a, dt, lost_limit, reselect, steps, readings, out_q, out_qd, out_qdd,
+                  out_sq, out_sqd, out_f, out_sf, out_nis, out_lost, switches, done);
 }

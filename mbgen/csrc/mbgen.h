@@ -304,6 +304,17 @@ int mb_kalman_run(const mb_plan* plan, const mb_options* options, const double* 
     const double* readings, double* out_q, double* out_qd, double* out_qdd, double* out_sq,
     double* out_sqd, double* out_f, double* out_sf, double* out_nis, int* out_lost,
     int* switches, long* done);
+/* The UKF on the same state, arguments and outputs (kalman.c; reference:
+ * mbgen/estimation/ukf.py): the scaled unscented transform's alpha, beta, kappa; sigma
+ * points of (x, ε) carried through RK4, of (x̄, P) read by the sensors, each assembled on
+ * the branch. */
+int mb_ukf_run(double alpha, double beta, double kappa, const mb_plan* plan,
+    const mb_options* options, const double* p, int nf, const int* forces, int* zfix,
+    double* q, double* qd, double* force, double* P, double sigma_a, double sigma_f, int ns,
+    const double* noise_s, int na, const double* noise_a, double dt, double lost_limit,
+    double reselect, long steps, const double* readings, double* out_q, double* out_qd,
+    double* out_qdd, double* out_sq, double* out_sqd, double* out_f, double* out_sf,
+    double* out_nis, int* out_lost, int* switches, long* done);
 /* cdef:end */
 
 #ifdef __cplusplus

@@ -127,6 +127,12 @@ class ErrorEKF:
     state (default: the file's q0 at rest), on the branch it lies in; ``spread``,
     ``speed``, ``force_spread``: the initial σ of z, ż and f."""
 
+    #: The unscented transform's (α, β, κ) for the C run (None: the errorEKF's
+    #: linearization; estimation/ukf.py's UnscentedKF sets them).
+    unscented: tuple[float, float, float] | None = None
+    #: The filter's name in messages.
+    label = "errorEKF"
+
     def __init__(self, mech: CompiledMechanism, sigma_a: float = 1.0,
                  sigma_s: float | Array | None = None, sigma_acc: float | Array | None = None,
                  unknown_forces: Sequence[str] = (), sigma_f: float = 1.0,
@@ -163,7 +169,8 @@ class ErrorEKF:
         return 2 * self.d + len(self.forces)
 
     # -- the mechanism's state --------------------------------------------------------
-    def _external(self, f: Array) -> Array:
+    def generalized_forces(self, f: Array) -> Array:
+        """Q (n,) with the unknown forces f (forces,) at their coordinates."""
         Q = np.zeros(self.mech.n)
         Q[self.forces] = f
         return Q
@@ -189,24 +196,26 @@ class ErrorEKF:
         return r_map, -s_map @ (rate_q @ r_map)
 
     # -- prediction ----------------------------------------------------------------------
-    def transition(self, dt: float, noise: Array | None = None
+    def transition(self, dt: float, noise: Array | None = None,
+                   start: tuple[Array, Array, Array] | None = None
                    ) -> tuple[Array, Array, Array, Array]:
-        """One RK4 step of (z, ż) under the current f from (q, q̇), with ``noise`` (d,)
-        added to z̈ over the step (default none), and its exact Jacobians: the new q, q̇
-        (n,), F = ∂x_k+1/∂x_k (size²) and G = ∂x_k+1/∂ε (size, d)."""
+        """One RK4 step of (z, ż) under f from (q, q̇) (``start``: q, q̇ (n,) on the
+        constraints and f (forces,); default the filter's), with ``noise`` (d,) added to
+        z̈ over the step (default none), and its exact Jacobians: the new q, q̇ (n,),
+        F = ∂x_k+1/∂x_k (size²) and G = ∂x_k+1/∂ε (size, d)."""
         mech, d, nf = self.mech, self.d, len(self.forces)
         eps = np.zeros(d) if noise is None else np.asarray(noise, dtype=float)
-        Q = self._external(self.f)
+        q, qd, f = (self.q, self.qd, self.f) if start is None else start
+        Q = self.generalized_forces(f)
         width = 2 * d + nf + d  # derivatives with respect to (z, ż, f, ε)
-        start = np.concatenate([self.q[self.zi], self.qd[self.zi]])
-        q, qd = self.q, self.qd
+        start_x = np.concatenate([q[self.zi], qd[self.zi]])
         slope_prev = np.zeros(2 * d)
         dslope_prev = np.zeros((2 * d, width))
         total, dtotal = np.zeros(2 * d), np.zeros((2 * d, width))
         base = np.zeros((2 * d, width))
         base[:, :2 * d] = np.eye(2 * d)
         for stage, (c, w) in enumerate(((0.0, 1.0), (0.5, 2.0), (0.5, 2.0), (1.0, 1.0))):
-            x = start + c * dt * slope_prev
+            x = start_x + c * dt * slope_prev
             dx = base + c * dt * dslope_prev
             if stage:
                 q, qd = self.assemble(x[:d], x[d:], q)
@@ -220,7 +229,7 @@ class ErrorEKF:
             total += w * slope
             dtotal += w * dslope
             slope_prev, dslope_prev = slope, dslope
-        end = start + dt / 6.0 * total
+        end = start_x + dt / 6.0 * total
         dend = base + dt / 6.0 * dtotal
         q, qd = self.assemble(end[:d], end[d:], q)
         F = np.eye(self.size)
@@ -260,7 +269,7 @@ class ErrorEKF:
             noise.append(self.sigma_s[s] ** 2)
         if seen[count:].any():
             s = seen[count:]
-            Q = self._external(self.f)
+            Q = self.generalized_forces(self.f)
             qdd, j_q, j_qd, j_Q = mech.forward_dynamics_jacobians(q, qd, Q)
             a = mech.accelerometers(q, qdd).ravel()
             a_q = mech.accelerometers_q(q, qdd).reshape(len(a), -1)
@@ -374,7 +383,7 @@ class ErrorEKF:
                     self.predict(step)
                 nis[k], lost[k] = self.update(y[k])
                 sq, sqd, sf = self.sigmas()
-                qdd = self.mech.forward_dynamics(self.q, self.qd, self._external(self.f))
+                qdd = self.mech.forward_dynamics(self.q, self.qd, self.generalized_forces(self.f))
             except Exception as exc:  # a state the solvers cannot assemble: stop there
                 if not _is_state_failure(exc):
                     raise
@@ -393,7 +402,7 @@ class ErrorEKF:
         """run() in one C call; the filter's state afterwards is where the C left it."""
         got = self.mech.kalman_run(self.q, self.qd, self.zi, self.forces, self.f, self.P, y,
                                    self.sigma_s, self.sigma_acc, step, self.sigma_a,
-                                   self.sigma_f, LOST**2, RESELECT)
+                                   self.sigma_f, LOST**2, RESELECT, self.unscented)
         self.q, self.qd, self.f, self.P = got.state
         self.zi = got.z
         self.switches += got.switches

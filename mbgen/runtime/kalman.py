@@ -1,8 +1,10 @@
-"""What the Kalman filters need from C: the errorEKF over a whole readings file in one call
-(mbgen/csrc/kalman.c; its reference is mbgen/estimation/kalman.py)."""
+"""What the Kalman filters need from C: the errorEKF or the UKF over a whole readings file
+in one call (mbgen/csrc/kalman.c; their references are mbgen/estimation/kalman.py and
+ukf.py)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +18,7 @@ Array = np.ndarray
 
 @dataclass(frozen=True)
 class KalmanRun:
-    """mb_kalman_run's outputs for the ``done`` steps it completed."""
+    """mb_kalman_run's (or mb_ukf_run's) outputs for the ``done`` steps it completed."""
 
     q: Array  # (done, n)
     qd: Array  # (done, n)
@@ -34,7 +36,7 @@ class KalmanRun:
 
 
 class KalmanFilters:
-    """The errorEKF's run on the mechanism's plan, options and parameters."""
+    """The Kalman filters' runs on the mechanism's plan, options and parameters."""
 
     def __init__(self, core: Core, options: SolverOptions, structure: Structure,
                  n: int) -> None:
@@ -45,9 +47,10 @@ class KalmanFilters:
 
     def kalman_run(self, q: Array, qd: Array, z: Array, forces: Array, force: Array,
                    P: Array, readings: Array, noise_s: Array, noise_a: Array, dt: float,
-                   sigma_a: float, sigma_f: float, lost_limit: float,
-                   reselect: float) -> KalmanRun:
-        """The errorEKF from a consistent (q, q̇) (n,), z (d,) coordinate indices, the
+                   sigma_a: float, sigma_f: float, lost_limit: float, reselect: float,
+                   unscented: tuple[float, float, float] | None = None) -> KalmanRun:
+        """The errorEKF (``unscented``: the UKF with the unscented transform's α, β, κ,
+        mb_ukf_run) from a consistent (q, q̇) (n,), z (d,) coordinate indices, the
         forces' coordinates (nf,) and values (nf,), covariance P (2d + nf)² over
         ``readings`` (steps, sensors + accelerometers; one row per filter step, NaN: no
         reading) with the reading noises ``noise_s``, ``noise_a``; see mb_kalman_run.
@@ -73,7 +76,9 @@ class KalmanFilters:
         nis, lost = np.full(steps, np.nan), np.zeros(steps, dtype=np.int32)
         ffi = core.ffi
         switches, done = ffi.new("int*"), ffi.new("long*")
-        status = core.lib.mb_kalman_run(
+        run = (core.lib.mb_kalman_run if unscented is None
+               else functools.partial(core.lib.mb_ukf_run, *unscented))
+        status = run(
             self._structure.plan, self._options.struct, core.parameters.pointer, nf,
             core.ints(index), core.ints(zfix), core.doubles(q), core.doubles(qd),
             core.doubles(f), core.doubles(cov), sigma_a, sigma_f, ns, core.doubles(noise_s),
