@@ -32,12 +32,14 @@ import numpy as np
 from mbgen.errors import MechanismError
 from mbgen.model.format import IDENTIFIER, RESERVED_NAME
 from mbgen.model.spatial import spatial_inertia_problem
+from mbgen.model.spatial_parser import INDEPENDENCE
 from mbgen.model.xml_nodes import Element, read_xml_file
 
 MOVING = ("revolute", "continuous", "prismatic")
 REFUSED = {"floating": "a floating base", "planar": "a planar joint"}
 _IDENTIFIER = re.compile(IDENTIFIER.rstrip("$") + r"\Z")
 _RESERVED = re.compile(RESERVED_NAME)
+MIN_SINE = 0.3  # a basis vector at least 17° off the span of the directions before it
 
 
 @dataclass
@@ -338,25 +340,59 @@ def urdf_mechanism_text(robot: UrdfRobot) -> tuple[str, list[Element | None]]:
             writer.angles.append((joint, f"{joint.name}__axis", f"{joint.name}__from",
                                   f"{joint.name}__to"))
     for body in bodies:
-        _complete_basis(writer, body)
+        _well_posed_basis(writer, body)
     _write(writer, robot, bodies, placed)
     return "\n".join(writer.lines) + "\n", writer.origin
 
 
-def _complete_basis(writer: _Writer, body: _Body) -> None:
-    """A third direction where the body's points and vectors span only two."""
+def _well_posed_basis(writer: _Writer, body: _Body) -> None:
+    """Order the body's points and vectors so that the basis the loader takes (its first
+    point and the first three independent directions, points before vectors, in file
+    order) is well conditioned, adding a unit vector where the body has no third
+    direction, or only ones nearly in the span of those before.
+
+    Why: a direction a few degrees off that span is independent to the loader, but every
+    further element is then tied to the basis by coefficients of order 1/sin(angle) and Φq
+    is ill-conditioned. arm.urdf's forearm took its child point and the elbow's zero
+    direction, 2.3° apart (Φq's smallest singular value 2.4e-5); the KKT factorization's
+    pivot fell under its tolerance 0.2 s into a simulation."""
     origin = writer.position[body.points[0]]
-    directions = [writer.position[p] - origin for p in body.points[1:]]
-    directions += [writer.value[v] for v in body.vectors]
-    directions = [d / np.linalg.norm(d) for d in directions if np.linalg.norm(d) > 0]
-    if np.linalg.matrix_rank(np.array(directions), tol=1e-6) >= 3:
-        return
-    first = directions[0]
-    second = next(d for d in directions if np.linalg.norm(np.cross(first, d)) > 1e-6)
-    third = np.cross(first, second)
+    span: list[np.ndarray] = []  # orthonormal: the span of the basis so far
+
+    def off_span(direction: np.ndarray) -> np.ndarray:
+        d = direction / np.linalg.norm(direction)
+        return d - sum((d.dot(c) * c for c in span), np.zeros(3))
+
+    # the points come first whatever their order: the one farthest off the span first
+    left, ordered = list(body.points[1:]), []
+    while left:
+        best = max(left, key=lambda p: float(np.linalg.norm(off_span(
+            writer.position[p] - origin))))
+        rest = off_span(writer.position[best] - origin)
+        if len(span) < 3 and np.linalg.norm(rest) > INDEPENDENCE:
+            span.append(rest / np.linalg.norm(rest))
+        ordered.append(best)
+        left.remove(best)
+    body.points[1:] = ordered
+    vectors, front = list(body.vectors), []
     assert body.entry is not None
-    writer.vector([body], f"{body.entry.name}__normal", third / np.linalg.norm(third),
-                  body.entry.element)
+    while len(span) < 3:
+        best_vector = max(vectors, key=lambda v: float(np.linalg.norm(off_span(
+            writer.value[v]))), default=None)
+        if best_vector is not None and np.linalg.norm(off_span(
+                writer.value[best_vector])) >= MIN_SINE:
+            rest = off_span(writer.value[best_vector])
+            vectors.remove(best_vector)
+        else:
+            rest = np.cross(span[0], span[1]) if len(span) == 2 else _across(span[0])
+            count = sum(name.startswith(f"{body.entry.name}__normal") for name in front)
+            best_vector = writer.vector([body], f"{body.entry.name}__normal"
+                                        f"{count + 1 if count else ''}",
+                                        rest / np.linalg.norm(rest), body.entry.element)
+            body.vectors.remove(best_vector)
+        front.append(best_vector)
+        span.append(rest / np.linalg.norm(rest))
+    body.vectors[:] = front + vectors
 
 
 def _mass_properties(writer: _Writer, body: _Body,
