@@ -306,19 +306,15 @@ def test_covariance_is_the_dense_sandwich(motor_pendulum) -> None:
     whole, not by the banded Schur complement): M takes the impulses step by step with
     their residuals, the readings and the initial constraints by their stated noise or
     their mean square if larger."""
-    from mbgen.estimation.identify import (
-        IdentificationProblem,
-        Recording,
-        Settings,
-        identify,
-    )
+    from mbgen.estimation.dependent_problem import DependentProblem
+    from mbgen.estimation.identify import Recording, Settings, identify
 
     recording = spook_recording(motor_pendulum, seconds=0.6)
     names = ["b", "c", "K"]
     settings = Settings(impulse_noise=1e-4, step_check=False)  # the one solve's σ
     result = identify(motor_pendulum, recording, names, settings=settings)
     assert result.converged and result.identifiable.all()
-    problem = IdentificationProblem(motor_pendulum, Recording(recording.t, recording.readings,
+    problem = DependentProblem(motor_pendulum, Recording(recording.t, recording.readings,
                                                               recording.commands),
                                     names, settings, {})
     x = problem.pack(result.q, result.v, result.values)
@@ -392,7 +388,7 @@ def test_impossible_values_are_named(motor_pendulum) -> None:
     """Values no real mechanism has: an inertia about the first point below m·a² (a
     negative inertia about the centre of mass: the loader's own check), a negative mass, a
     negative viscous or dry friction."""
-    from mbgen.estimation.identify import physical_problems
+    from mbgen.estimation.plausibility import physical_problems
     from mbgen.model.parser import parse_mechanism
 
     model = parse_mechanism(MOTOR_PENDULUM)
@@ -571,11 +567,12 @@ def test_identification_problem_jacobian_matches_finite_differences(motor_pendul
     the parameters: impulses (their weight follows the model's inertia), readings, the
     initial state and a prior; mass and inertia included, so the weight's own
     derivative counts."""
-    from mbgen.estimation.identify import IdentificationProblem, Settings
+    from mbgen.estimation.dependent_problem import DependentProblem
+    from mbgen.estimation.identify import Settings
 
     recording = rk4_recording(motor_pendulum, seconds=0.1)
     names = ["m", "I", "b", "c", "K"]
-    problem = IdentificationProblem(motor_pendulum, recording, names,
+    problem = DependentProblem(motor_pendulum, recording, names,
                                     Settings(impulse_noise=1e-3, substeps=2),
                                     {"m": (1.1, 0.05)})
     steps = len(problem.t) - 1
@@ -626,7 +623,7 @@ def test_without_the_file_an_impossible_inertia_shows_in_the_mass_matrix(compile
     not (the first bar's inertia at the elbow hides it), which the file's model sees."""
     from conftest import SHIPPED_DIR
 
-    from mbgen.estimation.identify import physical_problems
+    from mbgen.estimation.plausibility import physical_problems
     from mbgen.model.parser import load_mechanism
 
     mech = compiled(SHIPPED_DIR / "actuated-double-pendulum.yaml")

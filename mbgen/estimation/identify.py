@@ -1,23 +1,15 @@
 """Joint state and parameter identification (Marklund, Servin and Larson): one nonlinear
-least-squares problem over the whole state trajectory and the chosen parameters.
+least-squares problem over the whole state trajectory and the chosen parameters, in
+dependent coordinates (:mod:`mbgen.estimation.dependent_problem`) or independent ones
+(:mod:`mbgen.estimation.independent_problem`).
 
-Unknowns: (q_k, v_k) at every step k = 0..K of the SPOOK grid and the parameters θ.
-Residuals, each divided by its standard deviation (the weights):
-
-- per step, the velocity and position impulses of :mod:`mbgen.estimation.impulses` that
-  SPOOK would need to go from state k to k + 1 (``impulse_noise``);
-- per reading, sensor model minus reading (the sensors' ``noise`` from the file);
-- at k = 0, the constraint violation Φ(q0) and normal velocity Φq v0
-  (``constraint_noise``): the paper's initial-state residual;
-- per parameter with a prior (a weighed mass, a datasheet value): (θ − mean) / std.
-
-The Jacobian is sparse (banded in the states, a dense border for θ) and exact; the
-solver is :func:`~mbgen.numerics.least_squares.levenberg_marquardt`. Standard deviations
-come from the linearized sandwich covariance of the fit restricted to θ, the impulses
-entering as the fit leaves them and the readings at least at their stated noise
-(:func:`parameter_uncertainty`); directions the data cannot see (an exact
-null space of the parameters' information) are reported as not identifiable instead of
-as huge numbers.
+This module runs it: the request checked, the states to start from, the fit (states
+first, then states and parameters; with inertias about the centres of mass where the
+model is known), the solve again at half the step, then the verdict. The solver is
+:func:`~mbgen.numerics.least_squares.levenberg_marquardt`; the standard deviations come
+from :mod:`mbgen.estimation.uncertainty`, the residuals' consistency with their noise
+from :mod:`mbgen.estimation.verdict` and the values' plausibility from
+:mod:`mbgen.estimation.plausibility`.
 """
 
 from __future__ import annotations
@@ -29,29 +21,27 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from mbgen.estimation.centroidal import CentroidalInertias
+from mbgen.estimation.dependent_problem import DependentProblem
 from mbgen.estimation.identification_inputs import (
     COORDINATES,
-    SCHEMES,
     IdentificationError,
     Recording,
     Settings,
 )
-from mbgen.estimation.impulses import MidpointImpulses, SpookImpulses
 from mbgen.estimation.independent_problem import IndependentProblem
-from mbgen.estimation.problem_layout import ProblemLayout
+from mbgen.estimation.plausibility import physical_problems
+from mbgen.estimation.problem_layout import ResidualGroups
+from mbgen.estimation.uncertainty import parameter_uncertainty
 from mbgen.estimation.verdict import (
     FitTest,
-    combination,
     fit_tests,
     misfit_advice,
     weakly_determined,
 )
 from mbgen.model.mechanism import Mechanism
-from mbgen.numerics.batched import matrix_vector, transposed_vector
 from mbgen.numerics.least_squares import (
     BlockJacobian,
     BorderedMatrix,
-    BorderedSystem,
     LeastSquaresResult,
     RowBlocks,
     levenberg_marquardt,
@@ -107,131 +97,7 @@ class Identification:
                 and not self.misfit and not self.problems)
 
 
-class IdentificationProblem(ProblemLayout):
-    """Residuals and sparse Jacobian of one identification problem."""
-
-    def __init__(self, mech: CompiledMechanism, recording: Recording, names: Sequence[str],
-                 settings: Settings, priors: Mapping[str, tuple[float, float]]) -> None:
-        super().__init__(mech, recording, names, settings, priors)
-        if settings.scheme not in SCHEMES:
-            raise IdentificationError(f"unknown scheme {settings.scheme!r} (one of: "
-                                      f"{', '.join(SCHEMES)})")
-        if settings.friction not in ("smooth", "box"):
-            raise IdentificationError(f"unknown friction model {settings.friction!r} (one "
-                                      "of: smooth, box)")
-        self.impulses: MidpointImpulses | SpookImpulses
-        if settings.scheme == "midpoint":
-            self.impulses = MidpointImpulses(mech, self.h, settings.compliance,
-                                             settings.damping, settings.friction)
-        else:
-            self.impulses = SpookImpulses(mech, self.h, settings.compliance, settings.damping)
-        self.commands = self.commands_between(recording, self.impulses.phase)
-        self.inertia = float(np.trace(mech.mass_matrix(mech.q0, self.base)))
-        self.state_size = 2 * mech.n * (self.steps + 1)
-        self.size = self.state_size + len(names)
-
-    # -- layout -----------------------------------------------------------------------------
-    def split(self, x: Array) -> tuple[Array, Array, Array]:
-        n = self.mech.n
-        states = x[:self.state_size].reshape(self.steps + 1, 2 * n)
-        return states[:, :n], states[:, n:], self.parameters(x)
-
-    def pack(self, q: Array, v: Array, theta: Array) -> Array:
-        return np.concatenate([np.hstack([q, v]).ravel(), theta])
-
-    def inertia_scale(self, p: Array) -> tuple[Array, Array]:
-        """The model's inertia relative to the file's, tr M(q0; θ) / tr M(q0; θ_file), and
-        its gradient (selected parameters,). The impulse noise is stated at the file's
-        parameters and scales with this: an impulse residual in absolute units would be
-        lowered by shrinking every inertia, friction and gain together (a direction the
-        data cannot see), a pull towards a smaller model that grows with the dynamics'
-        weight (the least-squares stand-in for the likelihood's log-determinant)."""
-        q0 = self.mech.q0
-        scale = np.trace(self.mech.mass_matrix(q0, p)) / self.inertia
-        gradient = np.trace(self.mech.mass_p(q0, p)) / self.inertia
-        return scale, gradient[self.selected]
-
-    # -- residuals -----------------------------------------------------------------------
-    def __call__(self, x: Array, jacobian: bool) -> tuple[Array, BlockJacobian | None]:
-        mech, s = self.mech, self.settings
-        q, v, p = self.split(x)
-        n, steps, rows = mech.n, self.steps, self.impulses.rows
-        # white process noise: a substep's impulses are 1/√substeps of a sample period's
-        scale, scale_p = self.inertia_scale(p)
-        if not scale > 0.0:  # a trial point without inertia: refused
-            return np.full(self.size, np.nan), None
-        w_dyn = np.sqrt(s.substeps) / (s.impulse_noise * scale)
-        w_con = 1.0 / s.constraint_noise
-        out = self.impulses.evaluate(q, v, p, self.commands, jacobian)
-        model, hq, hv, hp = self.readings(q, v, p, jacobian)
-        w_obs = self.sensor_weight[self.obs_sensor]
-        obs = (model - self.obs_value) * w_obs
-        jac0 = mech.phi_q(q[0], p)[rows]
-        initial = np.concatenate([mech.phi(q[0], p)[rows], jac0 @ v[0]]) * w_con
-        theta = x[self.state_size:]
-        prior = (theta[self.prior_index] - self.prior_mean) * self.prior_weight
-        impulses = np.hstack([out.ru, out.rq])  # (steps, rows)
-        residual = np.concatenate([impulses.ravel() * w_dyn, obs, initial, prior])
-        if not jacobian:
-            return residual, None
-
-        sel = self.selected
-        zero = np.zeros((steps, n, n))
-        ru_q1 = zero if out.ru_q1 is None else out.ru_q1
-        rq_v0 = zero if out.rq_v0 is None else out.rq_v0
-        # per step: rows (r_u, r_q), columns (q_k, v_k, q_k+1, v_k+1)
-        dynamics = np.concatenate([
-            np.concatenate([out.ru_q0, out.ru_v0, ru_q1, out.ru_v1], axis=2),
-            np.concatenate([out.rq_q0, rq_v0, out.rq_q1, out.rq_v1], axis=2)], axis=1)
-        assert out.ru_p is not None and out.rq_p is not None  # Jacobians were asked for
-        dynamics_p = (np.concatenate([out.ru_p[:, :, sel], out.rq_p[:, :, sel]], axis=1)
-                      - impulses[:, :, None] * (scale_p / scale))  # w_dyn's own derivative
-        assert hq is not None and hv is not None and hp is not None  # asked for
-        r0 = len(rows)
-        init = np.zeros((1, 2 * r0, 2 * n))
-        init[0, :r0, :n] = jac0
-        init[0, r0:, :n] = mech.dense("phiq_v_q", p, q=q[0], v=v[0])[rows]
-        init[0, r0:, n:] = jac0
-        init_p = np.concatenate([mech.phi_p(q[0], p)[rows][:, sel],
-                                 mech.dense("phiq_v_p", p, q=q[0], v=v[0])[rows][:, sel]])
-        count = len(self.prior_index)
-        priors = np.zeros((count, 1, len(sel)))
-        priors[np.arange(count), 0, self.prior_index] = self.prior_weight
-        groups = [  # impulses (IMPULSES), readings, initial constraints, priors
-            RowBlocks(2 * n * np.arange(steps), dynamics * w_dyn, dynamics_p * w_dyn),
-            RowBlocks(2 * n * self.obs_state, (np.hstack([hq, hv]) * w_obs[:, None])[:, None],
-                      (hp[:, sel] * w_obs[:, None])[:, None]),
-            RowBlocks(np.zeros(1, dtype=int), init * w_con, init_p[None] * w_con),
-            RowBlocks(np.zeros(count, dtype=int), np.zeros((count, 1, 0)), priors),
-        ]
-        return residual, BlockJacobian(groups, self.state_size)
-
-    def correct(self, x: Array, trial: Array) -> Array:
-        """Second-order correction of a trial point. A step along the linearized
-        constraints leaves the curved constraint manifold at second order, which the
-        compliance ε turns into a large force residual, so rotating a body (a gravity tilt,
-        an encoder offset) would take many tiny steps. Each state's positions and then
-        velocities are moved, least norm, until Φ and Φq v take the values the linear model
-        predicted for the step."""
-        mech, rows = self.mech, self.impulses.rows
-        q, v, p = self.split(x)
-        q1, v1, p1 = self.split(trial)
-        dq, dp = q1 - q, p1 - p
-        jac = mech.phi_q(q, p)[:, rows]
-        phi_target = (mech.phi(q, p)[:, rows] + matrix_vector(jac, dq)
-                      + mech.phi_p(q, p)[:, rows] @ dp)
-        rate_target = (matrix_vector(jac, v1)
-                       + matrix_vector(mech.dense("phiq_v_q", p, q=q, v=v)[:, rows], dq)
-                       + mech.dense("phiq_v_p", p, q=q, v=v)[:, rows] @ dp)
-        for _ in range(2):
-            jac1 = mech.phi_q(q1, p1)[:, rows]
-            q1 = q1 - _least_norm(jac1, mech.phi(q1, p1)[:, rows] - phi_target)
-        jac1 = mech.phi_q(q1, p1)[:, rows]
-        v1 = v1 - _least_norm(jac1, matrix_vector(jac1, v1) - rate_target)
-        return self.pack(q1, v1, trial[self.state_size:])
-
-
-Problem = IdentificationProblem | IndependentProblem
+Problem = DependentProblem | IndependentProblem
 
 
 def make_problem(mech: CompiledMechanism, recording: Recording, names: Sequence[str],
@@ -253,18 +119,12 @@ def make_problem(mech: CompiledMechanism, recording: Recording, names: Sequence[
                 pass
         settings = replace(settings, coordinates="dependent")
     if settings.coordinates == "dependent":
-        return IdentificationProblem(mech, recording, names, settings, priors)
+        return DependentProblem(mech, recording, names, settings, priors)
     if settings.scheme != "midpoint" or settings.friction != "smooth":
         raise IdentificationError("identification in independent coordinates reads the "
                                   "midpoint scheme with smooth friction (got scheme "
                                   f"{settings.scheme}, friction {settings.friction})")
     return IndependentProblem(mech, recording, names, settings, priors)
-
-
-def _least_norm(jac: Array, gap: Array) -> Array:
-    """Per state k, the least-norm δ with J_k δ = gap_k: J (K, r, n), gap (K, r) → (K, n)."""
-    gram = jac @ jac.transpose(0, 2, 1)
-    return transposed_vector(jac, np.linalg.solve(gram, gap[:, :, None])[:, :, 0])
 
 
 def _initial_states(problem: Problem, recording: Recording,
@@ -363,9 +223,9 @@ def identify(mech: CompiledMechanism, recording: Recording, params: Sequence[str
     values = result.x[problem.state_size:]
     undetermined = uncertainty.undetermined + weakly_determined(
         names, values, guess, std, uncertainty.correlation)
-    groups = jacobian.split(residuals)
+    groups = ResidualGroups(*jacobian.split(residuals))
     fit = fit_tests([*mech.sensor_labels, *mech.accelerometer_labels], problem.obs_sensor,
-                    groups[READINGS].ravel(), groups[IMPULSES])
+                    groups.readings.ravel(), groups.impulses)
     seconds = time.perf_counter() - start
     q, v, p = problem.split(result.x)
     return Identification(names, values, std, uncertainty.identifiable,
@@ -570,117 +430,3 @@ def _check_centroidal_start(centroidal: CentroidalInertias, guess: Array, p: Arr
                 "about the body's first point; give --bounds to allow it)")
 
 
-@dataclass(frozen=True)
-class Uncertainty:
-    """The parameters' linearized standard deviations (P,) (inf where not identifiable),
-    their correlations (P, P) (NaN there), and the combinations the data cannot see."""
-
-    std: Array
-    identifiable: Array
-    correlation: Array
-    undetermined: list[str]
-
-
-#: Relative shifts tried on the states' information when rounding leaves it not
-#: positive definite (a very stiff compliance): far below what changes a σ's 3 digits.
-INFORMATION_SHIFTS = (0.0, 1e-12, 1e-10, 1e-8)
-#: The residual groups of both problems' __call__: impulses, readings, initial
-#: constraints, priors; the first is read off the fit (parameter_uncertainty)
-IMPULSES, READINGS = 0, 1
-
-
-def parameter_uncertainty(normal: BorderedMatrix, jacobian: BlockJacobian, residuals: Array,
-                          names: Sequence[str]) -> Uncertainty:
-    """Linearized standard deviations and correlations of the parameters: the sandwich
-    covariance H⁻¹ M H⁻¹ of the fit (H = JᵀJ = ``normal`` over states and parameters)
-    restricted to the parameters, the residual groups of :class:`IdentificationProblem`
-    entering M as follows:
-
-    - the impulses as the fit leaves them, step by step (Σ_k u_k u_kᵀ, u_k the step's
-      residuals through J_k H⁻¹). The impulse noise is the method's choice, not a property
-      of the data: stated at 2e-5 where synthetic data need far less, it made every σ 2-4
-      times what the estimates scatter (benchmarks/identification_sigma.py);
-    - the readings and the initial constraints by their stated noise, scaled up by their
-      mean square when the fit is worse than it, never down;
-    - the priors as stated (knowledge from outside the data).
-
-    With every group at its stated noise, M = H and this is the inverse of the parameters'
-    information after eliminating the states (the Schur complement S of H). Parameters
-    that share a null direction of S are not identifiable (std = inf), and each null
-    direction is named as a combination of the parameters (in units of S's diagonal)."""
-    system = _information_system(normal)
-    scale = np.sqrt(np.maximum(np.diag(system.schur), 1e-300))
-    values, vectors = np.linalg.eigh(system.schur / np.outer(scale, scale))
-    null = values < 1e-10 * max(values.max(), 1e-300)
-    identifiable = np.all(np.abs(vectors[:, null]) < 1e-3, axis=1)
-    inverse = (vectors[:, ~null] / values[~null]) @ vectors[:, ~null].T / np.outer(scale, scale)
-    columns = system.border_columns(inverse)
-    _, readings, initial, _ = jacobian.mean_squares(residuals)
-    covariance = (jacobian.clustered_gram(columns, residuals, IMPULSES)
-                  + jacobian.weighted_gram(columns, [0.0, max(1.0, readings),
-                                                     max(1.0, initial), 1.0]))
-    std = np.sqrt(np.maximum(np.diag(covariance), 0.0))
-    root = np.sqrt(np.maximum(np.diag(covariance), 1e-300))
-    correlation = covariance / np.outer(root, root)
-    correlation[~identifiable, :] = np.nan
-    correlation[:, ~identifiable] = np.nan
-    undetermined = [combination(vector, names) for vector in vectors[:, null].T]
-    return Uncertainty(np.where(identifiable, std, np.inf), identifiable, correlation,
-                       undetermined)
-
-
-def _information_system(normal: BorderedMatrix) -> BorderedSystem:
-    """``normal`` factored for its Schur complement of the states; when rounding leaves
-    the states' block not positive definite (a very stiff compliance), with the smallest
-    shift of INFORMATION_SHIFTS that factors."""
-    diagonal = normal.diagonal()[:normal.banded]
-    for shift in INFORMATION_SHIFTS:
-        try:
-            return normal.factor(shift * np.concatenate([diagonal, np.zeros(
-                len(normal.corner))]) if shift else None, factor_border=False)
-        except np.linalg.LinAlgError:
-            continue
-    raise IdentificationError("the states' information is not positive definite even "
-                              "with a shift of 1e-8 of its diagonal: the compliance is "
-                              "too stiff for double precision (raise --compliance)")
-
-
-def physical_problems(mech: CompiledMechanism, p: Array, model: Mechanism | None = None,
-                      ) -> list[str]:
-    """What makes the parameter vector p (all of the mechanism's) impossible for a real
-    mechanism: a body with a negative mass or a negative inertia about its centre of mass
-    (I0 < m|cog|², from ``model``'s bodies; without it, only a mass matrix that is not
-    positive definite on the coordinates that carry inertia, which misses a body on a
-    fixed pivot and one whose neighbours' inertia hides it),
-    damping that feeds energy in (a negative damper or viscous friction: −∂Q/∂q̇ at rest
-    not positive semi-definite), a negative dry friction."""
-    problems = []
-    q0 = mech.q0
-    if model is not None:
-        problems += model.body_problems(dict(zip(mech.parameters, p.tolist(), strict=True)))
-    elif not _positive_definite_where_carried(mech.mass_matrix(q0, p)):
-        problems.append("the mass matrix is not positive definite: a negative mass, or a "
-                        "body whose inertia about its centre of mass is negative "
-                        "(I0 < m|cog|^2)")
-    # fast enough that every smoothed dry friction is flat (its slope c/s at rest would
-    # hide a negative viscous coefficient; a negative c itself is caught below)
-    friction = mech.meta.get("friction", [])
-    fast = np.full(mech.n, 100.0 * max([float(f["stiction"]) for f in friction] + [1.0]))
-    damping = -mech.generalized_forces_qd(q0, fast, p)
-    symmetric = 0.5 * (damping + damping.T)
-    if symmetric.size and np.linalg.eigvalsh(symmetric).min() < -1e-12 * max(
-            float(np.abs(symmetric).max()), 1e-300):
-        problems.append("the damping feeds energy in: a negative damper or viscous "
-                        "friction coefficient")
-    bounds = mech.coefficients(p)[:len(friction)]
-    problems += [f"negative dry friction on {f['coordinate']} ({bound:.3g})"
-                 for f, bound in zip(friction, bounds, strict=True) if bound < 0]
-    return problems
-
-
-def _positive_definite_where_carried(mass: Array) -> bool:
-    """M (n, n) positive definite on the coordinates that carry inertia (a nonzero
-    diagonal); coordinates without inertia (relative angles) are left out."""
-    carried = np.flatnonzero(np.abs(np.diag(mass)) > 0)
-    return not carried.size or bool(
-        np.linalg.eigvalsh(mass[np.ix_(carried, carried)]).min() > 0)

@@ -2,7 +2,7 @@
 independent coordinates, not (q, v) of all of them.
 
 Why: identification data come from a real, rigid mechanism. The dependent-coordinate
-problem (:class:`~mbgen.estimation.identify.IdentificationProblem`) holds its states on
+problem (:class:`~mbgen.estimation.dependent_problem.DependentProblem`) holds its states on
 the constraints through a compliance, whose give biases the parameters that the
 constraint forces carry (on the Furuta pendulum spun at 12 rad/s, the arm's viscous
 friction by over 20 % at the default compliance) and makes each step's block (2n)² wide. Here
@@ -35,7 +35,7 @@ from mbgen.estimation.identification_inputs import (
     Settings,
 )
 from mbgen.estimation.impulses import ImpulseModel
-from mbgen.estimation.problem_layout import ProblemLayout
+from mbgen.estimation.problem_layout import ProblemLayout, ResidualGroups
 from mbgen.numerics.batched import transposed_vector
 from mbgen.numerics.least_squares import BlockJacobian, RowBlocks
 from mbgen.runtime.compiled import CompiledMechanism
@@ -45,7 +45,7 @@ Array = np.ndarray
 
 class IndependentProblem(ProblemLayout):
     """Residuals and sparse Jacobian of one identification problem in independent
-    coordinates; the interface of ``IdentificationProblem`` (``split`` and ``pack`` in
+    coordinates; the interface of ``DependentProblem`` (``split`` and ``pack`` in
     the dependent (q, v), so the caller's states and results stay those of the file)."""
 
     def __init__(self, mech: CompiledMechanism, recording: Recording, names: Sequence[str],
@@ -186,13 +186,13 @@ class IndependentProblem(ProblemLayout):
         count = len(self.prior_index)
         priors = np.zeros((count, 1, len(sel)))
         priors[np.arange(count), 0, self.prior_index] = self.prior_weight
-        groups = [  # impulses, readings, initial constraints (none here), priors
+        groups = ResidualGroups(  # no initial constraints: every state is on them
             RowBlocks(2 * d * np.arange(steps), dynamics, dynamics_p),
             RowBlocks(2 * d * self.obs_state, observed[:, None],
                       (h_p[:, sel] * w_obs[:, None])[:, None]),
             RowBlocks(np.zeros(0, dtype=int), np.zeros((0, 0, 0)), np.zeros((0, 0, len(sel)))),
             RowBlocks(np.zeros(count, dtype=int), np.zeros((count, 1, 0)), priors),
-        ]
+        )
         return residual, BlockJacobian(groups, self.state_size)
 
     def _state_maps(self, q: Array, v: Array, p: Array) -> tuple[Array, Array]:

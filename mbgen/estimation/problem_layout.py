@@ -5,6 +5,7 @@ as residual rows, and the actuators' commands between samples."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Generic, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -13,6 +14,22 @@ from mbgen.estimation.impulses import ImpulseModel
 from mbgen.runtime.compiled import CompiledMechanism
 
 Array = np.ndarray
+Group = TypeVar("Group")
+
+
+class ResidualGroups(NamedTuple, Generic[Group]):
+    """The residual groups of both problems, in the residual vector's order (their row
+    blocks, mean squares or variances): the uncertainty reads the impulses' spread off the
+    fit and takes the others at their stated noise."""
+
+    impulses: Group  # per step: the impulses the model needs between states
+    readings: Group  # per reading: model minus reading
+    initial: Group  # at k = 0: the constraints (dependent coordinates only)
+    priors: Group  # per parameter with a prior
+
+
+#: The impulses' place among the groups (BlockJacobian takes groups by index).
+IMPULSES = ResidualGroups._fields.index("impulses")
 
 
 class ProblemLayout:

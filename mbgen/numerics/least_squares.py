@@ -133,7 +133,7 @@ class BlockJacobian:
     block by block (batched products and one bincount), never as a sparse product, which
     took a third of identification's time."""
 
-    def __init__(self, groups: list[RowBlocks], banded: int) -> None:
+    def __init__(self, groups: Sequence[RowBlocks], banded: int) -> None:
         self.groups = groups
         self.banded = banded
         self.rows = sum(g.band.shape[0] * g.band.shape[1] for g in groups)
