@@ -309,12 +309,12 @@ class ParticleFilter:
         seen = np.isfinite(y)
         if not seen.any():  # no reading: the weights stay as they are
             return False
-        likelihood, velocities = self._likelihood(y, seen)
+        likelihood, velocities, self._noise = self._likelihood(y, seen)
         if _hopeless(likelihood, seen):
             # no particle within HOPELESS σ of the readings: every weight has vanished (in
             # floating point they would be exact zeros); a new belief meets this reading
             self.initialize(uniform=True)
-            likelihood, velocities = self._likelihood(y, seen)
+            likelihood, velocities, self._noise = self._likelihood(y, seen)
             if not _hopeless(likelihood, seen):
                 self._weigh(likelihood, velocities)
             return True
@@ -338,11 +338,13 @@ class ParticleFilter:
         self._resample(members)
         return False
 
-    def _likelihood(self, y: Array, seen: Array) -> tuple[Array, Array | None]:
+    def _likelihood(self, y: Array, seen: Array
+                    ) -> tuple[Array, Array | None, tuple[Array, Array] | None]:
         """log p(y | particle) (M,) of the readings y (``labels``) where ``seen``, by the
         Gaussian sensor model; for a fresh uniform belief, with new velocities (M, n)
         drawn given the sensors' readings (_from_reading), else None. The accelerometers'
-        readings are weighed at the particles' (new) velocities."""
+        readings are weighed at the particles' (new) velocities; with them, the posterior
+        (mean (M, d), root (M, d, d)) of the next step's acceleration noise, else None."""
         count = len(self.mech.sensor_labels)
         y_s, seen_s, y_a, seen_a = y[:count], seen[:count], y[count:], seen[count:]
         likelihood, velocities = np.zeros(len(self.q)), None
@@ -354,20 +356,25 @@ class ParticleFilter:
             h = self.mech.sensors(self.q, self.qd).reshape(len(self.q), -1)
             r = (h[:, seen_s] - y_s[seen_s]) / self.sigma_s[seen_s]
             likelihood = -0.5 * (r * r).sum(axis=1)
+        noise = None
         if seen_a.any():
-            likelihood = likelihood + self._accelerometers(
+            weighed, noise = self._accelerometer_likelihood(
                 y_a[seen_a], seen_a, self.qd if velocities is None else velocities)
+            likelihood = likelihood + weighed
         likelihood[np.isnan(likelihood)] = -np.inf  # a broken particle weighs nothing
-        return likelihood, velocities
+        return likelihood, velocities, noise
 
-    def _accelerometers(self, y: Array, seen: Array, qd: Array) -> Array:
+    def _accelerometer_likelihood(self, y: Array, seen: Array, qd: Array
+                                  ) -> tuple[Array, tuple[Array, Array]]:
         """log p(y | particle) (M,) of accelerometer readings y (where ``seen``), as the
-        state sensors' are, without the constant every particle shares. The reading sees
+        state sensors' are, without the constant every particle shares, and the posterior
+        of the next step's acceleration noise given them. The reading sees
         the particle's q̈: its dynamics' plus the acceleration noise R ε of the step that
         follows (ε ~ N(0, σa²) on z̈, z by full pivoting as the prediction chooses it), so
         a(q, q̈) = a₀ + B ε + e with B = (∂a/∂q̈) R: the particle is weighed by the
         reading with ε integrated out, and the next prediction draws its ε from ε's
-        posterior given the reading (``_noise``), not from the prior again."""
+        posterior given the reading (mean, root; kept as ``_noise`` by :meth:`update`),
+        not from the prior again."""
         mech, q = self.mech, self.q
         count, d = len(q), mech.dof
         qdd, status = mech.forward_dynamics(q, qd, errors="status")
@@ -383,8 +390,8 @@ class ParticleFilter:
         mean, root = np.zeros((count, d)), np.repeat(np.eye(d)[None] / self.sigma_a, count, 0)
         likelihood[good], mean[good], root[good] = gaussian_posterior(
             b[good], r[good], noise, self.sigma_a**2)
-        self._noise = (mean, root)
-        return likelihood + 0.5 * np.log(noise).sum()  # the state sensors' convention
+        # the state sensors' convention
+        return likelihood + 0.5 * np.log(noise).sum(), (mean, root)
 
     def _from_reading(self, y: Array, seen: Array) -> tuple[Array, Array] | None:
         """A uniform belief meeting its first reading: each particle's velocity drawn from
