@@ -1,7 +1,9 @@
-"""The errorEKF in independent coordinates (estimation/kalman.py, csrc/kalman.c): on a
-mechanism whose dynamics are linear it is the linear Kalman filter written here in a few
-lines of NumPy; its transition Jacobians against finite differences, entry by entry, on
-the four-bar and the Furuta pendulum; the C filter against the NumPy reference."""
+"""The errorEKF and the UKF in independent coordinates (estimation/kalman.py,
+estimation/ukf.py, csrc/kalman.c): on a mechanism whose dynamics are linear each is the
+linear Kalman filter written here in a few lines of NumPy (the unscented transform is exact
+for linear maps); the EKF's transition Jacobians against finite differences, entry by
+entry, on the four-bar and the Furuta pendulum; each filter in C against its NumPy
+reference; both from the command line."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from conftest import REPO, SHIPPED_DIR, finite_difference_error
 
 from mbgen.cli.conventions import EXIT_BAD_INPUT, EXIT_UNTRUSTED, EXIT_USAGE, untrusted_path
 from mbgen.estimation.kalman import ErrorEKF
+from mbgen.estimation.ukf import UnscentedKF
 from mbgen.runtime.compiled import CompiledMechanism
 
 Compiled = Callable[[Path], CompiledMechanism]
@@ -49,8 +52,9 @@ def linear_kalman(x0: np.ndarray, P0: np.ndarray, A: np.ndarray, dt: float, sigm
     return np.array(means), np.array(variances)
 
 
+@pytest.mark.parametrize("kind", [ErrorEKF, UnscentedKF], ids=["ekf", "ukf"])
 def test_on_a_linear_mechanism_the_filter_is_the_linear_kalman_filter(
-        compiled: Compiled) -> None:
+        compiled: Compiled, kind: type[ErrorEKF]) -> None:
     mech = compiled(SLIDER)
     p = dict(mech.parameters)
     m, k, c = p["m"], p["k"], p["c"]
@@ -62,8 +66,8 @@ def test_on_a_linear_mechanism_the_filter_is_the_linear_kalman_filter(
                          0.01 * rng.standard_normal(steps)])
     y[::7] = np.nan  # steps without a reading
     noise = mech.sensor_noise()
-    ekf = ErrorEKF(mech, sigma_a=sigma_a, unknown_forces=["x0"], sigma_f=sigma_f,
-                   spread=0.2, speed=0.5, force_spread=3.0)
+    ekf = kind(mech, sigma_a=sigma_a, unknown_forces=["x0"], sigma_f=sigma_f, spread=0.2,
+               speed=0.5, force_spread=3.0)
     track = ekf.run(t, y, dt)
     # ẍ = (-k (x + 1 - L0) - c ẋ + f) / m, L0 = 1: linear in (x, ẋ, f)
     assert p["L0"] == 1.0
@@ -180,16 +184,20 @@ def test_the_measurement_jacobian_matches_finite_differences(
     assert finite_difference_error(H, numeric, 1e-6) < 1e-5
 
 
-def test_the_filter_in_c_is_the_reference(fourbar_imu: CompiledMechanism) -> None:
+@pytest.mark.parametrize("kind, steps", [(ErrorEKF, 1500), (UnscentedKF, 400)],
+                         ids=["ekf", "ukf"])
+def test_the_filter_in_c_is_the_reference(fourbar_imu: CompiledMechanism,
+                                          kind: type[ErrorEKF], steps: int) -> None:
     """The whole run in one C call against the step-by-step NumPy filter: gyroscope and
-    accelerometer, an unknown force, steps without readings, z chosen again."""
+    accelerometer, an unknown force, steps without readings, z chosen again (the UKF's
+    reference is slower: fewer steps, still two switches)."""
     mech = fourbar_imu
-    t, _, y = swinging(mech, 1500, 2e-3)
+    t, _, y = swinging(mech, steps, 2e-3)
     y[5::9, 0] = np.nan
     y[3::11] = np.nan
     tracks, switches = [], []
     for native in (False, True):
-        ekf = ErrorEKF(mech, sigma_a=2.0, unknown_forces=["x1"], sigma_f=3.0, spread=0.05)
+        ekf = kind(mech, sigma_a=2.0, unknown_forces=["x1"], sigma_f=3.0, spread=0.05)
         tracks.append(ekf.run(t, y, native=native))
         switches.append(ekf.switches)
     reference, native_track = tracks
@@ -206,10 +214,11 @@ def read_table(path: Path) -> tuple[list[str], np.ndarray]:
     return header, np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
 
 
+@pytest.mark.parametrize("method", ["ekf", "ukf"])
 @pytest.mark.parametrize("name", ["fourbar", "furuta", "slider-crank", "bricard",
                                   "actuated-double-pendulum"])
 def test_estimate_ekf_tracks_every_shipped_mechanism_with_sensors(
-        run, tmp_path: Path, out_dir: Path, name: str) -> None:
+        run, tmp_path: Path, out_dir: Path, name: str, method: str) -> None:
     """From the command line, on the readings of a simulation from q0: the estimate
     holds the truth inside its 95 % interval about as often as it says, in the columns of
     the particle filter's table (without the branch's) and ✓."""
@@ -219,10 +228,11 @@ def test_estimate_ekf_tracks_every_shipped_mechanism_with_sensors(
                        str(truth), "--sensors-out", str(readings), "--noise-sensor", "1e-3",
                        "--build-dir", str(out_dir))
     assert code == 0, output
-    code, output = run("estimate", str(path), "--data", str(readings), "--method", "ekf",
+    code, output = run("estimate", str(path), "--data", str(readings), "--method", method,
                        "--noise-sensor", "1e-3", "--covariance", "--out", str(estimate),
                        "--build-dir", str(out_dir))
-    assert code == 0 and "✓" in output and "errorEKF" in output, output
+    label = {"ekf": "errorEKF", "ukf": "UKF"}[method]
+    assert code == 0 and "✓" in output and f"{label} on the branch" in output, output
     header, est = read_table(estimate)
     true_header, true_q = read_table(truth)
     assert header[:5] == ["t", header[1], f"{header[1]}_lo", f"{header[1]}_hi",
@@ -266,7 +276,15 @@ def refusal(run, tmp_path: Path, out_dir: Path, path: Path, text: str, *extra: s
                                                      "x1,x1"], EXIT_USAGE,
      "names a coordinate twice"),
     ("fourbar", "t,coupler_gyro\n0,1\n0.001,1\n", ["--unknown-forces", "x1"], EXIT_USAGE,
-     "options of --method ekf only"),
+     "options of --method ekf and ukf only"),
+    ("double-pendulum", "t,x\n0,1\n", ["--method", "ukf"], EXIT_USAGE, "has no sensors"),
+    ("fourbar", "t,coupler_gyro\n0,1\n0.002,1\n0.001,1\n", ["--method", "ukf"],
+     EXIT_BAD_INPUT, "readings.csv:4: time 0.001 is before line 3"),
+    ("fourbar", "t,coupler_gyro\n0,1\n0.001,1\n", ["--method", "ukf", "--unknown-forces",
+                                                     "x1,theta"], EXIT_USAGE,
+     "'theta' is not a coordinate of fourbar"),
+    ("fourbar", "t,coupler_gyro\n0,1\n0.001,1\n", ["--method", "ukf", "--seed", "3"],
+     EXIT_USAGE, "--seed is an option of --method particle only"),
     ("fourbar", "t,coupler_gyro\n0,1\n0.001,1\n", ["--method", "ekf", "--particles", "9"],
      EXIT_USAGE, "--particles is an option of --method particle only"),
     ("fourbar", "t,coupler_gyro\n0,1\n0.001,1\n", ["--method", "kalman"], EXIT_USAGE,
@@ -280,8 +298,9 @@ def test_estimate_ekf_refuses_broken_input_and_writes_nothing(
     assert got == code and message in output, output
 
 
-def test_an_ekf_that_loses_the_state_is_not_trusted(run, tmp_path: Path,
-                                                    out_dir: Path) -> None:
+@pytest.mark.parametrize("method", ["ekf", "ukf"])
+def test_an_ekf_that_loses_the_state_is_not_trusted(run, tmp_path: Path, out_dir: Path,
+                                                    method: str) -> None:
     """Readings the model cannot explain (a gyroscope reading a rate far beyond what the
     state's covariance allows, at σ 1e-3): exit 4, the table kept as .untrusted.csv."""
     readings = tmp_path / "readings.csv"
@@ -289,7 +308,7 @@ def test_an_ekf_that_loses_the_state_is_not_trusted(run, tmp_path: Path,
     readings.write_text("t,coupler_gyro\n" + "\n".join(rows) + "\n")
     out = tmp_path / "e.csv"
     code, output = run("estimate", str(SHIPPED_DIR / "fourbar.yaml"), "--data", str(readings),
-                       "--method", "ekf", "--noise-sensor", "1e-3", "--out", str(out),
+                       "--method", method, "--noise-sensor", "1e-3", "--out", str(out),
                        "--build-dir", str(out_dir))
     text = " ".join(output.split())
     assert code == EXIT_UNTRUSTED and "lost the state" in text and "✓" not in text, text

@@ -1,5 +1,5 @@
-"""`mbgen estimate`: track a mechanism from a readings file with the particle filter or the
-errorEKF in independent coordinates."""
+"""`mbgen estimate`: track a mechanism from a readings file with the particle filter, or the
+errorEKF or the UKF in independent coordinates."""
 
 from __future__ import annotations
 
@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from mbgen.runtime.compiled import CompiledMechanism
 
 #: The estimators, by --method (the first the default).
-METHODS = ("particle", "ekf")
+METHODS = ("particle", "ekf", "ukf")
+#: The Kalman filters among them (estimation/kalman.py, estimation/ukf.py).
+KALMAN = ("ekf", "ukf")
 #: Options that only the particle filter takes.
 PARTICLE_ONLY = ("particles", "pool", "seed", "integrator")
 
@@ -52,12 +54,13 @@ PARTICLE_ONLY = ("particles", "pool", "seed", "integrator")
 @click.option("--method", type=click.Choice(METHODS), default=METHODS[0], show_default=True,
               help="particle: the particle filter (finds the assembly branch; "
               "docs/estimation.md); ekf: the errorEKF in independent coordinates on the "
-              "branch of the file's q0 (real time, input estimation).")
+              "branch of the file's q0 (real time, input estimation); ukf: the unscented "
+              "Kalman filter on the same state.")
 @click.option("--unknown-forces", "unknown_forces", default=None, metavar="C1,C2",
-              help="ekf: estimate the generalized forces at these coordinates too (a "
+              help="ekf, ukf: estimate the generalized forces at these coordinates too (a "
               "random walk, --noise-force), written as force_<c>.")
 @click.option("--noise-force", "sigma_f", type=POSITIVE, default=defaults.NOISE_FORCE,
-              show_default=True, help="ekf: the unknown forces' random-walk intensity "
+              show_default=True, help="ekf, ukf: the unknown forces' random-walk intensity "
               "[N/√s on point coordinates, N·m/√s on angles].")
 @click.option("--particles", type=click.IntRange(min=1), default=defaults.PARTICLES,
               show_default=True,
@@ -103,7 +106,7 @@ def estimate(file: Path, readings_path: Path, method: str, unknown_forces: str |
     """Estimate FILE's state (and, with the particle filter, its assembly branch) from
     sensor readings: writes t, each coordinate's expected value with <name>_lo/<name>_hi
     (95 %), then ess, restart (1 where the filter started over) and p_branch<k> (particle)
-    or force_<c> with its interval, nis and lost (ekf). An estimate that is not to be
+    or force_<c> with its interval, nis and lost (ekf, ukf). An estimate that is not to be
     trusted ends with exit code 4."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -119,7 +122,7 @@ def estimate(file: Path, readings_path: Path, method: str, unknown_forces: str |
     elif unknown_forces is not None or context.get_parameter_source("sigma_f") == \
             click.core.ParameterSource.COMMANDLINE:
         raise click.UsageError("--unknown-forces and --noise-force are options of --method "
-                               "ekf only")
+                               f"{' and '.join(KALMAN)} only")
     for out in (csv_path, untrusted_path(csv_path)):  # where an untrusted estimate goes too
         check_paths({"FILE": file, "--data": readings_path},
                     {"--out": out, "--plot": plot_paths(out, "estimate") if plot else None})
@@ -128,8 +131,8 @@ def estimate(file: Path, readings_path: Path, method: str, unknown_forces: str |
                                  "variance the filter computes with", param_hint="--speed")
     mech, _ = load_with_status(file, build_dir)
     apply_parameters(mech, param_values)
-    if method == "ekf":
-        _kalman(mech, file, readings_path, unknown_forces, sigma_f, sigma_a, sigma_s, dt,
+    if method in KALMAN:
+        _kalman(method, mech, file, readings_path, unknown_forces, sigma_f, sigma_a, sigma_s, dt,
                 spread, speed, csv_path, covariance, plot, max_steps)
         return
     # the initial belief's particles, allocated at once: refused beyond memory
@@ -218,13 +221,15 @@ def _force_coordinates(mech: CompiledMechanism, text: str | None) -> list[str]:
     return names
 
 
-def _kalman(mech: CompiledMechanism, file: Path, readings_path: Path,
+def _kalman(method: str, mech: CompiledMechanism, file: Path, readings_path: Path,
             unknown_forces: str | None, sigma_f: float, sigma_a: float,
             sigma_s: float | None, dt: float | None, spread: float | None, speed: float,
             csv_path: Path, covariance: bool, plot: bool, max_steps: int) -> None:
-    """estimate --method ekf: the errorEKF from the file's q0 at rest (σ of z SPREAD/√3,
-    of ż SPEED/√3: the particle filter's uniform belief's), on q0's branch."""
+    """estimate --method ekf or ukf: the errorEKF or the UKF from the file's q0 at rest (σ
+    of z SPREAD/√3, of ż SPEED/√3: the particle filter's uniform belief's), on q0's
+    branch."""
     from mbgen.estimation.kalman import ErrorEKF, KalmanError
+    from mbgen.estimation.ukf import UnscentedKF
 
     if not mech.sensor_labels and not mech.accelerometer_labels:
         raise click.UsageError(no_sensors(file, []))
@@ -233,10 +238,11 @@ def _kalman(mech: CompiledMechanism, file: Path, readings_path: Path,
     noise, accelerometer_noise = _noises(mech, sigma_s)
     root3 = np.sqrt(3.0)
     try:
-        ekf = ErrorEKF(mech, sigma_a=sigma_a, sigma_s=noise, sigma_acc=accelerometer_noise,
-                       unknown_forces=forces, sigma_f=sigma_f,
-                       spread=(defaults.EKF_SPREAD if spread is None else spread) / root3,
-                       speed=speed / root3, force_spread=defaults.EKF_FORCE_SPREAD)
+        ekf = (UnscentedKF if method == "ukf" else ErrorEKF)(
+            mech, sigma_a=sigma_a, sigma_s=noise, sigma_acc=accelerometer_noise,
+            unknown_forces=forces, sigma_f=sigma_f,
+            spread=(defaults.EKF_SPREAD if spread is None else spread) / root3,
+            speed=speed / root3, force_spread=defaults.EKF_FORCE_SPREAD)
     except KalmanError as exc:
         raise click.ClickException(str(exc)) from None
     with np.errstate(invalid="ignore", divide="ignore"):  # NaN is checked below
@@ -245,18 +251,18 @@ def _kalman(mech: CompiledMechanism, file: Path, readings_path: Path,
     header, data = track.table(names, forces, sigma=covariance)
     if not np.isfinite(data[:, :-2]).all() or not len(data):
         raise UntrustedResultError(
-            "the errorEKF's estimate is not finite or empty (its state could not be "
+            f"the {ekf.label}'s estimate is not finite or empty (its state could not be "
             "assembled from the start): nothing written")
     doubt = track.distrust()
     csv_path, pictures = _written(mech, file, readings_path, csv_path, header, data, names,
-                                  bool(doubt), plot, "errorEKF")
+                                  bool(doubt), plot, ekf.label)
     z = ", ".join(names[i] for i in ekf.zi)
     final = "; forces at the end " + ", ".join(
         f"{c} {v:.4g} ± {1.96 * sd:.2g}" for c, v, sd in zip(
             forces, track.force[-1], track.sigma_force[-1], strict=True)) if forces else ""
     mark = "[red]✗[/]" if doubt else "[green]✓[/]"
     status_console.print(f"{mark} {escape(mech.name)}: {len(track.t)} steps of {step:g} s, "
-                         f"errorEKF on the branch of q0 (z: {escape(z)}, chosen again "
+                         f"{ekf.label} on the branch of q0 (z: {escape(z)}, chosen again "
                          f"{ekf.switches} time(s)){escape(final)}")
     status_console.print(escape(f"  wrote {csv_path}"
                                 + "".join(f"\n  wrote {p}" for p in pictures)))
