@@ -260,3 +260,34 @@ def test_the_shipped_arm_simulates_as_the_independent_model(
     # RK4's error at 1 ms, measured: 1.1e-5 (4.4e-8 at 0.25 ms: the h⁴ of the method)
     assert np.max(np.abs(mine - expected)) <= 3e-5
     assert np.max(np.abs(expected[:, 1])) > 2.0  # the elbow turned well past the old stop
+
+
+def test_check_and_info_report_the_limits(tmp_path: Path,
+                                          run: Callable[..., tuple[int, str]]) -> None:
+    """The <limit> of each revolute and prismatic joint (read here by ElementTree), shown
+    by check and info as recorded, not enforced; a q0 outside its limits is pointed out."""
+    import xml.etree.ElementTree as ET
+
+    limits = {j.get("name"): (float(j.find("limit").get("lower")),  # type: ignore[union-attr]
+                              float(j.find("limit").get("upper")))  # type: ignore[union-attr]
+              for j in ET.parse(ARM).getroot().iter("joint")
+              if j.get("type") in ("revolute", "prismatic") and j.find("limit") is not None}
+    assert set(limits) == {"shoulder", "slide"}
+    code, output = run("check", str(ARM))
+    assert code == 0, output
+    for name, (lower, upper) in limits.items():
+        assert f"limit {name}: [{lower:g}, {upper:g}] (recorded, not enforced)" in output
+    assert "outside" not in output
+    code, output = run("info", str(ARM))
+    assert code == 0, output
+    table = output[output.index("Limits (not enforced)"):]
+    for name, (lower, upper) in limits.items():
+        row = next(line for line in table.splitlines() if f" {name} " in line)
+        cells = [cell.strip() for cell in row.split("│")]
+        assert cells[2:5] == [f"{lower:g}", f"{upper:g}", "0"], row
+    # q0 (all joints at the URDF's zero) below a slide limit starting at 0.05
+    path = tmp_path / "arm.urdf"
+    path.write_text(TEXT.replace('lower="0" upper="0.15"', 'lower="0.05" upper="0.15"'))
+    code, output = run("check", str(path))
+    assert code == 0, output
+    assert "limit slide: [0.05, 0.15] (recorded, not enforced); q0 is 0, outside it" in output

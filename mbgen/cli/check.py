@@ -49,6 +49,13 @@ def check(file: Path) -> None:
                       f"{abs(residual[worst]):.3g} at row {worst} "
                       f"({model.constraints[worst].label}); the position problem will move "
                       "it (see --q0 of simulate)")
+    names = list(model.coordinate_names)
+    for name, (lower, upper) in mechanism.limits.items():  # recorded, not enforced
+        value = float(q0[names.index(name)])
+        outside = not lower <= value <= upper
+        console.print(f"{'[yellow]![/]' if outside else ' '} limit {escape(name)}: "
+                      f"{escape(f'[{lower:g}, {upper:g}]')} (recorded, not enforced)"
+                      + (f"; q0 is {value:g}, outside it" if outside else ""))
     console.print(f"[green]✓[/] {escape(str(file))}: n = {model.n} coordinates, m = {model.m} "
                   f"constraints, rank {rank}, {dof} DOF, "
                   f"{len(mechanism.sensors) + len(mechanism.accelerometers)} sensor(s); "

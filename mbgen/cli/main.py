@@ -168,11 +168,23 @@ def compile_(file: Path, build_dir: Path | None, force: bool, package_dir: Path 
 def export(file: Path, c_dir: Path | None, fmu_path: Path | None, integrator: str,
            step: float, coords: str, inputs: tuple[str, ...], name: str | None, force: bool,
            build_dir: Path | None) -> None:
-    """Write FILE's mechanism as a standalone C library (--c: NAME.h, NAME.c, an example
-    program, Makefile; C99 and libm only) and/or an FMI 2.0 unit (--fmu: co-simulation
-    with mbgen's integrators and model exchange in the independent coordinates; inputs
-    are generalized forces, outputs every q, q̇, q̈, sensor, ‖Φ‖ and the energy, the
-    file's parameters tunable before a run)."""
+    """Write FILE's mechanism as a standalone C library (--c) and/or an FMI 2.0 unit
+    (--fmu).
+
+    --c DIR: NAME.h, NAME.c, an example program, a Makefile and a README; C99 and libm
+    only (docs/generated-code.md).
+
+    --fmu OUT.fmu: the same library as a Functional Mock-up Unit for system simulators
+    (FMPy, Modelica tools, Simulink): co-simulation by mbgen's integrators (--integrator,
+    --step, --coords) and model exchange in the independent coordinates; inputs are
+    generalized forces (the actuated coordinates' and --input's), outputs every q, q̇,
+    q̈, sensor, ‖Φ‖ and the energy, the file's parameters tunable before a run. The unit
+    holds modelDescription.xml, a binary for this platform built at export
+    (binaries/PLATFORM/NAME.so, .dylib or .dll) and its sources (sources/: the library,
+    mbgen's FMI wrapper fmu.c, its data fmu_model.h, the FMI headers). For another
+    platform, build sources/fmu.c and sources/NAME.c into a shared library there (cc
+    -std=c99 -shared -fPIC -Isources sources/fmu.c sources/NAME.c -lm) and add it under
+    binaries/. A unit that does not build is not written (exit 1). See docs/fmu.md."""
     from mbgen.codegen.ship import EXAMPLE_PROGRAM, EXAMPLE_SOURCE, export_c
 
     if c_dir is None and fmu_path is None:
@@ -287,7 +299,24 @@ def info(file: Path, build_dir: Path | None) -> None:
                          f"{item['stiction']:.3g}")
     for table in (coordinates, constraints, parameters, sensors, actuators, friction):
         console.print(table if table.row_count else Text(f"{table.title}: none", style="dim"))
+    limits = _limits_table(file, mech)
+    if limits.row_count:
+        console.print(limits)
     console.print(_branch_table(mech))
+
+
+def _limits_table(file: Path, mech: Any) -> Table:
+    """The joint limits the file records (a URDF's ``<limit>``), with q0: reported, not
+    enforced. Read from the model (the compiled module does not carry them)."""
+    from mbgen.model.parser import load_mechanism
+
+    table = _table("Limits (not enforced)", "coordinate", "lower", "upper",
+                   "q0")
+    for name, (lower, upper) in load_mechanism(file).limits.items():
+        value = float(mech.q0[mech.coordinate_index(name)])
+        shown = f"{value:.6g}" if lower <= value <= upper else f"[yellow]{value:.6g} (outside)[/]"
+        table.add_row(escape(name), f"{lower:.6g}", f"{upper:.6g}", shown)
+    return table
 
 
 def _branch_table(mech: Any) -> Table | Text:

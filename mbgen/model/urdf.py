@@ -374,7 +374,7 @@ def _well_posed_basis(writer: _Writer, body: _Body) -> None:
         ordered.append(best)
         left.remove(best)
     body.points[1:] = ordered
-    vectors, front = list(body.vectors), []
+    vectors, front = list(body.vectors), list[str]()
     assert body.entry is not None
     while len(span) < 3:
         best_vector = max(vectors, key=lambda v: float(np.linalg.norm(off_span(
