@@ -45,6 +45,7 @@ typedef struct {
     double *h, *H, *N, *S, *K, *X, *nu, *seen_y;
     double *hq, *hqd, *hv, *qdd, *Jq, *Jqd, *JQ, *aq, *aqdd, *av, *B;
     double *Pa, *chi, *Y, *xm, *ym, *Pxy, *qs, *qds, *qc, *qdc, *pt;  /* the UKF's */
+    double *ph, *rhs;  /* the assembly's: m, n */
     double* scratch;
 } kf_filter;
 
@@ -87,7 +88,8 @@ static int kf_init(kf_filter* f, const mb_plan* plan, const mb_options* opt, con
                  + 3L * ns * n                             /* hq hqd hv */
                  + n + 3L * n * n + 3L * na * n + (long)na * d + 16
                  + (s + d) * (s + d) + (2 * (s + d) + 1) * s      /* Pa chi */
-                 + (2 * s + 1) * k + (s + d) + k + s * k + 4L * n + (s + d);  /* Y .. pt */
+                 + (2 * s + 1) * k + (s + d) + k + s * k + 4L * n + (s + d)  /* Y .. pt */
+                 + mm + n;                                  /* ph rhs */
     f->scratch = (double*)malloc(sizeof(double) * (size_t)total);
     f->zi = (int*)malloc(sizeof(int) * (size_t)(2 * d + n + 1));
     f->w = mb_workspace_new(plan, opt, 1);
@@ -124,6 +126,7 @@ static int kf_init(kf_filter* f, const mb_plan* plan, const mb_options* opt, con
     f->Y = kf_take(&c, (2 * s + 1) * k); f->xm = kf_take(&c, L); f->ym = kf_take(&c, k);
     f->Pxy = kf_take(&c, s * k); f->qs = kf_take(&c, n); f->qds = kf_take(&c, n);
     f->qc = kf_take(&c, n); f->qdc = kf_take(&c, n); f->pt = kf_take(&c, L);
+    f->ph = kf_take(&c, mm); f->rhs = kf_take(&c, n);
     return MB_OK;
 }
 
@@ -142,14 +145,66 @@ static void kf_matmul(const double* A, int ta, const double* B, int tb, int rows
 }
 
 /* q, q̇ with q[zi] = z, q̇[zi] = ż, the rest solved from q's other entries (the guess). */
+static int kf_factor(kf_filter* f, const double* q, const int* zi);
+
+/* Mechanisms up to this many coordinates are assembled by Newton on the dense augmented
+ * matrix [Φq; E_z] (at the four-bar's size several times cheaper than the general sparse
+ * KKT path of mb_position_one, which larger ones keep). */
+#define KF_DENSE_ASSEMBLY 24
+
+/* q, q̇ with q[zi] = z, q̇[zi] = ż, the rest solved from q's other entries (the guess):
+ * Newton to newton_tol within 50 iterations, the rows dropped as redundant checked as
+ * mb_position_one does, then Φq q̇ = 0 at the solution. */
 static int kf_assemble(kf_filter* f, const double* z, const double* zd, double* q, double* qd)
 {
-    for (int j = 0; j < f->d; ++j) q[f->zi[j]] = z[j];
-    int st = mb_position_one(f->wk, q, f->p, f->zi, f->d, 0, f->opt->newton_tol, 50);
-    if (st) return st;
-    mb_zero(qd, f->n);
-    for (int j = 0; j < f->d; ++j) qd[f->zi[j]] = zd[j];
-    return mb_velocity_one(f->wk, q, qd, f->p, f->zi, f->d, 0);
+    const int n = f->n, m = f->m, r = f->r, d = f->d;
+    const double tol = f->opt->newton_tol;
+    for (int j = 0; j < d; ++j) q[f->zi[j]] = z[j];
+    if (n > KF_DENSE_ASSEMBLY) {
+        int st = mb_position_one(f->wk, q, f->p, f->zi, d, 0, tol, 50);
+        if (st) return st;
+        mb_zero(qd, n);
+        for (int j = 0; j < d; ++j) qd[f->zi[j]] = zd[j];
+        return mb_velocity_one(f->wk, q, qd, f->p, f->zi, d, 0);
+    }
+    int st;
+    for (int it = 0;; ++it) {
+        if (!mb_all_finite(q, n)) return MB_NOT_FINITE;
+        mb_eval_dense(f->model, MB_K_PHI, 1, q, 0, NULL, 0, f->p, 0, m, 1, f->ph);
+        double err = 0.0;
+        for (int i = 0; i < r; ++i) {
+            f->rhs[i] = f->ph[f->plan->rows[i]];
+            if (fabs(f->rhs[i]) > err) err = fabs(f->rhs[i]);
+        }
+        if (err <= tol) break;
+        if (!(err < INFINITY)) return MB_NOT_FINITE;
+        if (it == 50) return MB_NO_CONVERGENCE;
+        if ((st = kf_factor(f, q, f->zi))) return st;
+        mb_zero(f->rhs + r, d);
+        mb_lu_solve(f->A, n, f->piv, f->rhs, 1);
+        for (int i = 0; i < n; ++i) q[i] -= f->rhs[i];
+    }
+    double qn = 0.0;
+    for (int i = 0; i < n; ++i) qn += q[i] * q[i];
+    const double consistent = fmax(1e5 * tol, 1e-10 * qn);
+    for (int i = 0; i < m; ++i)
+        if (fabs(f->ph[i]) > consistent) return MB_INCONSISTENT;
+    if ((st = kf_factor(f, q, f->zi))) return st;
+    mb_zero(qd, r);
+    for (int j = 0; j < d; ++j) qd[r + j] = zd[j];
+    mb_lu_solve(f->A, n, f->piv, qd, 1);
+    return mb_all_finite(qd, n) ? MB_OK : MB_NOT_FINITE;
+}
+
+/* The LU factors of the augmented matrix [Φq (active rows); E_zi] at q in f->A, f->piv. */
+static int kf_factor(kf_filter* f, const double* q, const int* zi)
+{
+    const int n = f->n, m = f->m, r = f->r, d = f->d;
+    mb_eval_dense(f->model, MB_K_PHI_Q, 1, q, 0, NULL, 0, f->p, 0, m, n, f->phiq);
+    for (int i = 0; i < r; ++i) mb_copy(f->A + (long)i * n, f->phiq + (long)f->plan->rows[i] * n, n);
+    mb_zero(f->A + (long)r * n, (long)d * n);
+    for (int j = 0; j < d; ++j) f->A[(long)(r + j) * n + zi[j]] = 1.0;
+    return mb_lu_factor(f->A, n, f->piv, 1e-14);
 }
 
 /* R = ∂q/∂z and V = ∂q̇/∂z at fixed ż (n x d each) for z = zi, from the augmented
@@ -157,18 +212,14 @@ static int kf_assemble(kf_filter* f, const double* z, const double* zd, double* 
 static int kf_state_maps(kf_filter* f, const double* q, const double* qd, const int* zi, double* R,
                       double* V)
 {
-    const int n = f->n, m = f->m, r = f->r, d = f->d;
-    mb_eval_dense(f->model, MB_K_PHI_Q, 1, q, 0, NULL, 0, f->p, 0, m, n, f->phiq);
-    mb_eval_dense(f->model, MB_K_PHIQ_V_Q, 1, q, 0, qd, 0, f->p, 0, m, n, f->rate);
-    for (int i = 0; i < r; ++i) mb_copy(f->A + (long)i * n, f->phiq + (long)f->plan->rows[i] * n, n);
-    mb_zero(f->A + (long)r * n, (long)d * n);
-    for (int j = 0; j < d; ++j) f->A[(long)(r + j) * n + zi[j]] = 1.0;
-    int st = mb_lu_factor(f->A, n, f->piv, 1e-14);
+    const int n = f->n, r = f->r, d = f->d;
+    int st = kf_factor(f, q, zi);
     if (st) return st;
     mb_zero(R, (long)n * d);
     for (int j = 0; j < d; ++j) R[(long)(r + j) * d + j] = 1.0;
     mb_lu_solve(f->A, n, f->piv, R, d);
     if (!V) return MB_OK;
+    mb_eval_dense(f->model, MB_K_PHIQ_V_Q, 1, q, 0, qd, 0, f->p, 0, f->m, n, f->rate);
     mb_zero(V, (long)n * d);
     for (int i = 0; i < r; ++i) {
         const double* row = f->rate + (long)f->plan->rows[i] * n;
