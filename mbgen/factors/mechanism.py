@@ -278,3 +278,45 @@ class MechanismFactors:
         noise = self.sensor_noise()[row] if sigma is None else sigma
         return self._custom(isotropic(1, noise), [q, qd], error, "observation", row=row,
                             measured=value)
+
+    # -- estimation: unknown forces and accelerometers (Python callbacks: no native kind) --
+    def independent_input_dynamics(self, q: int, qd: int, zdd: int, forces: int,
+                                   actuated: Sequence[int], sigma: float | None = None,
+                                   ) -> gtsam.CustomFactor:
+        """q̈(q, q̇, B u)[z] − z̈ with u (one per ``actuated`` coordinate) a variable: the
+        independent dynamics factor of a graph that estimates unknown forces."""
+        jacobians = self.evaluator.forward_dynamics_jacobians
+        zi, minus_eye = self.z, self._minus_eye_d
+        columns = np.array(actuated, dtype=int)
+        generalized = np.zeros(self.n)
+
+        def error(_: Any, values: gtsam.Values, H: Any) -> Array:
+            generalized[:] = 0.0
+            generalized[columns] = values.atVector(forces)
+            acc, jq, jqd, jQ = jacobians(values.atVector(q), values.atVector(qd), generalized)
+            if H is not None:
+                H[0] = jq[zi]
+                H[1] = jqd[zi]
+                H[2] = minus_eye
+                H[3] = jQ[zi][:, columns]
+            return acc[zi] - values.atVector(zdd)
+
+        return gtsam.CustomFactor(self._noise(self.d, sigma, self.noise.dynamics),
+                                  [q, qd, zdd, forces], error)
+
+    def accelerometer(self, q: int, qdd: int, row: int, measured: float, sigma: float,
+                      ) -> gtsam.CustomFactor:
+        """a_i(q, q̈) − measured for one accelerometer output (its row in
+        ``accelerometer_labels`` order); Jacobians ∂a/∂q and ∂a/∂q̈."""
+        mech, value = self.mechanism, float(measured)
+
+        def error(_: Any, values: gtsam.Values, H: Any) -> Array:
+            qv, acc = values.atVector(q), values.atVector(qdd)
+            if H is not None:
+                H[0] = np.asarray(mech.accelerometers_q(qv, acc)).reshape(-1, self.n)[
+                    row:row + 1]
+                H[1] = np.asarray(mech.accelerometers_qdd(qv, acc)).reshape(-1, self.n)[
+                    row:row + 1]
+            return np.array([np.ravel(mech.accelerometers(qv, acc))[row] - value])
+
+        return gtsam.CustomFactor(isotropic(1, sigma), [q, qdd], error)

@@ -1,0 +1,392 @@
+"""The factor-graph smoother: GTSAM's fixed-lag smoother (iSAM2) over mbgen's native
+dynamics, constraint and observation factors, or the whole readings file in one batch.
+
+Variables of step k: q_k, q̇_k (n each), z̈_k (d: the independent accelerations), and when
+asked the unknown forces f_k (a random walk) and, with accelerometers, q̈_k (n). Factors:
+
+- Φ(q_k) and Φq q̇_k (σ_c, tight: the constraints are exact);
+- the dynamics z̈_k = q̈(q_k, q̇_k, B f_k)[z] + ε_k, ε ~ N(0, σa²) per independent
+  coordinate: the errorEKF's acceleration noise, here one value per step;
+- the transition, linear, in the coordinates z of step k: q_{k+1}[z] = q_k[z] + dt q̇_k[z]
+  + dt²/2 z̈_k and q̇_{k+1}[z] = q̇_k[z] + dt z̈_k (the acceleration held over the step),
+  each with a σ TIGHT times the part ε gives it (a soft equality GTSAM can eliminate);
+- f_{k+1} − f_k ~ N(0, σf² dt);
+- each reading: the sensors' h(q_k, q̇_k) and the accelerometers' a(q_k, q̈_k) with q̈_k
+  tied to z̈_k by the acceleration constraints [Φ̇q q̇ + Φq q̈; q̈[z] − z̈] (σ_c);
+- at step 0 priors on q_0[z], q̇_0[z] (and f_0), the errorEKF's initial σ.
+
+Each step has as many residual rows, readings aside, as unknowns, so the graph is the
+density of a Markov chain (the transition's rows fix the new z and ż, the constraints the
+rest): its marginals are the state's honest σ, and on a linear mechanism the batch answer
+is the Rauch–Tung–Striebel smoother of that chain (tests/test_smoother.py). The
+constraints make the normal equations ill-conditioned, so every elimination is by QR.
+
+z starts as the file's independent coordinates (or full pivoting at q0) and is chosen
+again, by the errorEKF's rule (kalman.RESELECT), at the newest step; a transition is
+always written in the z of its first step, so a switch needs no restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import gtsam
+import numpy as np
+
+from mbgen.estimation.kalman import LOST, RESELECT, KalmanError, KalmanTrack
+from mbgen.estimation.particle_filter import filter_times
+from mbgen.factors.linear import equality_factor, linear_factor, prior_factor
+from mbgen.factors.mechanism import MechanismFactors
+from mbgen.factors.noise import isotropic
+from mbgen.runtime.compiled import CompiledMechanism
+
+Array = np.ndarray
+#: σ of the constraint factors [the constraints' units]: tight, they are exact.
+SIGMA_CONSTRAINTS = 1e-6
+#: The transition's own σ as a fraction of the part the acceleration noise gives it.
+TIGHT = 1e-3
+#: Extra iSAM2 updates per step at most, until the newest state moves less than CONVERGED.
+MAX_ITERATIONS = 2
+#: iSAM2 relinearizes a variable that moved more than this since its last linearization.
+RELINEARIZE = 1e-3
+CONVERGED = 1e-10
+#: Batch Gauss–Newton iterations of ``lag=None`` at most (it starts at the forward
+#: pass's estimates, next to the answer).
+BATCH_ITERATIONS = 20
+#: Steps of lag of the forward pass that starts a batch.
+FORWARD_LAG = 20
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The GTSAM keys of step k's variables (None: not in this graph)."""
+
+    q: int
+    qd: int
+    zdd: int
+    qdd: int | None
+    f: int | None
+
+    @staticmethod
+    def of(k: int, accelerations: bool, forces: bool) -> Keys:
+        s = gtsam.symbol
+        return Keys(s("q", k), s("v", k), s("a", k), s("b", k) if accelerations else None,
+                    s("f", k) if forces else None)
+
+    def all(self) -> list[int]:
+        return [key for key in (self.q, self.qd, self.zdd, self.qdd, self.f)
+                if key is not None]
+
+
+def readings_at_steps(t: Array, readings: Array, dt: float | None
+                      ) -> tuple[Array, float, Array]:
+    """The steps' times (N,), the step, and each step's readings (N, labels; NaN: none):
+    a step takes the reading within half a step of its time, as the filters do."""
+    t = np.asarray(t, dtype=float)
+    readings = np.asarray(readings, dtype=float)
+    times, step = filter_times(t, dt)
+    row = np.searchsorted(t, times - step / 2)
+    rows = np.minimum(row, len(t) - 1)
+    at_step = (row < len(t)) & (np.abs(t[rows] - times) < step / 2)
+    y = np.full((len(times), readings.shape[1]), np.nan)
+    y[at_step] = readings[rows[at_step]]
+    return times, step, y
+
+
+class FactorSmoother:
+    """The smoother of a compiled mechanism (see the module's notes); arguments as
+    :class:`mbgen.estimation.kalman.ErrorEKF`'s, plus ``sigma_constraints``."""
+
+    def __init__(self, mech: CompiledMechanism, sigma_a: float = 1.0,
+                 sigma_s: float | Array | None = None, sigma_acc: float | Array | None = None,
+                 unknown_forces: Sequence[str] = (), sigma_f: float = 1.0,
+                 q0: Array | None = None, qd0: Array | None = None, spread: float = 0.1,
+                 speed: float = 1.0, force_spread: float = 1.0,
+                 sigma_constraints: float = SIGMA_CONSTRAINTS) -> None:
+        if not mech.sensor_labels and not mech.accelerometer_labels:
+            raise KalmanError(f"{mech.name} has no sensors")
+        rows = np.asarray(mech.active_rows, dtype=int)
+        if len(rows) + mech.dof != mech.n or len(rows) != mech.m:
+            raise KalmanError(f"{mech.name}: the smoother needs independent constraints "
+                              f"({len(rows)} independent rows of {mech.m} and {mech.dof} "
+                              f"degrees of freedom for {mech.n} coordinates)")
+        self.mech, self.d = mech, mech.dof
+        self.sigma_a, self.sigma_f = float(sigma_a), float(sigma_f)
+        self.sigma_s = mech.sensor_noise(sigma_s)
+        self.sigma_acc = (mech.accelerometer_noise(sigma_acc) if mech.accelerometer_labels
+                          else np.zeros(0))
+        self.sigma_c = float(sigma_constraints)
+        self.forces = [mech.coordinate_index(c) for c in unknown_forces]
+        self.spread, self.speed, self.force_spread = spread, speed, force_spread
+        q = mech.q0.copy() if q0 is None else np.asarray(q0, dtype=float).copy()
+        self.zi = [int(i) for i in np.atleast_1d(mech.partition(q)[0])]
+        self.q = mech.solve_position(q, z=self.zi)
+        qd = np.zeros(mech.n) if qd0 is None else np.asarray(qd0, dtype=float)
+        self.qd = mech.solve_velocity(self.q, qd[self.zi], z=self.zi)
+        self._makers: dict[tuple[int, ...], MechanismFactors] = {}
+        self.switches = 0
+        self.iterations: list[int] = []
+
+    # -- graph pieces ----------------------------------------------------------------
+    def factors(self, z: Sequence[int]) -> MechanismFactors:
+        """The factor maker for independent coordinates z (made once per choice)."""
+        key = tuple(int(i) for i in z)
+        if key not in self._makers:
+            self._makers[key] = MechanismFactors(self.mech, z=list(key))
+        return self._makers[key]
+
+    def _external(self, f: Array) -> Array:
+        Q = np.zeros(self.mech.n)
+        Q[self.forces] = f
+        return Q
+
+    def step_factors(self, keys: Keys, z: Sequence[int], y: Array
+                     ) -> list[gtsam.NonlinearFactor]:
+        """Step k's own factors: the tight ones first (the constraints: 2, or 3 with
+        q̈), then the dynamics, then the readings ``y`` (labels; NaN: none)."""
+        f, c = self.factors(z), self.sigma_c
+        out: list[gtsam.NonlinearFactor] = [
+            f.position_constraints(keys.q, c), f.velocity_constraints(keys.q, keys.qd, c)]
+        if keys.qdd is not None:
+            out.append(f.independent_acceleration(keys.q, keys.qd, keys.qdd, keys.zdd, c))
+        if keys.f is None:
+            out.append(f.independent_dynamics(keys.q, keys.qd, keys.zdd, sigma=self.sigma_a))
+        else:
+            out.append(f.independent_input_dynamics(keys.q, keys.qd, keys.zdd, keys.f,
+                                                    self.forces, self.sigma_a))
+        count = len(self.sigma_s)
+        for row in np.flatnonzero(np.isfinite(y[:count])):
+            out.append(f.observation(keys.q, keys.qd, int(row), float(y[row]),
+                                     float(self.sigma_s[row])))
+        for row in np.flatnonzero(np.isfinite(y[count:])):
+            assert keys.qdd is not None
+            out.append(f.accelerometer(keys.q, keys.qdd, int(row), float(y[count + row]),
+                                       float(self.sigma_acc[row])))
+        return out
+
+    def transition(self, old: Keys, new: Keys, z: Sequence[int], dt: float
+                   ) -> list[gtsam.NonlinearFactor]:
+        """Step k to k+1 in step k's z (see the module's notes), and the forces' walk."""
+        n, d = self.mech.n, self.d
+        select = np.eye(n)[list(z)]
+        eye = np.eye(d)
+        position = isotropic(d, TIGHT * self.sigma_a * dt * dt / 2)
+        velocity = isotropic(d, TIGHT * self.sigma_a * dt)
+        out = [linear_factor([old.q, old.qd, old.zdd, new.q],
+                             [-select, -dt * select, -0.5 * dt * dt * eye, select],
+                             np.zeros(d), position),
+               linear_factor([old.qd, old.zdd, new.qd], [-select, -dt * eye, select],
+                             np.zeros(d), velocity)]
+        if old.f is not None and new.f is not None:
+            out.append(equality_factor(old.f, new.f, len(self.forces),
+                                       isotropic(len(self.forces),
+                                                 self.sigma_f * np.sqrt(dt))))
+        return out
+
+    def priors(self, keys: Keys, z: Sequence[int]) -> list[gtsam.NonlinearFactor]:
+        """Step 0's: q[z], q̇[z] about the start (σ spread, speed) and f about 0."""
+        n, d = self.mech.n, self.d
+        select = np.eye(n)[list(z)]
+        out = [linear_factor([keys.q], [select], self.q[list(z)], isotropic(d, self.spread)),
+               linear_factor([keys.qd], [select], self.qd[list(z)],
+                             isotropic(d, self.speed))]
+        if keys.f is not None:
+            out.append(prior_factor(keys.f, np.zeros(len(self.forces)),
+                                    isotropic(len(self.forces), self.force_spread)))
+        return out
+
+    def initial(self, keys: Keys, q: Array, qd: Array, f: Array, z: Sequence[int],
+                values: gtsam.Values) -> None:
+        """Initial values of a step at the state (q, q̇, f)."""
+        qdd = self.mech.forward_dynamics(q, qd, self._external(f))
+        values.insert(keys.q, q)
+        values.insert(keys.qd, qd)
+        values.insert(keys.zdd, qdd[list(z)])
+        if keys.qdd is not None:
+            values.insert(keys.qdd, qdd)
+        if keys.f is not None:
+            values.insert(keys.f, f)
+
+    def predict(self, q: Array, qd: Array, f: Array, dt: float) -> tuple[Array, Array]:
+        """The next step's initial (q, q̇): one RK4 step of the core, or a Taylor step."""
+        table = None if not self.forces else np.tile(self._external(f), (3, 1))
+        try:
+            path = self.mech.integrate(q, qd, dt, 1, "rk4", forces=table)
+            return path[0][1], path[1][1]
+        except Exception:  # near a singular configuration the graph may still pass
+            qdd = self.mech.forward_dynamics(q, qd, self._external(f))
+            return q + dt * qd + 0.5 * dt * dt * qdd, qd + dt * qdd
+
+    def reselect(self, q: Array, z: list[int]) -> list[int]:
+        """z chosen again by full pivoting where the current choice's R = ∂q/∂z is
+        RESELECT times larger than that choice's (the errorEKF's rule)."""
+        mech = self.mech
+        best = [int(i) for i in np.atleast_1d(mech.partition(q, z=())[0])]
+        if set(best) == set(z):
+            return z
+        current = np.abs(mech.partition(q, z=z)[1]).max()
+        if current <= RESELECT * np.abs(mech.partition(q, z=best)[1]).max():
+            return z
+        self.switches += 1
+        return best
+
+    # -- running ----------------------------------------------------------------------
+    def _smoother(self, lag: float) -> gtsam.IncrementalFixedLagSmoother:
+        params = gtsam.ISAM2Params()
+        params.setFactorization("QR")  # Cholesky breaks down on the tight constraints
+        params.setRelinearizeThreshold(RELINEARIZE)
+        params.relinearizeSkip = 1
+        return gtsam.IncrementalFixedLagSmoother(lag, params)
+
+    def run(self, t: Array, readings: Array, dt: float | None = None,
+            lag: int | None = 50) -> KalmanTrack:
+        """The smoother over readings (N, sensors then accelerometers; NaN: none) at times
+        t (N,) on steps of dt (default the readings' median period). ``lag``: steps of
+        readings after a step that its estimate weighs (each step's output is read when
+        it is about to leave the window; the last ``lag`` steps weigh what there is);
+        None: the whole file in one batch. The track's ``nis`` holds each step's share of
+        the graph's normalized squared residual (every factor counted once, at the step
+        it joins), whose sum over the file has the number of readings as expectation:
+        the track's ``distrust`` reads it as the errorEKF's mean NIS. Stops at a step
+        GTSAM cannot solve (``failed``)."""
+        if lag is not None and (int(lag) != lag or lag < 1):
+            raise KalmanError(f"the lag must be a positive number of steps, got {lag}")
+        times, step, y = readings_at_steps(t, readings, dt)
+        count = len(self.sigma_s)
+        accelerations = bool(np.isfinite(y[:, count:]).any())
+        N, nf = len(times), len(self.forces)
+        window = FORWARD_LAG if lag is None else int(lag)
+        smoother = self._smoother((window + 0.5) * step)
+        keys_of = [Keys.of(k, accelerations, nf > 0) for k in range(N)]
+        share: list[gtsam.NonlinearFactorGraph] = []
+        whole = gtsam.NonlinearFactorGraph()  # every factor (the batch's graph)
+        observed: list[list[gtsam.NonlinearFactor]] = []
+        forward = gtsam.Values()  # each step's estimate as it left the window
+        sigmas: dict[int, list[Array]] = {}
+        z, previous = list(self.zi), list(self.zi)
+        q, qd, f = self.q, self.qd, np.zeros(nf)
+        failed, done = False, N
+        estimate = gtsam.Values()
+        self.iterations = []
+
+        def read(k: int) -> None:
+            for key in keys_of[k].all():
+                forward.insert(key, estimate.atVector(key))
+            if lag is not None:
+                sigmas[k] = [_sd(smoother.marginalCovariance(key)) for key in
+                             (keys_of[k].q, keys_of[k].qd, keys_of[k].f) if key is not None]
+
+        for k in range(N):
+            keys = keys_of[k]
+            graph, values = gtsam.NonlinearFactorGraph(), gtsam.Values()
+            if k:
+                q, qd = self.predict(q, qd, f, step)
+                for factor in self.transition(keys_of[k - 1], keys, previous, step):
+                    graph.add(factor)
+            else:
+                for factor in self.priors(keys, z):
+                    graph.add(factor)
+            own = self.step_factors(keys, z, y[k])
+            readings_k = int(np.isfinite(y[k]).sum())
+            observed.append(own[len(own) - readings_k:] if readings_k else [])
+            # the factors whose residuals are the test of the intervals: all but the
+            # tight ones (constraints, the transition's kinematics), whose residuals are
+            # ~0 at any estimate (leverage ~1) but huge between two windows' estimates
+            mine = gtsam.NonlinearFactorGraph()
+            loose = [*(graph.at(i) for i in range(graph.size()) if k == 0 or i >= 2),
+                     *own[2 if keys.qdd is None else 3:]]
+            for factor in loose:
+                mine.add(factor)
+            share.append(mine)
+            for factor in own:
+                graph.add(factor)
+            self.initial(keys, q, qd, f, z, values)
+            stamps = gtsam.FixedLagSmootherKeyTimestampMap()
+            for key in keys.all():
+                stamps.insert((key, k * step))
+            try:
+                smoother.update(graph, values, stamps)
+                whole.push_back(graph)
+                estimate = smoother.calculateEstimate()
+                newest = estimate.atVector(keys.q)
+                iteration = 0
+                while iteration < MAX_ITERATIONS:
+                    iteration += 1
+                    smoother.update()
+                    estimate = smoother.calculateEstimate()
+                    moved = float(np.abs(estimate.atVector(keys.q) - newest).max())
+                    newest = estimate.atVector(keys.q)
+                    if moved < CONVERGED:
+                        break
+                self.iterations.append(iteration)
+                q, qd = newest, estimate.atVector(keys.qd)
+                if not (np.isfinite(q).all() and np.isfinite(qd).all()):
+                    raise RuntimeError("a state that is not finite")
+                if keys.f is not None:
+                    f = estimate.atVector(keys.f)
+                if k >= window:
+                    read(k - window)
+                previous, z = z, self.reselect(q, z)
+            except RuntimeError:  # GTSAM's indeterminant system, a lost state
+                failed, done = True, k
+                break
+        if done:
+            for j in range(max(done - window, 0), done):
+                if not forward.exists(keys_of[j].q):
+                    read(j)
+        if lag is None and done:
+            try:
+                forward, sigmas = self._batch(whole, forward, keys_of[:done])
+            except RuntimeError:
+                failed, done = True, 0
+        return self._track(times[:done], y[:done], share[:done], observed[:done], forward,
+                           sigmas, keys_of[:done], failed)
+
+    def _batch(self, graph: gtsam.NonlinearFactorGraph, start: gtsam.Values,
+               keys_of: list[Keys]) -> tuple[gtsam.Values, dict[int, list[Array]]]:
+        """The whole ``graph`` by batch Gauss–Newton (QR) from the forward pass's
+        estimates ``start``; σ from one iSAM2 (QR) over it at the optimum."""
+        params = gtsam.GaussNewtonParams()
+        params.setMaxIterations(BATCH_ITERATIONS)
+        params.setLinearSolverType("MULTIFRONTAL_QR")
+        params.setRelativeErrorTol(1e-14)
+        params.setAbsoluteErrorTol(0.0)
+        estimate = gtsam.GaussNewtonOptimizer(graph, start, params).optimize()
+        isam_params = gtsam.ISAM2Params()
+        isam_params.setFactorization("QR")
+        isam = gtsam.ISAM2(isam_params)
+        isam.update(graph, estimate)
+        sigmas = {k: [_sd(isam.marginalCovariance(key)) for key in
+                      (keys.q, keys.qd, keys.f) if key is not None]
+                  for k, keys in enumerate(keys_of)}
+        return estimate, sigmas
+
+    def _track(self, times: Array, y: Array, share: list[gtsam.NonlinearFactorGraph],
+               observed: list[list[gtsam.NonlinearFactor]], values: gtsam.Values,
+               sigmas: dict[int, list[Array]], keys_of: list[Keys], failed: bool
+               ) -> KalmanTrack:
+        """The estimates as the errorEKF's track: q̈ from the dynamics at the estimate,
+        each step's share of the normalized squared residual (``nis``) and whether a
+        reading lies beyond LOST σ of the estimate (``lost``)."""
+        N, n, nf = len(times), self.mech.n, len(self.forces)
+        q, qd, qdd = (np.full((N, n), np.nan) for _ in range(3))
+        sq, sqd = np.full((N, n), np.nan), np.full((N, n), np.nan)
+        force, sforce = np.full((N, nf), np.nan), np.full((N, nf), np.nan)
+        nis, lost = np.full(N, np.nan), np.zeros(N, dtype=bool)
+        for k, keys in enumerate(keys_of):
+            q[k], qd[k] = values.atVector(keys.q), values.atVector(keys.qd)
+            sq[k], sqd[k] = sigmas[k][0], sigmas[k][1]
+            if keys.f is not None:
+                force[k], sforce[k] = values.atVector(keys.f), sigmas[k][2]
+            qdd[k] = self.mech.forward_dynamics(q[k], qd[k], self._external(force[k])
+                                                if nf else None)
+            nis[k] = 2.0 * share[k].error(values)
+            lost[k] = any(2.0 * factor.error(values) > LOST**2 for factor in observed[k])
+        count = np.isfinite(y).sum(axis=1)
+        return KalmanTrack(times, q, qd, qdd, sq, sqd, force, sforce, nis, count > 0, lost,
+                           failed, count)
+
+
+def _sd(covariance: Array) -> Array:
+    return np.sqrt(np.maximum(np.diag(covariance), 0.0))

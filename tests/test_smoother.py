@@ -1,0 +1,127 @@
+"""The factor-graph smoother (estimation/smoother.py): on a mechanism whose dynamics are
+linear, the whole file smoothed in one batch is the Rauch–Tung–Striebel smoother of the
+same discrete model written here in a few lines of NumPy; the fixed-lag smoother's
+intervals against the truth of a simulated four-bar."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from conftest import REPO, SHIPPED_DIR
+
+from mbgen.estimation.kalman import Z95
+from mbgen.estimation.smoother import TIGHT, FactorSmoother
+from mbgen.runtime.compiled import CompiledMechanism
+
+Compiled = Callable[[Path], CompiledMechanism]
+SLIDER = REPO / "tests" / "data" / "slider-spring-damper.yaml"
+FOURBAR = SHIPPED_DIR / "fourbar.yaml"
+
+
+def rts(mean0: np.ndarray, G0: np.ndarray, F: np.ndarray, u: np.ndarray, G: np.ndarray,
+        H: np.ndarray, h0: np.ndarray, noise: np.ndarray, y: np.ndarray
+        ) -> tuple[np.ndarray, np.ndarray]:
+    """The Kalman filter and Rauch–Tung–Striebel smoother of s_0 = mean0 + G0 w,
+    s_k+1 = F s_k + u + G w, y_k = H s_k + h0 + v (w, v Gaussian, unit and ``noise``);
+    rows of y with NaN: no reading. Returns the smoothed means and variances (N, dim)."""
+    m, P = mean0, G0 @ G0.T
+    Q = G @ G.T
+    filtered, predicted = [], []
+    for k, reading in enumerate(y):
+        if k:
+            m, P = F @ m + u, F @ P @ F.T + Q
+        predicted.append((m, P))
+        seen = np.isfinite(reading)
+        if seen.any():
+            Hs = H[seen]
+            S = Hs @ P @ Hs.T + np.diag(noise[seen] ** 2)
+            K = np.linalg.solve(S, Hs @ P).T
+            m = m + K @ (reading[seen] - Hs @ m - h0[seen])
+            A = np.eye(len(m)) - K @ Hs
+            P = A @ P @ A.T + K @ np.diag(noise[seen] ** 2) @ K.T
+        filtered.append((m, P))
+    means, variances = [filtered[-1][0]], [np.diag(filtered[-1][1])]
+    ms, Ps = filtered[-1]
+    for k in range(len(y) - 2, -1, -1):
+        mf, Pf = filtered[k]
+        mp, Pp = predicted[k + 1]
+        C = np.linalg.solve(Pp, F @ Pf).T  # Pf Fᵀ Pp⁻¹
+        ms, Ps = mf + C @ (ms - mp), Pf + C @ (Ps - Pp) @ C.T
+        means.append(ms)
+        variances.append(np.diag(Ps))
+    return np.array(means[::-1]), np.array(variances[::-1])
+
+
+def test_on_a_linear_mechanism_the_batch_is_the_rts_smoother(compiled: Compiled) -> None:
+    mech = compiled(SLIDER)
+    n, dt, steps, sigma_a, spread, speed = mech.n, 1e-2, 150, 0.5, 0.2, 0.5
+    rng = np.random.default_rng(3)
+    t = dt * np.arange(steps)
+    y = np.column_stack([0.25 * np.cos(3 * t) + 0.01 * rng.standard_normal(steps),
+                         0.01 * rng.standard_normal(steps)])
+    y[::7] = np.nan  # steps without a reading
+    smoother = FactorSmoother(mech, sigma_a=sigma_a, spread=spread, speed=speed)
+    track = smoother.run(t, y, dt, lag=None)
+    assert not track.failed and len(track.t) == steps
+
+    # the same discrete model, written out: s = (q, q̇, z̈), z = x0
+    z = [mech.coordinate_index("x0")]
+    q_star = smoother.q  # on the constraints; the model is affine about any such point
+    phi_q = mech.phi_q(q_star)
+    E = np.eye(n)[z]
+    A_inv = np.linalg.inv(np.vstack([phi_q, E]))
+    P_c, P_z = A_inv[:, :-1], A_inv[:, -1:]  # q from [Φ rows; z rows]
+    acc, jq, jqd, _ = mech.forward_dynamics_jacobians(q_star, np.zeros(n))
+    jq, jqd = jq[z], jqd[z]
+    c0 = acc[z] - jq @ q_star
+    sc, sp, sv = smoother.sigma_c, TIGHT * sigma_a * dt**2 / 2, TIGHT * sigma_a * dt
+    dim, m = 2 * n + 1, len(phi_q)
+
+    def with_dynamics(base: np.ndarray) -> np.ndarray:
+        """Rows of (q, q̇) followed by z̈'s row Jq q + Jqd q̇ (for F, u and G)."""
+        return np.vstack([base, jq @ base[:n] + jqd @ base[n:2 * n]])
+
+    def noise(s_pos: float, s_vel: float) -> np.ndarray:
+        """G: w = (c (m), w_z, c' (m), w_ż, ε) into s."""
+        G = np.zeros((2 * n, dim))
+        G[:n, :m], G[:n, m:m + 1] = sc * P_c, s_pos * P_z
+        G[n:, m + 1:2 * m + 1], G[n:, 2 * m + 1:2 * m + 2] = sc * P_c, s_vel * P_z
+        out = with_dynamics(G)
+        out[-1, -1] = sigma_a
+        return out
+
+    base = np.zeros((2 * n, dim))
+    base[:n, :n], base[:n, n:2 * n], base[:n, -1:] = P_z @ E, dt * P_z @ E, dt**2 / 2 * P_z
+    base[n:, n:2 * n], base[n:, -1:] = P_z @ E, dt * P_z
+    F = with_dynamics(base)
+    offset = np.concatenate([P_c @ phi_q @ q_star, np.zeros(n)])
+    u = np.concatenate([offset, jq @ offset[:n] + c0])
+    start = np.concatenate([P_c @ phi_q @ q_star + P_z @ q_star[z], np.zeros(n)])
+    mean0 = np.concatenate([start, jq @ start[:n] + c0])
+    h, h_q, h_qd = mech.sensors_with_jacobians(q_star, np.zeros(n))
+    H = np.hstack([h_q, h_qd, np.zeros((len(h), 1))])
+    means, variances = rts(mean0, noise(spread, speed), F, u, noise(sp, sv), H,
+                           h - h_q @ q_star, mech.sensor_noise(), y)
+
+    np.testing.assert_allclose(track.q, means[:, :n], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(track.qd, means[:, n:2 * n], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(track.sigma_q, np.sqrt(variances[:, :n]), rtol=0, atol=1e-9)
+    np.testing.assert_allclose(track.sigma_qd, np.sqrt(variances[:, n:2 * n]), rtol=0,
+                               atol=1e-9)
+
+
+def test_fixed_lag_intervals_hold_the_truth_on_the_fourbar(compiled: Compiled) -> None:
+    mech = compiled(FOURBAR)
+    dt, steps, sigma_a = 1e-3, 600, 1.0
+    rng = np.random.default_rng(0)
+    q, qd, _ = mech.integrate(mech.q0, np.zeros(mech.n), dt, steps - 1, "rk4")
+    truth = mech.sensors(q, qd)
+    noise = mech.sensor_noise()
+    y = truth.reshape(steps, -1) + noise * rng.standard_normal((steps, len(noise)))
+    smoother = FactorSmoother(mech, sigma_a=sigma_a, spread=0.05, speed=0.5)
+    track = smoother.run(dt * np.arange(steps), y, dt, lag=20)
+    assert not track.failed and track.distrust() is None
+    inside = np.abs(track.q - q) <= Z95 * track.sigma_q
+    assert 0.85 <= inside.mean() <= 1.0
