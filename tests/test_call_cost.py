@@ -86,6 +86,12 @@ def test_batched_dynamics_are_the_previous_paths_bit_for_bit(
         assert same(mech.forward_dynamics(*batch), before_plain)
         assert same(mech.forward_dynamics(*map(general, batch)), before_plain)
         assert same(mech.forward_dynamics_jacobians(*batch)[0], before_plain)
+    # the lanes (blocks of 8) against each state alone, the one-state code's arithmetic
+    alone = [[np.copy(x) for x in evaluator.forward_dynamics_jacobians(q[k], qd[k])]
+             for k in range(len(q))]
+    batch = mech.forward_dynamics_jacobians(q, qd)
+    for part in range(4):
+        assert same(batch[part], np.stack([a[part] for a in alone])), (path.stem, part)
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=mechanism_id)
@@ -108,6 +114,30 @@ def test_batched_independent_dynamics_are_one_states_bit_for_bit(
                     [o[part] for o in one[:count]])
                 assert same(got[part], expected), (path.stem, choice, count, part)
             assert same(zdd, alone[0] if count == 1 else np.stack(alone[:count]))
+
+
+def test_independent_dynamics_in_lanes_group_the_states_by_their_chosen_z(
+        compiled: Any, native: Any) -> None:
+    """Four-bar states far apart, whose full-pivoting choices of z differ (so blocks of
+    lanes are formed per z, across chunks of 64 states, the rest alone), one of them not
+    finite: each state's results are its one-state call's, bit for bit."""
+    mech = compiled(SHIPPED_DIR / "fourbar.yaml")
+    rng = np.random.default_rng(3)
+    crank = rng.uniform(-np.pi, np.pi, 150)
+    q = mech.solve_position(np.stack([np.cos(crank), np.sin(crank), np.cos(crank) + 0.5,
+                                      np.sin(crank) + 1.9], axis=1), z=["x1"])
+    qd = mech.project_velocity(q, rng.standard_normal(q.shape))
+    chosen = mech.partition(q)[0]
+    assert len(np.unique(chosen, axis=0)) > 1  # the states choose differently
+    q[77, 2] = np.nan
+    Q = rng.standard_normal(q.shape)
+    got = mech.independent_dynamics(q, qd, Q, errors="status")
+    assert list(np.flatnonzero(got[-1])) == [77]
+    every = [mech.independent_dynamics(general(q[k]), general(qd[k]), general(Q[k]),
+                                       errors="status") for k in range(len(q))]
+    for part in range(4):
+        assert same(got[part], np.stack([e[part] for e in every])), part
+    assert same(got[4], np.concatenate([e[4] for e in every]))
 
 
 def test_a_bad_state_fails_alone_with_the_same_status_and_error(compiled: Any,

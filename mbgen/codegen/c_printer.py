@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import sympy as sp
 from sympy.printing.c import C99CodePrinter
@@ -101,39 +102,63 @@ class Eliminated:
                           [printer.doprint(v) for v in self.reduced])
 
     def printed_in_lanes(self, names: Mapping[sp.Symbol, str]) -> KernelBody:
-        """The expressions printed for lanes (``names``: element k of lane l): the libm
-        calls hoisted into the prelude, each with the same argument as in ``printed``, so
-        every lane still computes what the one-state code does, bit for bit."""
-        calls: dict[sp.Basic, sp.Symbol] = {}
-        numbered = sp.numbered_symbols("f")
-        items: list[tuple[sp.Symbol, sp.Expr]] = []
-
-        def hoisted(expr: sp.Expr) -> sp.Expr:
-            """``expr`` reading its calls' symbols; each new call (innermost first) is
-            appended to ``items``."""
-            for node in sp.postorder_traversal(expr):
-                if node not in calls and calls_out_of_line(node):
-                    symbol = next(numbered)
-                    items.append((symbol, node.xreplace(calls)))
-                    calls[node] = symbol
-            return expr.xreplace(calls) if calls else expr
-
+        """The expressions printed for lanes (``names``: element k of lane l): each libm
+        call hoisted into the prelude as the one-state printer writes it, and read where
+        that printer writes it, so every lane computes what the one-state code does, bit
+        for bit (a call substituted in SymPy instead is re-sorted among its factors, and
+        x/pow(y, 3/2) became pow(y, -3/2)*x: another rounding)."""
+        printer = LanePrinter({**names, **{s: str(s) for s, _ in self.replacements}})
+        # (symbol, printed value, what it reads) in the order computed: each call before
+        # the temporary or output whose printing met it first
+        items: list[tuple[str, str, set[sp.Basic]]] = []
+        temporaries = []
         for symbol, value in self.replacements:
-            items.append((symbol, hoisted(value)))
-        outputs = [hoisted(value) for value in self.reduced]
-        call_symbols = set(calls.values())
-        needed = set(call_symbols)
-        for symbol, value in reversed(items):  # what the calls' arguments read
-            if symbol in needed:
-                needed |= value.free_symbols
-        printer = KernelPrinter({**names, **{s: str(s) for s, _ in items},
-                                 **{f: f"{f}[l]" for f in call_symbols}})
+            text = printer.doprint(value)
+            items += printer.take_calls()
+            items.append((str(symbol), text, set(value.free_symbols)))
+            temporaries.append(Temporary(str(symbol), text))
+        outputs = []
+        for value in self.reduced:
+            outputs.append(printer.doprint(value))
+            items += printer.take_calls()
+        calls = [name for name, _, _ in items if name in printer.call_names]
+        needed: set[str] = set(calls)
+        for name, _, reads in reversed(items):  # what the calls' arguments read
+            if name in needed:
+                needed |= {str(symbol) for symbol in reads}
         return KernelBody(
-            [Temporary(str(s), printer.doprint(v)) for s, v in items if s not in call_symbols],
-            [printer.doprint(v) for v in outputs],
-            [Temporary(str(s), printer.doprint(v), stored=s in call_symbols)
-             for s, v in items if s in needed],
-            [str(f) for f in calls.values()])
+            temporaries, outputs,
+            [Temporary(name, text, stored=name in printer.call_names)
+             for name, text, _ in items if name in needed],
+            calls)
+
+
+class LanePrinter(KernelPrinter):
+    """KernelPrinter that prints each libm call (:func:`calls_out_of_line`) as its lane
+    array's element f<k>[l], keeping the call's own text (innermost calls registered
+    first) for the prelude."""
+
+    def __init__(self, names: Mapping[sp.Symbol, str]) -> None:
+        super().__init__(names)
+        self.call_names: dict[str, sp.Basic] = {}
+        self._calls: dict[sp.Basic, str] = {}
+        self._new: list[tuple[str, str, set[sp.Basic]]] = []
+
+    def _print(self, expr: Any, **kwargs: Any) -> str:
+        if isinstance(expr, sp.Basic) and calls_out_of_line(expr):
+            name = self._calls.get(expr)
+            if name is None:
+                text = super()._print(expr, **kwargs)  # registers the calls inside first
+                name = self._calls[expr] = f"f{len(self._calls)}"
+                self.call_names[name] = expr
+                self._new.append((name, text, set(expr.free_symbols)))
+            return f"{name}[l]"
+        return str(super()._print(expr, **kwargs))
+
+    def take_calls(self) -> list[tuple[str, str, set[sp.Basic]]]:
+        """The calls registered since the last take: (name, C, symbols read)."""
+        new, self._new = self._new, []
+        return new
 
 
 def element_names(elements: Mapping[sp.Symbol, tuple[str, int]],

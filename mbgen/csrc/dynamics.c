@@ -526,7 +526,10 @@ typedef struct {
     double *lam, *Z, *Jq, *Jqd;
     double* kv[MB_KERNEL_COUNT];
     double* block;
+    double* rest;  /* independent_lanes' arrays (independent_lanes_size doubles) */
 } jacobian_lanes;
+
+static size_t independent_lanes_size(const mb_plan* plan);
 
 /* J's arrays in w->lane_jacobians, made on the workspace's first call that needs them */
 static int jacobian_lanes_get(mb_ws* w, jacobian_lanes* J)
@@ -537,6 +540,8 @@ static int jacobian_lanes_get(mb_ws* w, jacobian_lanes* J)
     size_t total = (size_t)model->m + N * N + 2 * n * n;
     for (int k = 0; k < JACOBIAN_LANE_KERNELS; ++k)
         total += (size_t)model->kernel[jacobian_lane_kernels[k]].nnz + 1;
+    const size_t jacobians = total;
+    total += independent_lanes_size(plan);  /* one block for both calls */
     memset(J, 0, sizeof *J);
     if (!w->lane_jacobians) w->lane_jacobians = (double*)malloc(sizeof(double) * total * W);
     J->block = w->lane_jacobians;
@@ -550,6 +555,7 @@ static int jacobian_lanes_get(mb_ws* w, jacobian_lanes* J)
         J->kv[jacobian_lane_kernels[k]] = next;
         next += ((size_t)model->kernel[jacobian_lane_kernels[k]].nnz + 1) * W;
     }
+    J->rest = J->block + jacobians * W;
     return MB_OK;
 }
 
@@ -834,19 +840,32 @@ static void dynamics_apply(mb_ws* w, const double* top, const double* bottom, do
     mb_dense_apply(w, w->X, 1, out, 1);
 }
 
+static int independent_at(mb_ws* w, mb_ws* wk, const double* q, const double* qd,
+                          const double* Qext, const double* p, const int* ind, double* zdd,
+                          double* Jz, double* Jzd, double* JzQ);
+
 /* z̈ and (optionally) its Jacobians at one consistent state; wk holds the kinematics. */
 int mb_independent_one(mb_ws* w, mb_ws* wk, const double* q, const double* qd,
                        const double* Qext, const double* p, const int* zfix, int nz,
                        double* zdd, double* Jz, double* Jzd, double* JzQ)
 {
-    const int n = w->n, r = w->r, d = w->d;
     int* ind = wk->ind;
     int st = check_indices(w, zfix, nz);
     if (st) return st;
     if (nz && mb_joint_space_applies(w->plan, w->opt, zfix, nz))
         return mb_joint_space_one(w, q, qd, Qext, p, zdd, Jz, Jzd, JzQ);
-    if (nz) memcpy(ind, zfix, sizeof(int) * (size_t)d);
+    if (nz) memcpy(ind, zfix, sizeof(int) * (size_t)w->d);
     else if ((st = mb_choose_z(wk, q, p, ind))) return st;
+    return independent_at(w, wk, q, qd, Qext, p, ind, zdd, Jz, Jzd, JzQ);
+}
+
+/* mb_independent_one's KKT path once z (ind, d) is known */
+static int independent_at(mb_ws* w, mb_ws* wk, const double* q, const double* qd,
+                          const double* Qext, const double* p, const int* ind, double* zdd,
+                          double* Jz, double* Jzd, double* JzQ)
+{
+    const int n = w->n, r = w->r, d = w->d;
+    int st;
     const int jac = Jz || Jzd || JzQ;
     st = mb_dynamics_one(w, q, qd, Qext, p, NULL, NULL, jac);
     if (st) return st;
@@ -914,6 +933,408 @@ int mb_independent_one(mb_ws* w, mb_ws* wk, const double* q, const double* qd,
     return MB_OK;
 }
 
+/* ---- independent coordinates in lanes --------------------------------------------------- */
+
+/* mb_independent_one for MB_LANES states side by side, each lane the one-state code's
+ * arithmetic in its order (so bit for bit its results): the dynamics in lanes
+ * (mb_dynamics_lanes), the kinematic problem on sparse.c's generic LDLᵀ of the held
+ * coordinates' pattern, each of the d directions by one or two kinematic solves and one
+ * unrolled KKT solve. [entry][lane] arrays, in J->rest: */
+typedef struct {
+    double *Kx, *Lx, *D, *y, *akkt, *gamma;  /* the kinematic factor (sparse.c's names) */
+    double *tangent, *dq, *dqd, *rhs, *rhs2, *sol, *zdd, *Jz, *Jzd, *JzQ;
+    int* chosen;  /* Z_CHUNK x d, then Z_CHUNK: independent_dynamics_lanes' z per state */
+} independent_lanes;
+
+static size_t independent_lanes_size(const mb_plan* plan)
+{
+    const mb_model* model = plan->model;
+    const mb_sparse* sp = &plan->sp;
+    const size_t n = (size_t)model->n, N = (size_t)sp->size, d = (size_t)plan->d;
+    return (size_t)sp->nnz_k + (size_t)sp->nnz_l + 2 * N + (size_t)model->kernel[MB_K_PHI_Q].nnz +
+           1 + (size_t)model->kernel[MB_K_PHIQ_V_Q].nnz + 1 + 2 * n + 3 * N + d + 2 * d * d +
+           d * n + 64 * (d + 1) / MB_LANES + 16;  /* the ints: 64 (d + 1) */
+}
+
+static void independent_lanes_carve(const mb_plan* plan, double* next, independent_lanes* K)
+{
+    enum { W = MB_LANES };
+    const mb_model* model = plan->model;
+    const mb_sparse* sp = &plan->sp;
+    const size_t n = (size_t)model->n, N = (size_t)sp->size, d = (size_t)plan->d;
+    const size_t sizes[] = {(size_t)sp->nnz_k, (size_t)sp->nnz_l, N, N,
+                            (size_t)model->kernel[MB_K_PHI_Q].nnz + 1, 1,
+                            (size_t)model->kernel[MB_K_PHIQ_V_Q].nnz + 1, n, n, N, N, N, d,
+                            d * d, d * d, d * n};
+    double** arrays[] = {&K->Kx, &K->Lx, &K->D, &K->y, &K->akkt, &K->gamma, &K->tangent,
+                         &K->dq, &K->dqd, &K->rhs, &K->rhs2, &K->sol, &K->zdd, &K->Jz,
+                         &K->Jzd, &K->JzQ};
+    for (size_t k = 0; k < sizeof arrays / sizeof *arrays; ++k) {
+        *arrays[k] = next;
+        next += sizes[k] * W;
+    }
+    K->chosen = (int*)next;
+}
+
+/* MB_LANES doubles, one per lane, as one value (GNU C's vector extension, as in
+ * joint_space.c): the scalar code's arithmetic lane by lane, vectorized whatever the
+ * compiler proves about aliasing; read and written in place through kin_at. */
+typedef double kin_v __attribute__((vector_size(MB_LANES * sizeof(double))));
+typedef int64_t kin_mask __attribute__((vector_size(MB_LANES * sizeof(double))));
+typedef double kin_at __attribute__((vector_size(MB_LANES * sizeof(double)), aligned(8),
+                                     may_alias));
+#define KAT(p) (*(kin_at*)(p))
+#define KL(i) ((long)(i) * MB_LANES)
+/* where mask (all ones or zero per lane): a, else b */
+#define KSELECT(mask, a, b) ((kin_v)(((kin_mask)(a) & (mask)) | ((kin_mask)(b) & ~(mask))))
+
+/* mb_sparse_factor(kinematic, the coordinates held[i] held) on its generic path, in lanes:
+ * a_values (Φq's values), bad[l] |= 1 where lane l's checks fail */
+static void kinematic_factor_lanes(const mb_plan* plan, const mb_options* options,
+                                   const double* a_values, const int* held,
+                                   independent_lanes* K, int* bad)
+{
+    enum { W = MB_LANES };
+    const mb_sparse* sp = &plan->sp;
+    const mb_kernel* ka = &plan->model->kernel[MB_K_PHI_Q];
+    const int n = plan->model->n, N = sp->size, r = plan->r;
+    double *a = K->akkt, *Kx = K->Kx, *y = K->y, *Lx = K->Lx, *D = K->D;
+    const kin_v zero = {0};
+    for (int e = 0; e < ka->nnz; ++e)
+        if (held[ka->col[e]]) KAT(a + KL(e)) = zero;
+        else KAT(a + KL(e)) = KAT(a_values + KL(e));
+    double* norm2 = y;  /* r x W, then zeroed for the factor */
+    mb_zero(norm2, (long)r * W);
+    for (int e = 0; e < ka->nnz; ++e) {
+        const int k = plan->rowpos[ka->row[e]];
+        if (k >= 0) KAT(norm2 + KL(k)) += KAT(a + KL(e)) * KAT(a + KL(e));
+    }
+    kin_v amax2 = zero;
+    for (int k = 0; k < r; ++k) {
+        const kin_v x = KAT(norm2 + KL(k));
+        amax2 = KSELECT(x > amax2, x, amax2);
+    }
+    const double scale = 1.0;  /* hmax of the kinematic problem */
+    const kin_mask singular = ~(amax2 > 0.0);  /* as !(amax2 > 0.0): NaN too */
+    kin_v gamma = zero;
+    if (r > 0) gamma = scale / amax2;
+    KAT(K->gamma) = gamma;
+    for (int l = 0; l < W; ++l) bad[l] |= r > 0 && singular[l];
+    mb_zero(Kx, (long)sp->nnz_k * W);
+    for (int i = 0; i < n; ++i) KAT(Kx + KL(sp->diag[i])) = zero + 1.0;
+    for (int t = 0; t < sp->ata_count; ++t)
+        KAT(Kx + KL(sp->ata_map[t])) += gamma * KAT(a + KL(sp->ata_k1[t])) *
+                                        KAT(a + KL(sp->ata_k2[t]));
+    for (int e = 0; e < ka->nnz; ++e)
+        if (sp->a_map[e] >= 0) KAT(Kx + KL(sp->a_map[e])) += KAT(a + KL(e));
+    /* up-looking LDLᵀ on the static pattern, as mb_sparse_factor */
+    const int* Kp = sp->Kp; const int* Ki = sp->Ki; const int* Lp = sp->Lp;
+    const int* Li = sp->Li;
+    mb_zero(y, (long)N * W);
+    kin_mask failed = {0};
+    for (int k = 0; k < N; ++k) {
+        for (int pp = Kp[k]; pp < Kp[k + 1]; ++pp) KAT(y + KL(Ki[pp])) = KAT(Kx + KL(pp));
+        kin_v dk = KAT(y + KL(k));
+        KAT(y + KL(k)) = zero;
+        for (int t = sp->rowp[k]; t < sp->rowp[k + 1]; ++t) {
+            const int i = sp->row_node[t], end = sp->row_slot[t];
+            const kin_v yi = KAT(y + KL(i));
+            KAT(y + KL(i)) = zero;
+            for (int pp = Lp[i]; pp < end; ++pp) KAT(y + KL(Li[pp])) -= KAT(Lx + KL(pp)) * yi;
+            const kin_v v = yi / KAT(D + KL(i));
+            dk -= v * yi;
+            KAT(Lx + KL(end)) = v;
+        }
+        if (sp->perm[k] < n)
+            failed |= ~(dk > options->mass_tol * scale);
+        else
+            failed |= ~(-dk * gamma > options->pivot_tol);
+        KAT(D + KL(k)) = dk;
+    }
+    for (int l = 0; l < W; ++l) bad[l] |= failed[l] != 0;
+}
+
+/* kinematic_solve on the factor above (mb_sparse_rhs, mb_sparse_solve without
+ * refinement): delta (n x W) with A delta = b (r x W), delta[z] = 0 */
+static void kinematic_solve_lanes(const mb_plan* plan, independent_lanes* K, const double* b,
+                                  double* delta)
+{
+    const mb_sparse* sp = &plan->sp;
+    const mb_kernel* ka = &plan->model->kernel[MB_K_PHI_Q];
+    const int n = plan->model->n, N = sp->size, r = plan->r;
+    const int* Lp = sp->Lp; const int* Li = sp->Li;
+    const double *Lx = K->Lx, *D = K->D, *a = K->akkt;
+    const kin_v gamma = KAT(K->gamma);
+    double *rhs = K->rhs2, *sol = K->sol;
+    mb_zero(rhs, KL(n));
+    for (int e = 0; e < ka->nnz; ++e) {
+        const int k = plan->rowpos[ka->row[e]];
+        if (k >= 0) KAT(rhs + KL(ka->col[e])) += gamma * KAT(a + KL(e)) * KAT(b + KL(k));
+    }
+    mb_copy(rhs + KL(n), b, KL(r));
+    for (int i = 0; i < N; ++i) KAT(sol + KL(i)) = KAT(rhs + KL(sp->perm[i]));
+    for (int j = 0; j < N; ++j) {  /* ldl_solve, its skip of zeros kept (the sign of 0) */
+        const kin_v yj = KAT(sol + KL(j));
+        const kin_mask nonzero = yj != 0.0;
+        for (int p = Lp[j]; p < Lp[j + 1]; ++p) {
+            const kin_v old = KAT(sol + KL(Li[p]));
+            KAT(sol + KL(Li[p])) = KSELECT(nonzero, old - KAT(Lx + KL(p)) * yj, old);
+        }
+    }
+    for (int j = 0; j < N; ++j) KAT(sol + KL(j)) /= KAT(D + KL(j));
+    for (int j = N - 1; j >= 0; --j) {
+        kin_v acc = KAT(sol + KL(j));
+        for (int p = Lp[j]; p < Lp[j + 1]; ++p) acc -= KAT(Lx + KL(p)) * KAT(sol + KL(Li[p]));
+        KAT(sol + KL(j)) = acc;
+    }
+    for (int i = 0; i < N; ++i)
+        if (sp->perm[i] < n) KAT(delta + KL(sp->perm[i])) = KAT(sol + KL(i));
+}
+
+/* terms_times in lanes: [top; bottom] (N x W, node order) = terms · v (n x W) */
+static void terms_times_lanes(const mb_plan* plan, const term* t, int count, const double* v,
+                              double* top)
+{
+    const int n = plan->model->n;
+    double* bottom = top + KL(n);
+    mb_zero(top, KL(n + plan->r));
+    for (int s = 0; s < count; ++s)
+        for (int e = 0; e < t[s].k->nnz; ++e) {
+            int row = t[s].k->row[e];
+            if (t[s].constraint_rows && (row = plan->rowpos[row]) < 0) continue;
+            KAT((t[s].constraint_rows ? bottom : top) + KL(row)) +=
+                t[s].sign * KAT(t[s].v + KL(e)) * KAT(v + KL(t[s].k->col[e]));
+        }
+}
+
+/* Whether independent dynamics (with Jacobians: jac) run in lanes for this plan */
+static int independent_has_lanes(const mb_plan* plan, const mb_options* options, int jac)
+{
+    if (plan->d <= 0 || !mb_dynamics_uses_lanes(plan, options)) return 0;
+    if (!jac) return 1;
+    for (int k = 0; k < JACOBIAN_LANE_KERNELS; ++k) {
+        const mb_kernel* kernel = &plan->model->kernel[jacobian_lane_kernels[k]];
+        if (kernel->nnz && !kernel->lanes) return 0;
+    }
+    return 1;
+}
+
+/* The lanes' z̈ and its Jacobians (into K's arrays) after mb_dynamics_lanes, ind: z */
+static void independent_in_lanes(const mb_plan* plan, const mb_options* options, mb_lanes* s,
+                                 jacobian_lanes* J, independent_lanes* K, const int* ind,
+                                 const int* held, int want_z, int want_zd, int want_Q)
+{
+    enum { W = MB_LANES };
+    const mb_model* model = plan->model;
+    const mb_kernel* ka = &model->kernel[MB_K_PHI_Q];
+    const mb_kernel* kt = &model->kernel[MB_K_PHIQ_V_Q];
+    const int n = model->n, r = plan->r, d = plan->d, N = n + r;
+    for (int j = 0; j < d; ++j) mb_copy(K->zdd + (long)j * W, s->x1 + (long)ind[j] * W, W);
+    if (!(want_z || want_zd || want_Q)) return;
+    mb_zero(J->lam, (long)model->m * W);
+    for (int k = 0; k < r; ++k)
+        mb_copy(J->lam + (long)plan->rows[k] * W, s->b + (long)(n + k) * W, W);
+    const double* x[JACOBIAN_LANE_KERNELS] = {s->qd, s->x1, J->lam, s->qd, s->x1, s->qd,
+                                              s->qd};
+    for (int k = 0; k < JACOBIAN_LANE_KERNELS; ++k) {
+        const mb_kernel* kernel = &model->kernel[jacobian_lane_kernels[k]];
+        if (kernel->nnz) kernel->lanes(s->q, x[k], s->p, J->kv[jacobian_lane_kernels[k]]);
+    }
+    if (kt->nnz) kt->lanes(s->q, s->qd, s->p, K->tangent);
+    kinematic_factor_lanes(plan, options, s->a, held, K, s->bad);
+    const mb_kernel* k_ = model->kernel;
+    double* const* kv = J->kv;
+    const term tq[5] = {{&k_[MB_K_FORCES_Q], kv[MB_K_FORCES_Q], 1.0, 0},
+                        {&k_[MB_K_MASS_V_Q], kv[MB_K_MASS_V_Q], -1.0, 0},
+                        {&k_[MB_K_PHIQT_LAM_Q], kv[MB_K_PHIQT_LAM_Q], -1.0, 0},
+                        {&k_[MB_K_DPHIQ_QD_Q], kv[MB_K_DPHIQ_QD_Q], -1.0, 1},
+                        {&k_[MB_K_PHIQ_V_Q], kv[MB_K_PHIQ_V_Q], -1.0, 1}};
+    const term tv[2] = {{&k_[MB_K_FORCES_QD], kv[MB_K_FORCES_QD], 1.0, 0},
+                        {&k_[MB_K_DPHIQ_QD_QD], kv[MB_K_DPHIQ_QD_QD], -1.0, 1}};
+    double *dq = K->dq, *dqd = K->dqd, *top = K->rhs, *b = K->y;  /* y: free after the factor */
+    double* top2 = J->Z;  /* N x W of the unused inverse's room */
+    for (int k = 0; k < d; ++k) {
+        mb_zero(b, (long)r * W);  /* -(column z_k of A) */
+        for (int e = 0; e < ka->nnz; ++e) {
+            const int i = plan->rowpos[ka->row[e]];
+            if (i >= 0 && ka->col[e] == ind[k])
+                for (int l = 0; l < W; ++l) b[i * W + l] = -s->a[e * W + l];
+        }
+        kinematic_solve_lanes(plan, K, b, dq);
+        for (int l = 0; l < W; ++l) dq[ind[k] * W + l] = 1.0;
+        if (want_zd) {
+            terms_times_lanes(plan, tv, 2, dq, top);
+            model->kkt->solve_lanes(s->L, s->D, top);
+            for (int j = 0; j < d; ++j)
+                mb_copy(K->Jzd + ((long)j * d + k) * W, top + (long)ind[j] * W, W);
+        }
+        if (want_z) {
+            mb_zero(b, (long)r * W);
+            for (int e = 0; e < kt->nnz; ++e) {
+                const int i = plan->rowpos[kt->row[e]];
+                if (i >= 0)
+                    for (int l = 0; l < W; ++l)
+                        b[i * W + l] -= K->tangent[e * W + l] * dq[kt->col[e] * W + l];
+            }
+            kinematic_solve_lanes(plan, K, b, dqd);
+            for (int j = 0; j < d; ++j)
+                for (int l = 0; l < W; ++l) dqd[ind[j] * W + l] = 0.0;
+            terms_times_lanes(plan, tq, 5, dq, top);
+            terms_times_lanes(plan, tv, 2, dqd, top2);
+            for (int i = 0; i < N * W; ++i) top[i] += top2[i];
+            model->kkt->solve_lanes(s->L, s->D, top);
+            for (int j = 0; j < d; ++j)
+                mb_copy(K->Jz + ((long)j * d + k) * W, top + (long)ind[j] * W, W);
+        }
+    }
+    if (want_Q)
+        for (int j = 0; j < d; ++j) {
+            mb_zero(top, (long)N * W);
+            for (int l = 0; l < W; ++l) top[ind[j] * W + l] = 1.0;
+            model->kkt->solve_lanes(s->L, s->D, top);
+            mb_copy(K->JzQ + (long)j * n * W, top, (long)n * W);
+        }
+}
+
+/* Per-state inputs of mb_independent_dynamics_in and its outputs (any of Jz, Jzd, JzQ
+ * NULL) */
+typedef struct {
+    const double *q, *qd, *Qext, *p;
+    long q_stride, qd_stride, Q_stride, p_stride;
+    double *zdd, *Jz, *Jzd, *JzQ;
+    int* status;
+} independent_batch;
+
+/* The states idx[0..MB_LANES) with z = ind (d) in lanes; a lane that fails goes alone
+ * (independent_at: its status, NaN outputs). Returns how many failed. */
+static int independent_block(mb_ws* w, mb_ws* wk, const independent_batch* B, const long* idx,
+                             const int* ind, jacobian_lanes* J, independent_lanes* K)
+{
+    enum { W = MB_LANES };
+    const mb_plan* plan = w->plan;
+    const int n = plan->model->n, d = plan->d, np = plan->model->np;
+    const long dd = (long)d * d, dn = (long)d * n;
+    mb_lanes* s = w->lanes;
+    int* held = w->held;
+    int failed = 0;
+    for (int i = 0; i < n; ++i) held[i] = 0;
+    for (int j = 0; j < d; ++j) held[ind[j]] = 1;
+    for (int l = 0; l < W; ++l) {
+        const long k = idx[l];
+        s->bad[l] = 0;
+        for (int i = 0; i < n; ++i) {
+            s->q[i * W + l] = B->q[k * B->q_stride + i];
+            s->qd[i * W + l] = B->qd[k * B->qd_stride + i];
+            s->e[i * W + l] = B->Qext ? B->Qext[k * B->Q_stride + i] : 0.0;
+            s->bad[l] |= !isfinite(s->e[i * W + l]);
+        }
+        for (int i = 0; i < np; ++i) s->p[i * W + l] = B->p[k * B->p_stride + i];
+    }
+    mb_dynamics_lanes(plan, w->opt, s, s->q, s->qd, s->e, 0, s->x1);
+    independent_in_lanes(plan, w->opt, s, J, K, ind, held, B->Jz != NULL, B->Jzd != NULL,
+                         B->JzQ != NULL);
+    for (int l = 0; l < W; ++l) {
+        const long k = idx[l];
+        double* out[4] = {B->zdd + k * d, B->Jz ? B->Jz + k * dd : NULL,
+                          B->Jzd ? B->Jzd + k * dd : NULL, B->JzQ ? B->JzQ + k * dn : NULL};
+        if (s->bad[l]) {
+            const int st = independent_at(w, wk, B->q + k * B->q_stride,
+                B->qd + k * B->qd_stride, B->Qext ? B->Qext + k * B->Q_stride : NULL,
+                B->p + k * B->p_stride, ind, out[0], out[1], out[2], out[3]);
+            if (st) mb_independent_nan(k, d, n, B->zdd, B->Jz, B->Jzd, B->JzQ);
+            B->status[k] = st;
+            failed += st != MB_OK;
+            continue;
+        }
+        B->status[k] = MB_OK;
+        for (int j = 0; j < d; ++j) out[0][j] = K->zdd[j * W + l];
+        for (long e = 0; out[1] && e < dd; ++e) out[1][e] = K->Jz[e * W + l];
+        for (long e = 0; out[2] && e < dd; ++e) out[2][e] = K->Jzd[e * W + l];
+        for (long e = 0; out[3] && e < dn; ++e) out[3][e] = K->JzQ[e * W + l];
+    }
+    return failed;
+}
+
+/* States chosen per chunk when z is not given: each state's z by full pivoting, as
+ * mb_independent_one chooses it, then the chunk's states of one z in blocks of lanes */
+enum { Z_CHUNK = 64 };
+
+/* mb_independent_dynamics_in's states [0, count) in lanes, z given (zfix, nz = d) or
+ * chosen per state (nz = 0); the states that fill no block of one z go alone with the
+ * z they chose. *done: how many were handled. */
+static int independent_dynamics_lanes(mb_ws* w, mb_ws* wk, const independent_batch* B,
+                                      long count, const int* zfix, int nz, long* done)
+{
+    enum { W = MB_LANES };
+    const mb_plan* plan = w->plan;
+    const int n = plan->model->n, d = plan->d;
+    int failed = 0;
+    jacobian_lanes J;
+    independent_lanes K;
+    *done = 0;
+    if (!w->lanes) w->lanes = mb_lanes_new(plan);
+    if (!w->lanes || jacobian_lanes_get(w, &J)) return MB_NO_MEMORY;
+    independent_lanes_carve(plan, J.rest, &K);
+    long idx[W];
+    if (nz) {
+        for (long s0 = 0; s0 + W <= count; s0 += W) {
+            for (int l = 0; l < W; ++l) idx[l] = s0 + l;
+            failed += independent_block(w, wk, B, idx, zfix, &J, &K);
+            *done = s0 + W;
+        }
+        return failed;
+    }
+    int* chosen = K.chosen;  /* Z_CHUNK x d */
+    int* state = chosen + Z_CHUNK * d;  /* Z_CHUNK: position in the chunk, -1 once done */
+    for (long c0 = 0; c0 < count; c0 += Z_CHUNK) {
+        const int size = count - c0 < Z_CHUNK ? (int)(count - c0) : Z_CHUNK;
+        for (int t = 0; t < size; ++t) {
+            const long k = c0 + t;
+            const int st = mb_choose_z(wk, B->q + k * B->q_stride, B->p + k * B->p_stride,
+                                       chosen + t * d);
+            state[t] = t;
+            if (st) {  /* as mb_independent_one: the choice's status */
+                mb_independent_nan(k, d, n, B->zdd, B->Jz, B->Jzd, B->JzQ);
+                B->status[k] = st;
+                failed++;
+                state[t] = -1;
+            }
+        }
+        for (int t = 0; t < size; ++t) {
+            if (state[t] < 0) continue;
+            const int* z = chosen + t * d;
+            int members[Z_CHUNK], count_z = 0;  /* the chunk's states of this z */
+            for (int u = t; u < size; ++u)
+                if (state[u] >= 0 && !memcmp(chosen + u * d, z, sizeof(int) * (size_t)d)) {
+                    members[count_z++] = u;
+                    state[u] = -1;
+                }
+            int u = 0;
+            for (; u + W <= count_z; u += W) {
+                for (int l = 0; l < W; ++l) idx[l] = c0 + members[u + l];
+                failed += independent_block(w, wk, B, idx, z, &J, &K);
+            }
+            for (; u < count_z; ++u) {
+                const long k = c0 + members[u];
+                const long dd = (long)d * d, dn = (long)d * n;
+                const int st = independent_at(w, wk, B->q + k * B->q_stride,
+                    B->qd + k * B->qd_stride, B->Qext ? B->Qext + k * B->Q_stride : NULL,
+                    B->p + k * B->p_stride, z, B->zdd + k * d, B->Jz ? B->Jz + k * dd : NULL,
+                    B->Jzd ? B->Jzd + k * dd : NULL, B->JzQ ? B->JzQ + k * dn : NULL);
+                if (st) mb_independent_nan(k, d, n, B->zdd, B->Jz, B->Jzd, B->JzQ);
+                B->status[k] = st;
+                failed += st != MB_OK;
+            }
+        }
+        *done = c0 + size;
+    }
+    return failed;
+}
+
+#undef KAT
+#undef KL
+#undef KSELECT
+
 int mb_independent_dynamics_in(mb_workspace* w, long count, const double* q,
     long q_stride, const double* qd, long qd_stride, const double* Qext, long Q_stride,
     const double* p, long p_stride, const int* zfix, int nz, double* zdd, double* Jz,
@@ -936,8 +1357,16 @@ int mb_independent_dynamics_in(mb_workspace* w, long count, const double* q,
     if (!w->kinematics) w->kinematics = mb_ws_new(plan, options, MB_WS_DENSE);
     mb_ws* wk = w->kinematics;
     int failed = 0;
+    long first = 0;  /* the states before it are done in lanes */
     if (!wk) return MB_NO_MEMORY;
-    for (long s = 0; s < count; ++s) {
+    if (count >= MB_LANES && independent_has_lanes(plan, options, Jz || Jzd || JzQ) &&
+        !check_indices(w, zfix, nz)) {
+        const independent_batch batch = {q, qd, Qext, p, q_stride, qd_stride, Q_stride,
+                                         p_stride, zdd, Jz, Jzd, JzQ, status};
+        failed = independent_dynamics_lanes(w, wk, &batch, count, zfix, nz, &first);
+        if (failed == MB_NO_MEMORY) return MB_NO_MEMORY;
+    }
+    for (long s = first; s < count; ++s) {
         const long dd = (long)d * d, dn = (long)d * n;
         int st = mb_independent_one(w, wk, q + s * q_stride, qd + s * qd_stride,
                                  Qext ? Qext + s * Q_stride : NULL, p + s * p_stride, zfix, nz,
