@@ -331,29 +331,29 @@ def _plot(header: list[str], data: np.ndarray, names: list[str], labels: list[st
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mbgen.estimation.particle_filter import branch_columns
+    from mbgen.columns import TIME, branches, interval
     from mbgen.io.figures import coordinate_panels, plot_path, save_figure
 
     shown = sorted(k for _, columns in coordinate_panels(units) for k in columns)
     names, labels = [names[k] for k in shown], [labels[k] for k in shown]
     column = {name: data[:, k] for k, name in enumerate(header)}
-    t = column["t"]
+    t = column[TIME]
     written = []
     fig, axes = plt.subplots(len(labels), 1, figsize=(9, 2.2 * len(labels)), sharex=True,
                              squeeze=False)
     for ax, name, label in zip(axes[:, 0], names, labels, strict=True):
-        ax.fill_between(t, column[f"{name}_lo"], column[f"{name}_hi"], alpha=0.3,
-                        label="95 %")
+        low, high = interval(name)
+        ax.fill_between(t, column[low], column[high], alpha=0.3, label="95 %")
         ax.plot(t, column[name], label="estimate")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("t [s]")
     axes[0, 0].set_title(f"{title}: {method} estimate")
     written.append(save_figure(fig, plot_path(csv_path, "estimate"), dpi=100))
-    if not branch_columns(header):  # a filter on one branch
+    if not branches(header):  # a filter on one branch
         return written
     fig, ax = plt.subplots(figsize=(9, 3.5))
-    for b, branch in enumerate(branch_columns(header)):
+    for b, branch in enumerate(branches(header)):
         ax.plot(t, column[branch], label=f"branch {b}")
     ax.set(xlabel="t [s]", ylabel="probability", title=f"{title}: assembly branch")
     ax.legend()

@@ -78,20 +78,20 @@ def read_states(path: Path, names: list[str]) -> tuple[np.ndarray, np.ndarray,
                                                       np.ndarray | None]:
     """t (N,), q (N, n) and, for an estimate, the branch probabilities (N, B) (else None)
     from a result CSV that has a column t and every coordinate (other columns ignored)."""
+    from mbgen.columns import branches, velocity
     from mbgen.errors import TrajectoryError
-    from mbgen.estimation.particle_filter import branch_columns
     from mbgen.io.datafile import read_data
 
     data = read_data(path, required=names, what="coordinate")
     foreign = [name for name in data.names if name not in names and (
-        f"{name}_dot" in data.names or re.fullmatch(r"u?[xyz][0-9]+", name))]
+        velocity(name) in data.names or re.fullmatch(r"u?[xyz][0-9]+", name))]
     if foreign:  # another mechanism's result, e.g. a spatial run's x1, y1, z1 on a planar one
         raise TrajectoryError(f"{path}: column(s) {', '.join(foreign)} are coordinates the "
                               f"mechanism does not have (its coordinates: "
                               f"{', '.join(names)}): a result of another mechanism?")
-    branches = branch_columns(data.names)
+    branch_names = branches(data.names)
     return (data.t, np.column_stack([data.column(name) for name in names]),
-            np.column_stack([data.column(name) for name in branches]) if branches else None)
+            np.column_stack([data.column(name) for name in branch_names]) if branch_names else None)
 
 
 @click.command(cls=Command, example=(

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtri
 
+import mbgen.columns as columns
 from mbgen.estimation import filter_defaults as defaults
 from mbgen.estimation.branches import Branches, find_branches, sample_configurations
 from mbgen.runtime.compiled import CompiledMechanism
@@ -84,15 +85,6 @@ class Estimate:
     ess: float  # effective sample size
     branch_probability: Array  # (branches,)
     reinitialized: bool  # all weights had vanished: the filter started over
-
-
-#: Prefix of an estimate table's branch-probability columns (p_branch0, p_branch1, ...).
-BRANCH_COLUMN = "p_branch"
-
-
-def branch_columns(names: list[str]) -> list[str]:
-    """The branch-probability columns among a table's column names, in their order."""
-    return [name for name in names if name.startswith(BRANCH_COLUMN)]
 
 
 #: Readings the filter must weigh after its last re-initialization before its estimate is
@@ -138,11 +130,12 @@ class Track:
         """The CSV's header and rows: t, each coordinate with _lo/_hi (95 %) and, with
         ``sigma``, _sigma (the particles' standard deviation), then ess, restart (1 where
         the filter started over) and p_branch<k>."""
-        parts = [("", self.mean), ("_lo", self.low), ("_hi", self.high)]
+        parts = [("", self.mean), (columns.LOW_SUFFIX, self.low),
+                 (columns.HIGH_SUFFIX, self.high)]
         if sigma:
-            parts.append(("_sigma", self.sigma))
-        header = ["t"] + [f"{n}{suffix}" for n in names for suffix, _ in parts] + [
-            "ess", "restart"] + [f"{BRANCH_COLUMN}{b}"
+            parts.append((columns.SIGMA_SUFFIX, self.sigma))
+        header = [columns.TIME] + [f"{n}{suffix}" for n in names for suffix, _ in parts] + [
+            "ess", "restart"] + [columns.branch(b)
                                  for b in range(self.branch_probability.shape[1])]
         interleaved = np.stack([values for _, values in parts], axis=2).reshape(
             len(self.t), -1)

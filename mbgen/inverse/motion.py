@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+import mbgen.columns as columns
 from mbgen.errors import TrajectoryError
 from mbgen.io.tables import decimated_rows
 from mbgen.io.trajectory import Trajectory
@@ -57,11 +58,11 @@ class InverseResult:
         if extras:
             raise ValueError(f"inverse dynamics has no extra column sets, got {extras}")
         names = self.mechanism.coordinate_names
-        header = (["t"] + names + [f"{c}_dot" for c in names] + [f"{c}_ddot" for c in names]
-                  + [f"force_{names[i]}" for i in self.actuated])
+        header = [columns.TIME, *columns.state(names),
+                  *(columns.force(names[i]) for i in self.actuated)]
         data = np.column_stack([self.t, self.q, self.qd, self.qdd, self.forces])
         if self.force_sigma is not None:
-            header += [f"force_{names[i]}_sigma" for i in self.actuated]
+            header += [columns.sigma(columns.force(names[i])) for i in self.actuated]
             data = np.column_stack([data, self.force_sigma])
         return header, data[decimated_rows(len(self.t), every)]
 

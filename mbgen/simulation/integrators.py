@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+import mbgen.columns as columns
 from mbgen.errors import SingularConfigurationError
 from mbgen.io.tables import decimated_rows
 from mbgen.runtime.compiled import CompiledMechanism
@@ -69,11 +70,11 @@ class SimulationResult:
         with an applied force or an actuator, 0 where none is applied); every
         ``every``-th row (the last one always included)."""
         names = self.coordinate_names
-        header = (["t"] + names + [f"{c}_dot" for c in names] + [f"{c}_ddot" for c in names]
-                  + ["energy", "phi_norm"])
+        header = [columns.TIME, *columns.state(names), columns.ENERGY,
+                  columns.CONSTRAINT_NORM]
         blocks = [self.t, self.q, self.qd, self.qdd, self.energy, self.constraint_error]
         if self.sigma is not None:
-            header += [f"{c}_sigma" for c in names]
+            header += [columns.sigma(c) for c in names]
             blocks.append(self.sigma)
         for extra in extras:
             if extra == "sensors":
@@ -85,10 +86,10 @@ class SimulationResult:
                     header += mech.accelerometer_labels
                     blocks.append(mech.accelerometers(self.q, self.qdd).reshape(len(self.t), -1))
             elif extra == "lambda":
-                header += [f"lambda_{i}" for i in range(self.mechanism.m)]
+                header += [columns.multiplier(i) for i in range(self.mechanism.m)]
                 blocks.append(self.mechanism.lagrange_multipliers(self.q, self.qd))
             elif extra == "forces":
-                header += [f"force_{name}" for name in self.driven_coordinates]
+                header += [columns.force(name) for name in self.driven_coordinates]
                 blocks += [np.zeros_like(self.t) if name not in self.forces else
                            np.broadcast_to(np.asarray(self.forces[name](self.t), dtype=float),
                                            self.t.shape) for name in self.driven_coordinates]

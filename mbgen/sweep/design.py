@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import mbgen.columns as columns
 from mbgen.errors import MechanismError
 from mbgen.sweep.study import Spec, Study, between
 
@@ -19,9 +20,9 @@ Array = np.ndarray
 def column_name(spec: Spec) -> str:
     """A set quantity's column in the results: the parameter's name, ``x1_initial``,
     ``x1_dot_initial`` or ``force_x1``."""
-    return {"parameters": spec.name, "initial": f"{spec.name}_initial",
-            "velocity": f"{spec.name}_dot_initial", "forces": f"force_{spec.name}"}[
-        spec.section]
+    return {"parameters": spec.name, "initial": columns.initial(spec.name),
+            "velocity": columns.initial(columns.velocity(spec.name)),
+            "forces": columns.force(spec.name)}[spec.section]
 
 
 @dataclass(frozen=True)

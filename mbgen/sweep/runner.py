@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import mbgen.columns as columns
 from mbgen.io.tables import decimated_rows
 from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.runtime.integration import Runs
@@ -111,8 +112,9 @@ class Quantities:
             return np.linalg.norm(phi, axis=2)
         assert self.qd is not None, f"{name} needs the velocities"
         flat_qd = self.qd.reshape(-1, n)
-        if name.endswith("_dot") and name[:-4] in mech.coordinate_names:
-            return self.qd[:, :, mech.coordinate_index(name[:-4])]
+        moving = columns.velocity_of(name, mech.coordinate_names)
+        if moving is not None:
+            return self.qd[:, :, mech.coordinate_index(moving)]
         if name == "energy":
             return mech.energy(flat_q, flat_qd, params=self.flat_params).reshape(runs, steps)
         if self._sensors is None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+import mbgen.columns as columns
 from mbgen.errors import MechanismError
 from mbgen.model.yaml_nodes import Node, read_document, read_yaml_file
 from mbgen.runtime.integration import STEPPERS
@@ -167,7 +168,7 @@ class Study:
 
 def recordable(coordinates: list[str], sensors: list[str]) -> list[str]:
     """What a figure or a trajectory may be of, in this order."""
-    return [*coordinates, *(f"{c}_dot" for c in coordinates), *sensors, *DERIVED]
+    return [*coordinates, *map(columns.velocity, coordinates), *sensors, *DERIVED]
 
 
 def between(low: float, high: float, u: np.ndarray) -> np.ndarray:
