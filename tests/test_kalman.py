@@ -36,8 +36,8 @@ def linear_kalman(x0: np.ndarray, P0: np.ndarray, A: np.ndarray, dt: float, sigm
     augmented = np.zeros((4, 4))
     augmented[:3, :3] = A
     augmented[1, 3] = 1.0
-    step = sum(np.linalg.matrix_power(augmented * dt, j) / np.prod(np.arange(1, j + 1))
-               for j in range(5))
+    step = sum((np.linalg.matrix_power(augmented * dt, j) / np.prod(np.arange(1, j + 1))
+                for j in range(5)), np.zeros((4, 4)))
     F, G = step[:3, :3], step[:3, 3:]
     Q = sigma_a**2 * G @ G.T + np.diag([0.0, 0.0, sigma_f**2 * dt])
     x, P, means, variances = x0, P0, [], []
