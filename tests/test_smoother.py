@@ -66,43 +66,35 @@ def test_on_a_linear_mechanism_the_batch_is_the_rts_smoother(compiled: Compiled)
     track = smoother.run(t, y, dt, lag=None)
     assert not track.failed and len(track.t) == steps
 
-    # the same discrete model, written out: s = (q, q̇, z̈), z = x0
+    # the same discrete model, written out: s = (q, q̇, z̈), z = x0; the rows of step k+1
+    # (constraints, transition, dynamics) are M s_k+1 = N s_k + b + D w, w ~ N(0, I)
     z = [mech.coordinate_index("x0")]
     q_star = smoother.q  # on the constraints; the model is affine about any such point
     phi_q = mech.phi_q(q_star)
     E = np.eye(n)[z]
-    A_inv = np.linalg.inv(np.vstack([phi_q, E]))
-    P_c, P_z = A_inv[:, :-1], A_inv[:, -1:]  # q from [Φ rows; z rows]
     acc, jq, jqd, _ = mech.forward_dynamics_jacobians(q_star, np.zeros(n))
     jq, jqd = jq[z], jqd[z]
-    c0 = acc[z] - jq @ q_star
+    m, zero, one = len(phi_q), np.zeros((1, n)), np.ones((1, 1))
     sc, sp, sv = smoother.sigma_c, TIGHT * sigma_a * dt**2 / 2, TIGHT * sigma_a * dt
-    dim, m = 2 * n + 1, len(phi_q)
-
-    def with_dynamics(base: np.ndarray) -> np.ndarray:
-        """Rows of (q, q̇) followed by z̈'s row Jq q + Jqd q̇ (for F, u and G)."""
-        return np.vstack([base, jq @ base[:n] + jqd @ base[n:2 * n]])
-
-    def noise(s_pos: float, s_vel: float) -> np.ndarray:
-        """G: w = (c (m), w_z, c' (m), w_ż, ε) into s."""
-        G = np.zeros((2 * n, dim))
-        G[:n, :m], G[:n, m:m + 1] = sc * P_c, s_pos * P_z
-        G[n:, m + 1:2 * m + 1], G[n:, 2 * m + 1:2 * m + 2] = sc * P_c, s_vel * P_z
-        out = with_dynamics(G)
-        out[-1, -1] = sigma_a
-        return out
-
-    base = np.zeros((2 * n, dim))
-    base[:n, :n], base[:n, n:2 * n], base[:n, -1:] = P_z @ E, dt * P_z @ E, dt**2 / 2 * P_z
-    base[n:, n:2 * n], base[n:, -1:] = P_z @ E, dt * P_z
-    F = with_dynamics(base)
-    offset = np.concatenate([P_c @ phi_q @ q_star, np.zeros(n)])
-    u = np.concatenate([offset, jq @ offset[:n] + c0])
-    start = np.concatenate([P_c @ phi_q @ q_star + P_z @ q_star[z], np.zeros(n)])
-    mean0 = np.concatenate([start, jq @ start[:n] + c0])
+    constraints = [np.hstack([phi_q, np.zeros((m, n + 1))]),
+                   np.hstack([np.zeros((m, n)), phi_q, np.zeros((m, 1))])]
+    dynamics = np.hstack([-jq, -jqd, one])
+    M = np.vstack([*constraints, np.hstack([E, zero, -dt**2 / 6 * one]),
+                   np.hstack([zero, E, -dt / 2 * one]), dynamics])
+    N = np.vstack([np.zeros((2 * m, 2 * n + 1)), np.hstack([E, dt * E, dt**2 / 3 * one]),
+                   np.hstack([zero, E, dt / 2 * one]), np.zeros((1, 2 * n + 1))])
+    b = np.concatenate([phi_q @ q_star, np.zeros(m + 2), acc[z] - jq @ q_star])
+    D = np.diag([sc] * 2 * m + [sp, sv, sigma_a])
+    M0 = np.vstack([*constraints, np.hstack([E, zero, 0 * one]),
+                    np.hstack([zero, E, 0 * one]), dynamics])
+    b0 = np.concatenate([phi_q @ q_star, np.zeros(m), q_star[z], [0.0],
+                         acc[z] - jq @ q_star])
+    D0 = np.diag([sc] * 2 * m + [spread, speed, sigma_a])
+    F, u, G = np.linalg.solve(M, N), np.linalg.solve(M, b), np.linalg.solve(M, D)
+    mean0, G0 = np.linalg.solve(M0, b0), np.linalg.solve(M0, D0)
     h, h_q, h_qd = mech.sensors_with_jacobians(q_star, np.zeros(n))
     H = np.hstack([h_q, h_qd, np.zeros((len(h), 1))])
-    means, variances = rts(mean0, noise(spread, speed), F, u, noise(sp, sv), H,
+    means, variances = rts(mean0, G0, F, u, G, H,
                            h - h_q @ q_star, mech.sensor_noise(), y)
 
     np.testing.assert_allclose(track.q, means[:, :n], rtol=0, atol=1e-9)

@@ -7,19 +7,22 @@ asked the unknown forces f_k (a random walk) and, with accelerometers, q̈_k (n)
 - Φ(q_k) and Φq q̇_k (σ_c, tight: the constraints are exact);
 - the dynamics z̈_k = q̈(q_k, q̇_k, B f_k)[z] + ε_k, ε ~ N(0, σa²) per independent
   coordinate: the errorEKF's acceleration noise, here one value per step;
-- the transition, linear, in the coordinates z of step k: q_{k+1}[z] = q_k[z] + dt q̇_k[z]
-  + dt²/2 z̈_k and q̇_{k+1}[z] = q̇_k[z] + dt z̈_k (the acceleration held over the step),
-  each with a σ TIGHT times the part ε gives it (a soft equality GTSAM can eliminate);
+- the transition, linear, in the coordinates z of step k, z̈ linear over the step
+  (Newmark's linear acceleration): q_{k+1}[z] = q_k[z] + dt q̇_k[z] + dt²/6 (2 z̈_k +
+  z̈_{k+1}) and q̇_{k+1}[z] = q̇_k[z] + dt/2 (z̈_k + z̈_{k+1}), each with a σ TIGHT times
+  the part ε gives it (a soft equality GTSAM can eliminate); where z changes, z̈_k held
+  over the step (dt²/2 z̈_k, dt z̈_k);
 - f_{k+1} − f_k ~ N(0, σf² dt);
 - each reading: the sensors' h(q_k, q̇_k) and the accelerometers' a(q_k, q̈_k) with q̈_k
   tied to z̈_k by the acceleration constraints [Φ̇q q̇ + Φq q̈; q̈[z] − z̈] (σ_c);
 - at step 0 priors on q_0[z], q̇_0[z] (and f_0), the errorEKF's initial σ.
 
 Each step has as many residual rows, readings aside, as unknowns, so the graph is the
-density of a Markov chain (the transition's rows fix the new z and ż, the constraints the
-rest): its marginals are the state's honest σ, and on a linear mechanism the batch answer
-is the Rauch–Tung–Striebel smoother of that chain (tests/test_smoother.py). The
-constraints make the normal equations ill-conditioned, so every elimination is by QR.
+density of a Markov chain in s_k = (q_k, q̇_k, z̈_k) (the rows of step k+1, transition,
+constraints and dynamics, are a square linear system in s_{k+1} given s_k): its
+marginals are the state's honest σ, and on a linear mechanism the batch answer is the
+Rauch–Tung–Striebel smoother of that chain (tests/test_smoother.py). The constraints
+make the normal equations ill-conditioned, so every elimination is by QR.
 
 z starts as the file's independent coordinates (or full pivoting at q0) and is chosen
 again, by the errorEKF's rule (kalman.RESELECT), at the newest step; a transition is
@@ -165,19 +168,30 @@ class FactorSmoother:
                                        float(self.sigma_acc[row])))
         return out
 
-    def transition(self, old: Keys, new: Keys, z: Sequence[int], dt: float
-                   ) -> list[gtsam.NonlinearFactor]:
-        """Step k to k+1 in step k's z (see the module's notes), and the forces' walk."""
+    def transition(self, old: Keys, new: Keys, z: Sequence[int], dt: float,
+                   linear: bool = True) -> list[gtsam.NonlinearFactor]:
+        """Step k to k+1 in step k's z (see the module's notes), and the forces' walk.
+        ``linear``: z̈ linear over the step (Newmark's linear acceleration, third order
+        in z); False (where z changes at k+1, so z̈_k+1 is another coordinate's): z̈_k
+        held over the step."""
         n, d = self.mech.n, self.d
         select = np.eye(n)[list(z)]
         eye = np.eye(d)
         position = isotropic(d, TIGHT * self.sigma_a * dt * dt / 2)
         velocity = isotropic(d, TIGHT * self.sigma_a * dt)
-        out = [linear_factor([old.q, old.qd, old.zdd, new.q],
-                             [-select, -dt * select, -0.5 * dt * dt * eye, select],
-                             np.zeros(d), position),
-               linear_factor([old.qd, old.zdd, new.qd], [-select, -dt * eye, select],
-                             np.zeros(d), velocity)]
+        if linear:
+            out = [linear_factor([old.q, old.qd, old.zdd, new.q, new.zdd],
+                                 [-select, -dt * select, -dt * dt / 3 * eye, select,
+                                  -dt * dt / 6 * eye], np.zeros(d), position),
+                   linear_factor([old.qd, old.zdd, new.qd, new.zdd],
+                                 [-select, -dt / 2 * eye, select, -dt / 2 * eye],
+                                 np.zeros(d), velocity)]
+        else:
+            out = [linear_factor([old.q, old.qd, old.zdd, new.q],
+                                 [-select, -dt * select, -dt * dt / 2 * eye, select],
+                                 np.zeros(d), position),
+                   linear_factor([old.qd, old.zdd, new.qd], [-select, -dt * eye, select],
+                                 np.zeros(d), velocity)]
         if old.f is not None and new.f is not None:
             out.append(equality_factor(old.f, new.f, len(self.forces),
                                        isotropic(len(self.forces),
@@ -282,7 +296,8 @@ class FactorSmoother:
             graph, values = gtsam.NonlinearFactorGraph(), gtsam.Values()
             if k:
                 q, qd = self.predict(q, qd, f, step)
-                for factor in self.transition(keys_of[k - 1], keys, previous, step):
+                for factor in self.transition(keys_of[k - 1], keys, previous, step,
+                                               previous == z):
                     graph.add(factor)
             else:
                 for factor in self.priors(keys, z):
