@@ -206,6 +206,21 @@ int mb_simulate(const mb_plan* plan, const mb_options* options, const double* q0
     int independent, int project, double dt, long nsteps, const double* Qtable,
     double* out_q, double* out_qd, double* out_qdd, long* failed_step);
 
+/* mb_simulate in pieces: a stepper holds a run's integrator (its state from (q0, q̇0), the
+ * settings as for mb_simulate, p, zfix and options read where they are, so they must
+ * outlive it) and each mb_stepper_run takes nsteps more steps of dt from where the last
+ * one ended, writing nsteps + 1 states (the first: where it starts). Runs in pieces
+ * give the numbers of one run; a piece whose first force differs from the last one's
+ * final force starts by evaluating q̈ with it. After a failed run the stepper is at the
+ * failed step: free it. mb_stepper_new returns MB_NO_MEMORY or MB_BAD_ARGUMENT (nz). */
+typedef struct mb_stepper mb_stepper;
+int mb_stepper_new(const mb_plan* plan, const mb_options* options, const double* q0,
+    const double* qd0, const double* p, const int* zfix, int nz, int method,
+    int independent, int project, mb_stepper** out);
+int mb_stepper_run(mb_stepper* stepper, double dt, long nsteps, const double* Qtable,
+    double* out_q, double* out_qd, double* out_qdd, long* failed_step);
+void mb_stepper_free(mb_stepper* stepper);
+
 /* A particle filter's prediction (particles.c): each of `count` consistent states (q, q̇
  * in place, count x n each) moves one step of dt by `method` (MB_RK4, MB_EULER or
  * MB_SEMI_IMPLICIT_EULER) with the acceleration noise noise[s] (count x d) on its

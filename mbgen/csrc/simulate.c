@@ -242,36 +242,121 @@ static int store_integrated(mb_sim* sim, const mb_options* options, int k, int p
     return st;
 }
 
+/* A run's stepper: the integrator's state and scratch, kept between mb_stepper_run calls
+ * so that runs in pieces take the same steps as one run (mb_simulate is one piece). */
+struct mb_stepper {
+    mb_sim sim;
+    const mb_options* options;
+    const int* zfix;
+    int nz, method, project;
+    int k;              /* the integrated variables' count at the current state */
+    double energy0;     /* T + V at the start (MB_PROJECT_ENERGY) */
+    int ready;          /* sim.x, sim.v, sim.a hold the current state's, for Q below */
+    int has_Q;
+    double* Q;          /* the generalized force sim.a was evaluated with (n; has_Q) */
+};
+
+int mb_stepper_new(const mb_plan* plan, const mb_options* options, const double* q0,
+                   const double* qd0, const double* p, const int* zfix, int nz, int method,
+                   int independent, int project, mb_stepper** out)
+{
+    const int n = plan->model->n;
+    *out = NULL;
+    mb_stepper* s = (mb_stepper*)calloc(1, sizeof(mb_stepper));
+    if (!s) return MB_NO_MEMORY;
+    s->Q = (double*)malloc(sizeof(double) * ((size_t)n + 1));
+    int st = s->Q ? sim_init(&s->sim, plan, options, q0, qd0, p, independent) : MB_NO_MEMORY;
+    if (st) {
+        free(s->Q);
+        free(s);
+        return st;
+    }
+    if (nz && nz != s->sim.d) {
+        mb_stepper_free(s);
+        return MB_BAD_ARGUMENT;
+    }
+    double e0[2];
+    mb_eval_one(plan->model, MB_K_ENERGY, q0, qd0, p, e0);
+    s->options = options;
+    s->zfix = zfix;
+    s->nz = nz;
+    s->method = method;
+    s->project = project;
+    s->energy0 = e0[0] + e0[1];
+    *out = s;
+    return MB_OK;
+}
+
+void mb_stepper_free(mb_stepper* s)
+{
+    if (!s) return;
+    sim_free(&s->sim);
+    free(s->Q);
+    free(s);
+}
+
+/* The start of a step: x, v and a at the current state with the force Qk, unless the
+ * last evaluation was this one (the same state, the same force bit for bit). */
+static int stepper_load(mb_stepper* s, const double* Qk)
+{
+    const size_t row = sizeof(double) * (size_t)s->sim.n;
+    if (s->ready && (Qk ? s->has_Q && memcmp(Qk, s->Q, row) == 0 : !s->has_Q)) return MB_OK;
+    s->ready = 0;
+    int st = load_integrated(&s->sim, s->zfix, s->nz, &s->k);
+    if (!st) st = sim_eval(&s->sim, s->sim.x, s->sim.v, Qk, s->sim.a, NULL, NULL);
+    if (st) return st;
+    s->has_Q = Qk != NULL;
+    if (Qk) memcpy(s->Q, Qk, row);
+    s->ready = 1;
+    return MB_OK;
+}
+
+int mb_stepper_run(mb_stepper* s, double dt, long nsteps, const double* Qtable,
+                   double* out_q, double* out_qd, double* out_qdd, long* failed_step)
+{
+    mb_sim* sim = &s->sim;
+    const int n = sim->n;
+    const size_t row = sizeof(double) * (size_t)n;
+    int st = MB_OK;
+    long step = 0;
+    *failed_step = -1;
+    for (step = 0; step <= nsteps; ++step) {
+        const double* Qk = Qtable ? Qtable + 2 * step * n : NULL;
+        if ((st = stepper_load(s, Qk))) break;
+        memcpy(out_q + step * n, sim->q, row);
+        memcpy(out_qd + step * n, sim->qd, row);
+        memcpy(out_qdd + step * n, sim->w->qdd, row);
+        if (step == nsteps) break;
+        s->ready = 0;
+        if ((st = integrate_step(sim, s->method, s->k, dt, Qtable ? Qk + n : NULL,
+                                 Qtable ? Qk + 2 * n : NULL)))
+            break;  /* the step itself failed: reported at its start */
+        if ((st = store_integrated(sim, s->options, s->k, s->project, s->energy0))) {
+            ++step;  /* the new state that cannot be completed: reported as the next one */
+            break;
+        }
+    }
+    if (st) {
+        s->ready = 0;
+        *failed_step = step;
+    }
+    return st;
+}
+
 int mb_simulate(const mb_plan* plan, const mb_options* options, const double* q0,
     const double* qd0, const double* p, const int* zfix, int nz, int method,
     int independent, int project, double dt, long nsteps, const double* Qtable,
     double* out_q, double* out_qd, double* out_qdd, long* failed_step)
 {
-    const int n = plan->model->n;
-    const size_t row = sizeof(double) * (size_t)n;
-    mb_sim sim;
+    mb_stepper* s;
     *failed_step = -1;
-    int st = sim_init(&sim, plan, options, q0, qd0, p, independent);
-    if (st) return st;
-    if (nz && nz != sim.d) st = MB_BAD_ARGUMENT;
-    double e0[2];
-    mb_eval_one(plan->model, MB_K_ENERGY, q0, qd0, p, e0);
-    long step = 0;
-    for (step = 0; step <= nsteps && !st; ++step) {
-        const double* Qk = Qtable ? Qtable + 2 * step * n : NULL;
-        int k = n;
-        if ((st = load_integrated(&sim, zfix, nz, &k))) break;
-        if ((st = sim_eval(&sim, sim.x, sim.v, Qk, sim.a, NULL, NULL))) break;
-        memcpy(out_q + step * n, sim.q, row);
-        memcpy(out_qd + step * n, sim.qd, row);
-        memcpy(out_qdd + step * n, sim.w->qdd, row);
-        if (step == nsteps) break;
-        if ((st = integrate_step(&sim, method, k, dt, Qtable ? Qk + n : NULL,
-                                 Qtable ? Qk + 2 * n : NULL)))
-            break;  /* the step itself failed: reported at its start */
-        st = store_integrated(&sim, options, k, project, e0[0] + e0[1]);
+    int st = mb_stepper_new(plan, options, q0, qd0, p, zfix, nz, method, independent,
+                            project, &s);
+    if (st) {
+        if (st != MB_NO_MEMORY) *failed_step = 0;
+        return st;
     }
-    if (st) *failed_step = step;
-    sim_free(&sim);
+    st = mb_stepper_run(s, dt, nsteps, Qtable, out_q, out_qd, out_qdd, failed_step);
+    mb_stepper_free(s);
     return st;
 }

@@ -3,9 +3,11 @@
  * one (its sizes, value references, independent coordinates, inputs, defaults, the
  * library's names) is data in fmu_model.h, written by mbgen from templates/fmu_model.h.j2.
  *
- * Co-simulation: fmi2DoStep runs the library's fixed-step integrator (mb_simulate, with
- * the integrator, formulation and projection chosen at export) in steps of the parameter
- * mbgen.step, the inputs held over the communication step. Model exchange: the continuous
+ * Co-simulation: fmi2DoStep runs the library's fixed-step integrator (an mb_stepper made
+ * when initialization ends, with the integrator, formulation and projection chosen at
+ * export, kept from step to step so that the unit takes mb_simulate's steps of one run)
+ * in steps of the parameter mbgen.step, the inputs held over the communication step.
+ * Model exchange: the continuous
  * states are the independent coordinates z and their rates; every other coordinate follows
  * from the position and velocity problems, kept on the branch the unit was assembled on.
  * A step or an evaluation that fails returns fmi2Error with a log message naming the
@@ -44,9 +46,11 @@ typedef struct {
     double x[2 * FMU_D];         /* model exchange: z, ż */
     double zdd[FMU_SIZE(FMU_D)];
     int stale;                   /* model exchange: x or u changed since the last update */
+    int outputs_stale;           /* sensors, ‖Φ‖, energy: not evaluated at q, q̇, q̈ yet */
     mb_options options;
     mb_plan* plan;
     mb_workspace* workspace;     /* model exchange's dynamics */
+    mb_stepper* stepper;         /* co-simulation's integrator, from initialization on */
     long capacity;               /* steps the buffers below hold */
     double *table, *out_q, *out_qd, *out_qdd;
 } fmu;
@@ -94,6 +98,9 @@ static void set_defaults(fmu* c)
     c->step = FMU_STEP;
     c->t = 0.0;
     c->stale = 1;
+    c->outputs_stale = 1;
+    mb_stepper_free(c->stepper);
+    c->stepper = NULL;
 }
 
 static void scatter_inputs(fmu* c)
@@ -102,11 +109,14 @@ static void scatter_inputs(fmu* c)
     for (int k = 0; k < FMU_NU; ++k) c->Q[fmu_inputs[k]] += c->u[k];
 }
 
-/* The outputs that follow from q, q̇, q̈: sensors, accelerometers, ‖Φ‖₂, T + V. */
+/* The outputs that follow from q, q̇, q̈: sensors, accelerometers, ‖Φ‖₂, T + V; evaluated
+ * when asked for (fmi2GetReal), not after every step. */
 static void evaluate_outputs(fmu* c)
 {
     const mb_model* model = mb_model_get();
     double e[2];
+    if (!c->outputs_stale) return;
+    c->outputs_stale = 0;
     if (FMU_NS) mb_eval(model, MB_K_SENSORS, 1, c->q, 0, c->qd, 0, c->p, 0, c->sensors);
     if (FMU_NACC)
         mb_eval(model, MB_K_ACCELEROMETERS, 1, c->q, 0, c->qdd, 0, c->p, 0, c->accelerometers);
@@ -118,6 +128,14 @@ static void evaluate_outputs(fmu* c)
     c->phi_norm = sqrt(sum);
     mb_eval(model, MB_K_ENERGY, 1, c->q, 0, c->qd, 0, c->p, 0, e);
     c->energy = e[0] + e[1];
+}
+
+/* vr is one of the outputs evaluate_outputs makes */
+static int is_derived_output(fmi2ValueReference vr)
+{
+    return ((long)vr >= FMU_VR_SENSORS && (long)vr < FMU_VR_SENSORS + FMU_NS) ||
+           ((long)vr >= FMU_VR_ACCELEROMETERS && (long)vr < FMU_VR_ACCELEROMETERS + FMU_NACC) ||
+           vr == FMU_VR_PHI_NORM || vr == FMU_VR_ENERGY;
 }
 
 /* q̈ at the current state and inputs (the co-simulation's start) */
@@ -164,7 +182,14 @@ static fmi2Status assemble(fmu* c)
         c->zdd[j] = c->qdd[fmu_z[j]];
     }
     c->stale = 0;
-    evaluate_outputs(c);
+    c->outputs_stale = 1;
+    if (c->type != fmi2CoSimulation) return fmi2OK;
+    status = mb_stepper_new(c->plan, &c->options, c->q, c->qd, c->p, fmu_z,
+                            FMU_INDEPENDENT ? FMU_D : 0, FMU_INTEGRATOR, FMU_INDEPENDENT,
+                            FMU_PROJECT, &c->stepper);
+    if (status)
+        return fail(c, "the integrator could not be made: %s", status == MB_NO_MEMORY
+                    ? "out of memory" : mb_status_text(status));
     return fmi2OK;
 }
 
@@ -181,17 +206,15 @@ static int reserve(fmu* c, long steps)
     return c->capacity > 0;
 }
 
-/* `steps` steps of dt from the current state, inputs held; the state moves only when
- * every step succeeds. */
+/* `steps` steps of dt from the current state (the stepper's), inputs held; the state
+ * moves only when every step succeeds. */
 static int advance(fmu* c, double dt, long steps, long* failed)
 {
     const size_t row = sizeof(double) * FMU_N;
     if (!reserve(c, steps)) return MB_NO_MEMORY;
     for (long k = 0; k < 2 * steps + 1; ++k) memcpy(c->table + k * FMU_N, c->Q, row);
-    int status = mb_simulate(c->plan, &c->options, c->q, c->qd, c->p, fmu_z,
-                             FMU_INDEPENDENT ? FMU_D : 0, FMU_INTEGRATOR, FMU_INDEPENDENT,
-                             FMU_PROJECT, dt, steps, c->table, c->out_q, c->out_qd,
-                             c->out_qdd, failed);
+    int status = mb_stepper_run(c->stepper, dt, steps, c->table, c->out_q, c->out_qd,
+                                c->out_qdd, failed);
     if (status) return status;
     memcpy(c->q, c->out_q + steps * FMU_N, row);
     memcpy(c->qd, c->out_qd + steps * FMU_N, row);
@@ -235,7 +258,7 @@ static fmi2Status update(fmu* c)
     memcpy(c->qdd, qdd, sizeof qdd);
     memcpy(c->zdd, zdd, sizeof(double) * FMU_D);
     c->stale = 0;
-    evaluate_outputs(c);
+    c->outputs_stale = 1;
     return fmi2OK;
 }
 
@@ -329,6 +352,7 @@ void fmi2FreeInstance(fmi2Component component)
 {
     fmu* c = (fmu*)component;
     if (!c) return;
+    mb_stepper_free(c->stepper);
     mb_workspace_free(c->workspace);
     mb_plan_free(c->plan);
     c->cb.freeMemory(c->table);
@@ -390,6 +414,7 @@ fmi2Status fmi2GetReal(fmi2Component component, const fmi2ValueReference vr[], s
     for (size_t k = 0; k < nvr; ++k) {
         const double* v = variable(c, vr[k]);
         if (!v) return refuse(c, "fmi2GetReal: a value reference this unit does not have");
+        if (c->outputs_stale && is_derived_output(vr[k])) evaluate_outputs(c);
         value[k] = *v;
     }
     return fmi2OK;
@@ -413,6 +438,7 @@ fmi2Status fmi2SetReal(fmi2Component component, const fmi2ValueReference vr[], s
     }
     for (size_t k = 0; k < nvr; ++k) *variable(c, vr[k]) = value[k];
     c->stale = 1;
+    if (before) c->outputs_stale = 1;
     return fmi2OK;
 }
 
@@ -648,7 +674,7 @@ fmi2Status fmi2DoStep(fmi2Component component, fmi2Real currentCommunicationPoin
                     : mb_status_text(status));
     }
     c->t = currentCommunicationPoint + h;
-    evaluate_outputs(c);
+    c->outputs_stale = 1;
     return fmi2OK;
 }
 
