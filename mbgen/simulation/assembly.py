@@ -88,6 +88,65 @@ def velocities(mech: CompiledMechanism, q: Array, start: Array, named: dict[int,
                 f"change {names[k]} by {qd[k] - asked[k]:+.6g} (the largest change)"]
 
 
+def assemble_runs(mech: CompiledMechanism, starts: Array, named: dict[int, Array],
+                  params: Array | None = None) -> tuple[Array, Array]:
+    """Positions (R, n) of many runs, each as :func:`assemble` places one, and a status
+    per run (R,) (0 or the core's code). ``starts`` (R, n): each run's starting positions;
+    ``named``: coordinate index → its value in every run (R,); ``params`` (R, np).
+
+    The same rule, batched: the least change of each start (with the named values in it
+    when they are fewer than the DOF); with as many as the DOF, every run's named
+    coordinates carried to their values in steps of at most STEP along its own branch
+    (one batched solve per step, the runs side by side), and where a run's path stops,
+    Newton from the last point it reached, as :func:`assemble` does. A sweep's runs start
+    where ``simulate`` starts the same named values, not on whichever branch a direct
+    Newton solve falls into."""
+    starts = np.array(starts, dtype=float)
+    exact = bool(named) and len(named) == mech.dof
+    indices = list(named)
+    targets = (np.column_stack([named[i] for i in indices]) if named
+               else np.zeros((len(starts), 0)))
+    if named and not exact:
+        starts[:, indices] = targets
+    q, status = mech.solve_position(starts, minimum_norm=True, params=params,
+                                    errors="status")
+    q = np.where(status[:, None] == 0, q, starts)
+    if not exact:
+        return q, status
+    names = [mech.coordinate_names[i] for i in indices]
+    scale = np.array([1.0 if mech.coordinate_units[i] == "rad" else mech.span
+                      for i in indices])
+    begin = q[:, indices].copy()
+    spans = (np.abs(targets - begin) / scale).max(axis=1, initial=0.0)
+    steps = np.clip(np.ceil(spans / STEP), 1, MAX_STEPS)
+    steps[status != 0] = 0  # not assembled: nothing to carry
+    moving = status == 0
+    stopped = np.zeros(len(q), dtype=bool)
+    for step in range(1, int(steps.max(initial=0)) + 1):
+        rows = np.flatnonzero(moving & ~stopped & (step <= steps))
+        if not rows.size:
+            continue
+        guess = q[rows].copy()
+        guess[:, indices] = begin[rows] + (step / steps[rows])[:, None] * (
+            targets[rows] - begin[rows])
+        solved, codes = mech.solve_position(
+            guess, z=names, params=None if params is None else params[rows],
+            errors="status")
+        good = codes == 0
+        q[rows[good]] = solved[good]
+        stopped[rows[~good]] = True
+    rows = np.flatnonzero(stopped)  # Newton from the last point reached
+    if rows.size:
+        guess = q[rows].copy()
+        guess[:, indices] = targets[rows]
+        solved, codes = mech.solve_position(
+            guess, z=names, params=None if params is None else params[rows],
+            errors="status")
+        q[rows] = np.where(codes[:, None] == 0, solved, q[rows])
+        status[rows] = codes
+    return q, status
+
+
 def _least_change(mech: CompiledMechanism, guess: Array, what: str) -> Array:
     solved, statuses = mech.solve_position(guess, minimum_norm=True, errors="status")
     status = int(statuses[0])

@@ -19,6 +19,7 @@ import mbgen.columns as columns
 from mbgen.io.tables import decimated_rows
 from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.runtime.integration import Runs
+from mbgen.simulation.assembly import assemble_runs
 from mbgen.sweep.design import Design
 from mbgen.sweep.study import Study
 
@@ -54,17 +55,9 @@ def start_states(mech: CompiledMechanism, design: Design, rows: Array, nominal_q
     (``ok`` or why it could not be assembled)."""
     count, n = len(rows), mech.n
     status = [OK] * count
-    named = design.of("initial")
-    guess = np.tile(nominal_q, (count, 1))
-    for name, values in named:
-        guess[:, mech.coordinate_index(name)] = values[rows]
-    if named and len(named) == mech.dof:
-        q, codes = mech.solve_position(guess, z=[name for name, _ in named], params=params,
-                                       errors="status")
-    else:
-        q, codes = mech.solve_position(guess, minimum_norm=True, params=params,
-                                       errors="status")
-    q = np.where(codes[:, None] == 0, q, guess)
+    named = {mech.coordinate_index(name): values[rows]
+             for name, values in design.of("initial")}
+    q, codes = assemble_runs(mech, np.tile(nominal_q, (count, 1)), named, params)
     for k in np.flatnonzero(codes):
         status[k] = f"assembly: {mech.status_text(int(codes[k]))}"
     rates = design.of("velocity")
