@@ -92,7 +92,8 @@ PARTICLE_ONLY = ("particles", "pool", "seed", "integrator")
 @click.option("--out", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
               required=True, help="Estimate CSV to write.")
 @click.option("--covariance", is_flag=True, help="Also write <name>_sigma per coordinate: "
-              "the standard deviation of the particles [m or rad].")
+              "its standard deviation (the particles' spread, or the Kalman filter's σ) "
+              "[m or rad].")
 @click.option("--plot", is_flag=True, help="Also write the estimate and branch PNGs.")
 @PARAM
 @max_steps_option("filter steps")
