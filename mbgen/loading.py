@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from mbgen.codegen.cache import build_dir, content_hash
+from mbgen.codegen.cache import build_dir, content_hash, mechanism_bytes
 from mbgen.errors import MechanismError
 from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.runtime.package import load_build
@@ -23,7 +23,7 @@ def default_out_dir() -> Path:
 
 
 def cached_build(path: Path, out_dir: Path) -> Path | None:
-    directory = build_dir(out_dir, path.stem, content_hash(path.read_bytes()))
+    directory = build_dir(out_dir, path.stem, content_hash(mechanism_bytes(path)))
     return directory if (directory / "meta.json").exists() else None
 
 

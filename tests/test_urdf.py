@@ -291,3 +291,87 @@ def test_check_and_info_report_the_limits(tmp_path: Path,
     code, output = run("check", str(path))
     assert code == 0, output
     assert "limit slide: [0.05, 0.15] (recorded, not enforced); q0 is 0, outside it" in output
+
+
+EXAMPLES = SHIPPED_DIR.parent / "examples"
+CLOSED = EXAMPLES / "fourbar-closed.yaml"  # urdf: fourbar.urdf, closed, with sensors
+
+
+def test_a_yaml_file_adds_a_loop_sensors_and_gravity_to_a_urdf(
+        tmp_path: Path, run: Callable[..., tuple[int, str]]) -> None:
+    """examples/fourbar-closed.yaml: the four-bar's links as a URDF chain, closed at the
+    rocker's support, gravity along −y, three sensors. Its motion against the planar file
+    mechanisms/fourbar.yaml (the same bars, another formulation): the crank's angle; the
+    encoder, the coupler's gyroscope (its absolute rate) and the rocker's accelerometer
+    Rᵀ(a − g) at its joint with the coupler, from the planar run's point 2."""
+    mine, planar = tmp_path / "closed.csv", tmp_path / "planar.csv"
+    code, output = run("simulate", str(CLOSED), "--t-end", "1", "--dt", "0.001",
+                       "--with", "sensors", "--out", str(mine))
+    assert code == 0, output
+    code, output = run("simulate", str(SHIPPED_DIR / "fourbar.yaml"), "--t-end", "1",
+                       "--dt", "0.001", "--out", str(planar))
+    assert code == 0, output
+    a = np.genfromtxt(mine, delimiter=",", names=True)
+    b = np.genfromtxt(planar, delimiter=",", names=True)
+    crank = np.unwrap(np.arctan2(b["y1"], b["x1"]))
+    assert np.ptp(crank) > 1.0  # it swings
+    assert np.max(np.abs(a["crank_joint"] - crank)) <= 1e-8
+    assert np.array_equal(a["crank_encoder"], a["crank_joint"])
+    coupler = np.gradient(np.unwrap(np.arctan2(b["y2"] - b["y1"], b["x2"] - b["x1"])),
+                          b["t"])
+    assert np.max(np.abs(a["coupler_gyroz"] - coupler)[1:-1]) <= 1e-3 * np.ptp(coupler)
+    assert np.max(np.abs(a["coupler_gyroz"] - a["crank_joint_dot"] - a["knee_dot"])) <= 1e-9
+    rocker = a["crank_joint"] + a["knee"] + a["wrist"]  # its turn from the file's pose
+    force = np.column_stack([b["x2_ddot"], b["y2_ddot"] + 9.81])  # a − g, g = (0, −9.81)
+    along = np.column_stack([np.cos(rocker) * force[:, 0] + np.sin(rocker) * force[:, 1],
+                             -np.sin(rocker) * force[:, 0] + np.cos(rocker) * force[:, 1]])
+    assert np.max(np.abs(np.column_stack([a["rocker_accelx"], a["rocker_accely"]]) - along)
+                  ) <= 1e-6 * np.max(np.abs(along))
+    assert np.max(np.abs(a["rocker_accelz"])) <= 1e-9
+
+
+@pytest.mark.parametrize(("change", "file", "line", "key"), [
+    (("urdf: fourbar.urdf", "urdf: missing.urdf"), "closed.yaml", "urdf:", "urdf"),
+    (("links: [rocker, base]", "links: [rocker, bse]"), "closed.yaml", "links:",
+     "closures[0].links[1]"),
+    (("body: coupler", "body: nowhere"), "closed.yaml", "body: nowhere", "sensors[1].body"),
+    (("name: fourbar_closed", "points: []"), "closed.yaml", "points:", "points"),
+    (("type: revolute", "type: universal"), "closed.yaml", "universal", "closures[0].type"),
+])
+def test_an_including_file_names_its_faults(tmp_path: Path, change: tuple[str, str],
+                                            file: str, line: str, key: str,
+                                            run: Callable[..., tuple[int, str]]) -> None:
+    (tmp_path / "fourbar.urdf").write_text((EXAMPLES / "fourbar.urdf").read_text())
+    text = CLOSED.read_text().replace(*change)
+    assert text != CLOSED.read_text()
+    (tmp_path / "closed.yaml").write_text(text)
+    with pytest.raises(MechanismError) as caught:
+        load_mechanism(tmp_path / "closed.yaml")
+    error = caught.value
+    assert (Path(error.file or "").name, error.line, error.key) == (
+        file, line_of(text, line), key), error
+    code, output = run("check", str(tmp_path / "closed.yaml"))
+    assert code == 1 and "Traceback" not in output
+    assert f"closed.yaml:{line_of(text, line)}" in output.replace("\n", "")
+
+
+def test_a_fault_in_the_included_urdf_is_named_in_the_urdf(tmp_path: Path) -> None:
+    robot = (EXAMPLES / "fourbar.urdf").read_text().replace(
+        'name="knee" type="continuous"', 'name="knee" type="screw"')
+    (tmp_path / "fourbar.urdf").write_text(robot)
+    (tmp_path / "closed.yaml").write_text(CLOSED.read_text())
+    with pytest.raises(MechanismError) as caught:
+        load_mechanism(tmp_path / "closed.yaml")
+    assert (Path(caught.value.file or "").name, caught.value.line) == (
+        "fourbar.urdf", line_of(robot, 'name="knee"'))
+
+
+def test_a_changed_included_urdf_is_a_new_build(tmp_path: Path) -> None:
+    from mbgen.codegen.cache import content_hash, mechanism_bytes
+
+    robot = tmp_path / "fourbar.urdf"
+    robot.write_text((EXAMPLES / "fourbar.urdf").read_text())
+    (tmp_path / "closed.yaml").write_text(CLOSED.read_text())
+    before = content_hash(mechanism_bytes(tmp_path / "closed.yaml"))
+    robot.write_text(robot.read_text().replace('<mass value="4"/>', '<mass value="5"/>'))
+    assert content_hash(mechanism_bytes(tmp_path / "closed.yaml")) != before

@@ -39,6 +39,7 @@ from mbgen.codegen.cache import (
     core_sources,
     csrc_dir,
     is_build,
+    mechanism_bytes,
     module_name,
     user_cache_dir,
 )
@@ -106,8 +107,7 @@ def compile_mechanism(path: str | Path, out_dir: str | Path,
     """
     path = Path(path)
     out_dir = Path(out_dir)
-    yaml_bytes = path.read_bytes()
-    digest = content_hash(yaml_bytes)
+    digest = content_hash(mechanism_bytes(path))
     target = build_dir(out_dir, path.stem, digest)
     name = module_name(path.stem, digest)
     say = progress or (lambda _msg: None)

@@ -21,6 +21,8 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from mbgen.cpu import vector_level
 from mbgen.version import __version__
 
@@ -152,6 +154,24 @@ def _source_fingerprint(root: Path = PACKAGE_ROOT) -> bytes:
                                                           key=lambda e: e.name)
                      if entry.name.endswith(".j2")))
     return digest.digest()
+
+
+def mechanism_bytes(path: Path) -> bytes:
+    """What a build of the mechanism file ``path`` is made from: its bytes and, for a YAML
+    file that includes a robot (``urdf: robot.urdf``, docs/robots.md), the robot's after
+    them, so that a changed URDF is a new build. A file that does not parse is its bytes
+    alone (the loader names its fault)."""
+    data = path.read_bytes()
+    if path.suffix.lower() == ".urdf" or b"urdf" not in data:
+        return data
+    try:
+        document = yaml.safe_load(data)
+    except yaml.YAMLError:
+        return data
+    target = document.get("urdf") if isinstance(document, dict) else None
+    if isinstance(target, str) and (path.parent / target).is_file():
+        return data + b"\0urdf\0" + (path.parent / target).read_bytes()
+    return data
 
 
 def content_hash(yaml_bytes: bytes) -> str:

@@ -22,7 +22,7 @@ from mbgen.model.mechanism import (
     rigid_body_problem,
 )
 from mbgen.model.spatial_parser import SpatialBuilder
-from mbgen.model.urdf import located, read_urdf, urdf_mechanism_text
+from mbgen.model.urdf import including_text, located, read_urdf, urdf_mechanism_text
 from mbgen.model.yaml_nodes import Node, read_document, read_yaml_file
 
 
@@ -33,14 +33,24 @@ def load_mechanism(path: str | Path) -> Mechanism:
     if path.suffix.lower() == ".urdf":
         return load_urdf(path)
     text = read_yaml_file(path, "a mechanism file")
+    root = read_document(text, str(path))
+    if root.is_mapping() and any(getattr(key, "value", None) == "urdf"
+                                 for key, _ in root.raw.value):
+        return load_urdf(path, text, root)
     return parse_mechanism(text, str(path), default_name=path.stem)
 
 
-def load_urdf(path: Path) -> Mechanism:
-    """A URDF robot as the spatial mechanism it is (:mod:`mbgen.model.urdf`): an error the
-    loader finds in the translation is named at the URDF element it comes from."""
-    robot = read_urdf(path)
-    text, origin = urdf_mechanism_text(robot)
+def load_urdf(path: Path, including: str | None = None, root: Node | None = None
+              ) -> Mechanism:
+    """A URDF robot as the spatial mechanism it is (:mod:`mbgen.model.urdf`), or a YAML
+    file ``path`` (text ``including``, parsed ``root``) that includes one with ``urdf:``:
+    an error the loader finds in the translation is named at the URDF element or the YAML
+    line it comes from."""
+    if including is None or root is None:
+        robot = read_urdf(path)
+        text, origin = urdf_mechanism_text(robot)
+    else:
+        text, origin, robot = including_text(path, including, root)
     try:
         mechanism = parse_mechanism(text, str(path), default_name=path.stem)
     except MechanismError as error:

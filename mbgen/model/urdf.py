@@ -34,6 +34,7 @@ from mbgen.model.format import IDENTIFIER, RESERVED_NAME
 from mbgen.model.spatial import spatial_inertia_problem
 from mbgen.model.spatial_parser import INDEPENDENCE
 from mbgen.model.xml_nodes import Element, read_xml_file
+from mbgen.model.yaml_nodes import Node
 
 MOVING = ("revolute", "continuous", "prismatic")
 REFUSED = {"floating": "a floating base", "planar": "a planar joint"}
@@ -248,20 +249,20 @@ class _Writer:
     def __init__(self, robot: UrdfRobot) -> None:
         self.robot = robot
         self.lines: list[str] = []
-        self.origin: list[Element | None] = []
+        self.origin: list[Source] = []
         self.position: dict[str, np.ndarray] = {}
         self.value: dict[str, np.ndarray] = {}
-        self.points: list[tuple[str, bool, Element]] = []
-        self.vectors: list[tuple[str, bool, Element]] = []
+        self.points: list[tuple[str, bool, Source]] = []
+        self.vectors: list[tuple[str, bool, Source]] = []
         self.angles: list[tuple[Joint, str, str, str]] = []
         self.sliders: list[tuple[Joint, str, str, str, str, str]] = []
         self.scale = 1.0
 
-    def line(self, text: str, source: Element | None) -> None:
+    def line(self, text: str, source: Source) -> None:
         self.lines.append(text)
         self.origin.append(source)
 
-    def point(self, body: _Body, name: str, where: np.ndarray, source: Element) -> str:
+    def point(self, body: _Body, name: str, where: np.ndarray, source: Source) -> str:
         """A point of ``body`` at ``where``: one it has there already, or a new one."""
         for existing in body.points:
             if np.linalg.norm(self.position[existing] - where) <= 1e-9 * self.scale:
@@ -272,7 +273,7 @@ class _Writer:
         return name
 
     def vector(self, bodies: list[_Body], name: str, value: np.ndarray,
-               source: Element) -> str:
+               source: Source) -> str:
         self.value[name] = value
         self.vectors.append((name, any(b.entry is None for b in bodies), source))
         for body in bodies:
@@ -293,9 +294,12 @@ def _number(value: float) -> str:
     return repr(float(value) + 0.0)
 
 
-def urdf_mechanism_text(robot: UrdfRobot) -> tuple[str, list[Element | None]]:
-    """The mechanism file of ``robot`` and, per line (0-based), the URDF element it comes
-    from (None: no element)."""
+def urdf_mechanism_text(robot: UrdfRobot, closures: list[Closure] | None = None,
+                        given: frozenset[str] = frozenset()) -> tuple[str, list[Source]]:
+    """The mechanism file of ``robot`` and, per line (0-based), where it comes from (a
+    URDF element, a line of the including YAML file, or None). ``closures``: joints that
+    close loops (from an including file); ``given``: the top-level keys the including file
+    writes itself (``name``, ``independent_coordinates``), left out here."""
     links = robot.links
     placed: dict[str, tuple[np.ndarray, np.ndarray]] = {robot.root: (np.eye(3), np.zeros(3))}
     ground = _Body("ground", None, links=[robot.root])
@@ -339,9 +343,11 @@ def urdf_mechanism_text(robot: UrdfRobot) -> tuple[str, list[Element | None]]:
             writer.vector([body], f"{joint.name}__to", across, source)
             writer.angles.append((joint, f"{joint.name}__axis", f"{joint.name}__from",
                                   f"{joint.name}__to"))
+    for closure in closures or []:
+        _close(writer, closure, body_of)
     for body in bodies:
         _well_posed_basis(writer, body)
-    _write(writer, robot, bodies, placed)
+    _write(writer, robot, bodies, placed, closures or [], given)
     return "\n".join(writer.lines) + "\n", writer.origin
 
 
@@ -415,11 +421,13 @@ def _mass_properties(writer: _Writer, body: _Body,
 
 
 def _write(writer: _Writer, robot: UrdfRobot, bodies: list[_Body],
-           placed: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+           placed: dict[str, tuple[np.ndarray, np.ndarray]], closures: list[Closure],
+           given: frozenset[str]) -> None:
     line, n = writer.line, _number
     line("%YAML 1.2", None)
     line("---", None)
-    line(f"name: {json.dumps(robot.name)}", None)
+    if "name" not in given:
+        line(f"name: {json.dumps(robot.name)}", None)
     line("dimension: 3", None)
     line("points:", None)
     for name, fixed, source in writer.points:
@@ -473,13 +481,164 @@ def _write(writer: _Writer, robot: UrdfRobot, bodies: list[_Body],
         for joint in rubbing:
             line(f"  - {{coordinate: {joint.name}, viscous: {n(joint.damping)}, "
                  f"coulomb: {n(joint.friction)}}}", joint.element.one("dynamics") or joint.element)
-    line(f"independent_coordinates: [{', '.join(j.name for j in moving)}]", None)
+    if "independent_coordinates" not in given and not closures:  # a loop: mbgen chooses
+        line(f"independent_coordinates: [{', '.join(j.name for j in moving)}]", None)
 
 
-def located(error: MechanismError, file: str, origin: list[Element | None]) -> MechanismError:
-    """An error the loader found in the translated text, named at the URDF element the
-    line comes from."""
+def located(error: MechanismError, file: str, origin: list[Source]) -> MechanismError:
+    """An error the loader found in the translated text, named where the line comes from:
+    the URDF element, or the line of the including YAML file (``file`` where neither)."""
     source = origin[error.line - 1] if error.line and error.line <= len(origin) else None
     if source is None:
         return MechanismError(error.message, file)
-    return MechanismError(error.message, file, source.line, source.where())
+    if isinstance(source, YamlLine):
+        return MechanismError(error.message, source.file, source.line, error.key)
+    return MechanismError(error.message, source.file, source.line, source.where())
+
+
+# -- a mechanism YAML that includes a URDF ----------------------------------------------
+# the keys such a file may have: what URDF cannot say (``urdf`` names the robot's file)
+INCLUDE_KEYS = ("urdf", "name", "gravity", "parameters", "sensors", "closures",
+                "independent_coordinates")
+CLOSURE_KEYS = ("type", "name", "links", "xyz", "frame", "axis")
+
+
+@dataclass(frozen=True)
+class YamlLine:
+    """A line of the including YAML file (1-based)."""
+
+    file: str
+    line: int
+
+
+Source = Element | YamlLine | None
+
+
+@dataclass
+class Closure:
+    """A joint closing a loop between two links: a point both share (spherical), and the
+    axis too (revolute); ``at`` and ``axis`` in the world at the URDF's zero."""
+
+    name: str
+    links: tuple[str, str]
+    at: np.ndarray
+    axis: np.ndarray | None
+    node: Node
+
+
+def _close(writer: _Writer, closure: Closure, body_of: dict[str, _Body]) -> None:
+    """``closure`` as a point (and a vector) both links' bodies list."""
+    first, second = (body_of[link] for link in closure.links)
+    if first is second:
+        raise closure.node.error(f"the links {closure.links[0]!r} and {closure.links[1]!r} "
+                                 "are one rigid body (joined by fixed joints): nothing to "
+                                 "close")
+    if second.entry is None:  # the ground's point is fixed: made by the ground
+        first, second = second, first
+    source = YamlLine(closure.node.file, closure.node.line)
+    existing = [p for p in second.points
+                if np.linalg.norm(writer.position[p] - closure.at) <= 1e-9 * writer.scale]
+    at = existing[0] if existing else None
+    if at is not None and at not in first.points:
+        mine = [p for p in first.points if np.linalg.norm(
+            writer.position[p] - closure.at) <= 1e-9 * writer.scale]
+        if mine:
+            raise closure.node.error("the two links already meet at that point")
+        first.points.append(at)
+    elif at is None:
+        at = writer.point(first, f"{closure.name}__at", closure.at, source)
+        second.points.append(at)
+    if closure.axis is not None:
+        writer.vector([first, second], f"{closure.name}__axis", closure.axis, source)
+
+
+def read_closures(node: Node, robot: UrdfRobot) -> list[Closure]:
+    """The ``closures`` list of an including file: ``{type: spherical | revolute, links:
+    [a, b], xyz: [x, y, z], frame: link, axis: [x, y, z], name}``; ``xyz`` and ``axis``
+    in the frame of the link ``frame`` (default the root link's: the world) at the URDF's
+    zero."""
+    frames = _frames(robot)
+    found: list[Closure] = []
+    for k, entry in enumerate(node.sequence()):
+        keys = entry.mapping(set(CLOSURE_KEYS), required={"links", "xyz"})
+        kind = keys["type"].string() if "type" in keys else "spherical"
+        if kind not in ("spherical", "revolute"):
+            raise keys["type"].error(f"a closure is spherical or revolute, not {kind!r}")
+        if (kind == "revolute") != ("axis" in keys):
+            raise entry.error("a revolute closure needs an axis, a spherical one has none")
+        links = [item.string() for item in keys["links"].sequence()]
+        if len(links) != 2:
+            raise keys["links"].error("a closure joins two links: links: [a, b]")
+        for link, item in zip(links, keys["links"].sequence(), strict=True):
+            if link not in robot.links:
+                raise item.error(f"{link!r} is not a link of the URDF (its links: "
+                                 f"{', '.join(robot.links)})")
+        frame = keys["frame"].string() if "frame" in keys else robot.root
+        if frame not in frames:
+            raise keys["frame"].error(f"{frame!r} is not a link of the URDF")
+        rotation, offset = frames[frame]
+        at = offset + rotation @ _triple(keys["xyz"])
+        axis = None
+        if "axis" in keys:
+            axis = rotation @ _triple(keys["axis"])
+            if np.linalg.norm(axis) < 1e-9:
+                raise keys["axis"].error("the closure's axis is zero")
+            axis = axis / np.linalg.norm(axis)
+        name = keys["name"].string() if "name" in keys else f"closure{k}"
+        if not _IDENTIFIER.match(name) or _RESERVED.match(name):
+            raise keys["name"].error(f"the closure's name {name!r} is not an identifier")
+        found.append(Closure(name, (links[0], links[1]), at, axis, entry))
+    if len({c.name for c in found}) != len(found):
+        raise node.error("two closures have the same name")
+    return found
+
+
+def _triple(node: Node) -> np.ndarray:
+    items = [item.scalar() for item in node.sequence()]
+    if len(items) != 3 or not all(isinstance(v, int | float) and not isinstance(v, bool)
+                                  and np.isfinite(v) for v in items):
+        raise node.error("expected three finite numbers [x, y, z]")
+    return np.array(items, dtype=float)
+
+
+def _frames(robot: UrdfRobot) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Every link's frame in the world at the URDF's zero (rotation (3, 3), origin (3,))."""
+    placed = {robot.root: (np.eye(3), np.zeros(3))}
+    for joint in robot.joints:
+        rotation, offset = placed[joint.parent]
+        placed[joint.child] = (rotation @ joint.rotation, offset + rotation @ joint.offset)
+    return placed
+
+
+def including_text(path: Path, text: str, root: Node) -> tuple[str, list[Source], UrdfRobot]:
+    """The mechanism text of a YAML file with ``urdf: robot.urdf`` (relative to the YAML
+    file): the robot's translation, then the file's own sections as they are written
+    (their lines remembered, so an error in them names the YAML file), and the robot."""
+    keys = root.mapping(set(INCLUDE_KEYS), required={"urdf"})
+    target = keys["urdf"].string()
+    urdf_path = path.parent / target
+    if urdf_path.suffix.lower() != ".urdf":
+        raise keys["urdf"].error(f"urdf: names a .urdf file, not {target!r}")
+    if not urdf_path.is_file():
+        raise keys["urdf"].error(f"no URDF file {target!r} (looked for {urdf_path})")
+    robot = read_urdf(urdf_path)
+    closures = read_closures(keys["closures"], robot) if "closures" in keys else []
+    translated, origin = urdf_mechanism_text(
+        robot, closures, frozenset(keys) & {"name", "independent_coordinates"})
+    lines = text.splitlines()
+    starts = sorted((child.key_line, name) for name, child in keys.items())
+    for (line, _), (after, name) in zip(starts, starts[1:], strict=False):
+        if after == line:
+            raise keys[name].error("write the file's top-level keys one to a line (block "
+                                   "style)")
+    combined = translated.splitlines()
+    for (start, name), (end, _) in zip(starts, [*starts[1:], (len(lines) + 1, "")],
+                                       strict=True):
+        if name in ("urdf", "closures"):
+            continue
+        for number in range(start, end):
+            if lines[number - 1].strip() in ("---", "..."):
+                break
+            combined.append(lines[number - 1])
+            origin.append(YamlLine(str(path), number))
+    return "\n".join(combined) + "\n", origin, robot
