@@ -140,6 +140,23 @@ def test_independent_dynamics_in_lanes_group_the_states_by_their_chosen_z(
     assert same(got[4], np.concatenate([e[4] for e in every]))
 
 
+def test_z_named_in_a_call_is_kept_and_bad_names_still_fail(compiled: Any,
+                                                            native: Any) -> None:
+    mech = compiled(SHIPPED_DIR / "fourbar.yaml")
+    q, qd = states(mech, 9)
+    z = mech.independent_coordinates()
+    index = [mech.coordinate_names.index(name) for name in z]
+    expected = mech.independent_dynamics(q, qd, z=index)
+    for named in (z, list(z), tuple(z), z):
+        got = mech.independent_dynamics(q, qd, z=named)
+        assert all(same(a, b) for a, b in zip(got, expected, strict=True))
+    for _ in range(2):
+        with pytest.raises(KeyError, match="unknown coordinate 'no such coordinate'"):
+            mech.independent_dynamics(q, qd, z=["no such coordinate"])
+        with pytest.raises(ValueError, match="z must name 1 coordinates, got 2"):
+            mech.independent_dynamics(q, qd, z=[z[0]] * 2)
+
+
 def test_a_bad_state_fails_alone_with_the_same_status_and_error(compiled: Any,
                                                                 native: Any) -> None:
     mech = compiled(SHIPPED_DIR / "fourbar.yaml")

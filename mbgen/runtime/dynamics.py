@@ -228,7 +228,8 @@ class Dynamics(PlanPart):
         local = self._workspaces
         native = local.native
         structure = self._structure
-        if native is None or not local.fits(structure.plan, self._options):
+        if native is None or local.plan is not structure.plan or \
+                local.layout != self._options.layout:  # Workspaces.fits, inlined: per call
             local, native = self._prepared()
         if z is not None:
             zfix = self._z_of(z)
@@ -271,21 +272,25 @@ class Dynamics(PlanPart):
         return returned((*results, status), errors)
 
     def _z_of(self, z: Any) -> Array:
-        """:meth:`Structure.z_indices` of ``z``, kept for names (read-only, shared)."""
+        """:meth:`Structure.z_indices` of ``z``, kept for a list or tuple of names
+        (read-only, shared): a key found equals a tuple of names, so it is names too."""
         structure = self._structure
-        if type(z) not in (list, tuple) or not all(type(name) is str for name in z):
-            return structure.z_indices(z)
         plan, named = self._z_named
         if plan is not structure.plan:
             plan, named = structure.plan, {}
             self._z_named = (plan, named)
-        key = tuple(z)
-        zfix = named.get(key)
-        if zfix is None:
-            zfix = structure.z_indices(z)
+        key = tuple(z) if type(z) in (list, tuple) else None
+        if key is not None:
+            try:
+                zfix = named.get(key)
+            except TypeError:  # unhashable entries: not names
+                key = zfix = None
+            if zfix is not None:
+                return zfix
+        zfix = structure.z_indices(z)
+        if key is not None and len(named) < 64 and all(type(name) is str for name in key):
             zfix.flags.writeable = False
-            if len(named) < 64:
-                named[key] = zfix
+            named[key] = zfix
         return zfix
 
     # -- kinematic problems --------------------------------------------------------------------
