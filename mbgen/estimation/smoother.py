@@ -49,11 +49,12 @@ Array = np.ndarray
 SIGMA_CONSTRAINTS = 1e-6
 #: The transition's own σ as a fraction of the part the acceleration noise gives it.
 TIGHT = 1e-3
-#: Extra iSAM2 updates per step at most, until the newest state moves less than CONVERGED.
-MAX_ITERATIONS = 2
-#: iSAM2 relinearizes a variable that moved more than this since its last linearization.
+#: iSAM2 relinearizes a variable that moved more than this since its last linearization,
+#: checked every RELINEARIZE_SKIP updates (on the four-bar at a lag of 50 steps: 17 ms a
+#: step at every update, 0.9 ms every 10, the same error and coverage; the outputs are
+#: projected onto the constraints, which the stale linearization leaves at ~4e-5)
 RELINEARIZE = 1e-3
-CONVERGED = 1e-10
+RELINEARIZE_SKIP = 10
 #: Batch Gauss–Newton iterations of ``lag=None`` at most (it starts at the forward
 #: pass's estimates, next to the answer).
 BATCH_ITERATIONS = 20
@@ -129,7 +130,6 @@ class FactorSmoother:
         self.qd = mech.solve_velocity(self.q, qd[self.zi], z=self.zi)
         self._makers: dict[tuple[int, ...], MechanismFactors] = {}
         self.switches = 0
-        self.iterations: list[int] = []
 
     # -- graph pieces ----------------------------------------------------------------
     def factors(self, z: Sequence[int]) -> MechanismFactors:
@@ -250,7 +250,7 @@ class FactorSmoother:
         params = gtsam.ISAM2Params()
         params.setFactorization("QR")  # Cholesky breaks down on the tight constraints
         params.setRelinearizeThreshold(RELINEARIZE)
-        params.relinearizeSkip = 1
+        params.relinearizeSkip = RELINEARIZE_SKIP
         return gtsam.IncrementalFixedLagSmoother(lag, params)
 
     def run(self, t: Array, readings: Array, dt: float | None = None,
@@ -271,7 +271,14 @@ class FactorSmoother:
         accelerations = bool(np.isfinite(y[:, count:]).any())
         N, nf = len(times), len(self.forces)
         window = FORWARD_LAG if lag is None else int(lag)
-        smoother = self._smoother((window + 0.5) * step)
+        # marginalized and read a chunk of ``window`` steps at a time (the keys of a
+        # chunk share its first step's time), when its last step is ``window`` steps
+        # old: GTSAM re-eliminates the whole window whenever it marginalizes, and a
+        # marginal of an old step costs a walk from the newest through the window (the
+        # walk's cache lasts until the next update), so both once per chunk instead of
+        # at every step; a step's estimate weighs between ``window`` and 2 ``window`` − 1
+        # steps of later readings
+        smoother = self._smoother((2 * window - 0.5) * step)
         keys_of = [Keys.of(k, accelerations, nf > 0) for k in range(N)]
         share: list[gtsam.NonlinearFactorGraph] = []
         whole = gtsam.NonlinearFactorGraph()  # every factor (the batch's graph)
@@ -279,10 +286,10 @@ class FactorSmoother:
         forward = gtsam.Values()  # each step's estimate as it left the window
         sigmas: dict[int, list[Array]] = {}
         z, previous = list(self.zi), list(self.zi)
+        chosen: list[list[int]] = []  # each step's z
         q, qd, f = self.q, self.qd, np.zeros(nf)
         failed, done = False, N
         estimate = gtsam.Values()
-        self.iterations = []
 
         def read(k: int) -> None:
             for key in keys_of[k].all():
@@ -302,6 +309,7 @@ class FactorSmoother:
             else:
                 for factor in self.priors(keys, z):
                     graph.add(factor)
+            chosen.append(z)
             own = self.step_factors(keys, z, y[k])
             readings_k = int(np.isfinite(y[k]).sum())
             observed.append(own[len(own) - readings_k:] if readings_k else [])
@@ -319,35 +327,28 @@ class FactorSmoother:
             self.initial(keys, q, qd, f, z, values)
             stamps = gtsam.FixedLagSmootherKeyTimestampMap()
             for key in keys.all():
-                stamps.insert((key, k * step))
+                stamps.insert((key, (k - k % window) * step))
             try:
                 smoother.update(graph, values, stamps)
                 whole.push_back(graph)
+                # one Gauss-Newton step a new step: it starts at the RK4 prediction,
+                # next to the answer (a second update costs as much and moved the
+                # four-bar's estimate by < 1e-6 of its error)
                 estimate = smoother.calculateEstimate()
-                newest = estimate.atVector(keys.q)
-                iteration = 0
-                while iteration < MAX_ITERATIONS:
-                    iteration += 1
-                    smoother.update()
-                    estimate = smoother.calculateEstimate()
-                    moved = float(np.abs(estimate.atVector(keys.q) - newest).max())
-                    newest = estimate.atVector(keys.q)
-                    if moved < CONVERGED:
-                        break
-                self.iterations.append(iteration)
-                q, qd = newest, estimate.atVector(keys.qd)
+                q, qd = estimate.atVector(keys.q), estimate.atVector(keys.qd)
                 if not (np.isfinite(q).all() and np.isfinite(qd).all()):
                     raise RuntimeError("a state that is not finite")
                 if keys.f is not None:
                     f = estimate.atVector(keys.f)
-                if k >= window:
-                    read(k - window)
+                if k >= window and (k - window + 1) % window == 0:
+                    for j in range(k - 2 * window + 1, k - window + 1):
+                        read(j)  # one chunk, before it is marginalized (see above)
                 previous, z = z, self.reselect(q, z)
             except RuntimeError:  # GTSAM's indeterminant system, a lost state
                 failed, done = True, k
                 break
         if done:
-            for j in range(max(done - window, 0), done):
+            for j in range(done):
                 if not forward.exists(keys_of[j].q):
                     read(j)
         if lag is None and done:
@@ -356,7 +357,7 @@ class FactorSmoother:
             except RuntimeError:
                 failed, done = True, 0
         return self._track(times[:done], y[:done], share[:done], observed[:done], forward,
-                           sigmas, keys_of[:done], failed)
+                           sigmas, keys_of[:done], chosen[:done], failed)
 
     def _batch(self, graph: gtsam.NonlinearFactorGraph, start: gtsam.Values,
                keys_of: list[Keys]) -> tuple[gtsam.Values, dict[int, list[Array]]]:
@@ -377,11 +378,23 @@ class FactorSmoother:
                   for k, keys in enumerate(keys_of)}
         return estimate, sigmas
 
+    def _projected(self, q: Array, qd: Array, z: list[int]) -> tuple[Array, Array]:
+        """(q, q̇) solved onto the constraints at their own z, ż (as they are where the
+        position or velocity problem fails)."""
+        from mbgen.errors import MbgenError
+
+        try:
+            on = self.mech.solve_position(q, z=z)
+            return on, self.mech.solve_velocity(on, qd[z], z=z)
+        except MbgenError:
+            return q, qd
+
     def _track(self, times: Array, y: Array, share: list[gtsam.NonlinearFactorGraph],
                observed: list[list[gtsam.NonlinearFactor]], values: gtsam.Values,
-               sigmas: dict[int, list[Array]], keys_of: list[Keys], failed: bool
-               ) -> KalmanTrack:
-        """The estimates as the errorEKF's track: q̈ from the dynamics at the estimate,
+               sigmas: dict[int, list[Array]], keys_of: list[Keys],
+               chosen: list[list[int]], failed: bool) -> KalmanTrack:
+        """The estimates as the errorEKF's track: q, q̇ on the constraints at the
+        estimated z, ż (of the step's ``chosen`` z), q̈ from the dynamics there,
         each step's share of the normalized squared residual (``nis``) and whether a
         reading lies beyond LOST σ of the estimate (``lost``)."""
         N, n, nf = len(times), self.mech.n, len(self.forces)
@@ -390,7 +403,8 @@ class FactorSmoother:
         force, sforce = np.full((N, nf), np.nan), np.full((N, nf), np.nan)
         nis, lost = np.full(N, np.nan), np.zeros(N, dtype=bool)
         for k, keys in enumerate(keys_of):
-            q[k], qd[k] = values.atVector(keys.q), values.atVector(keys.qd)
+            q[k], qd[k] = self._projected(values.atVector(keys.q),
+                                          values.atVector(keys.qd), chosen[k])
             sq[k], sqd[k] = sigmas[k][0], sigmas[k][1]
             if keys.f is not None:
                 force[k], sforce[k] = values.atVector(keys.f), sigmas[k][2]
