@@ -22,15 +22,6 @@ EXIT_USAGE = 2  # Click's own: unknown option, missing argument, malformed value
 EXIT_INTERNAL = 3  # a bug in mbgen
 EXIT_UNTRUSTED = 4  # the command ran, but its result is not to be trusted
 
-#: Default --phi-tol of the commands that integrate (simulate, sweep): max ‖Φ‖ / size²
-#: above it makes a run untrusted.
-PHI_TOL = 1e-3
-#: Default --energy-tol of simulate: a run without applied forces, dampers or friction
-#: whose max |E(t) - E(0)| exceeds it, relative to the energy in play, is untrusted. Every
-#: shipped mechanism stays below 7e-9 with rk4 (5 s at 1 ms) and below 6e-3 with spook;
-#: explicit Euler drifts 2e-2 to 0.15 there (docs/cli.md has the figures).
-ENERGY_TOL = 1e-2
-
 #: Picture formats Matplotlib writes, by suffix; animations by the encoder they need; the
 #: interactive page (Plotly, mbgen/io/page.py), which draw and animate both write.
 PICTURE_SUFFIXES = (".png", ".jpg", ".jpeg", ".svg", ".pdf")

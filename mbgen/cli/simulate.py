@@ -13,10 +13,8 @@ from rich.markup import escape
 
 from mbgen.cli import BUILD_DIR, status_console
 from mbgen.cli.conventions import (
-    ENERGY_TOL,
     NON_NEGATIVE,
     PARAM,
-    PHI_TOL,
     POSITIVE,
     Command,
     NoiseLevel,
@@ -34,6 +32,13 @@ from mbgen.errors import UntrustedResultError
 from mbgen.io.figures import plot_paths
 from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.runtime.integration import INTEGRATORS, VARIATIONAL
+from mbgen.simulation.trust import (
+    ENERGY_TOL,
+    PHI_TOL,
+    conservative,
+    constraint_limit,
+    energy_change,
+)
 
 
 def parse_forces(specs: tuple[str, ...], mech: CompiledMechanism,
@@ -380,29 +385,6 @@ def with_progress_bar(start: Callable[[Callable[[int, int], None]], Any], dt: fl
         return start(progress)
 
 
-def energy_change(result: Any) -> tuple[float | None, str]:
-    """(max |E(t) − E(0)| over the energy in play, None when nothing is in play; the
-    summary's words). The energy in play is the largest T, or V's swing, over the run: an
-    end-minus-start change hid a swing, a scale of E(0) or of the largest |E| hid drift
-    under V's arbitrary zero (E(0) = 0 on a chain, -29 J on Bricard's linkage)."""
-    parts = result.mechanism.energy_parts(result.q, result.qd).reshape(len(result.t), -1)
-    kinetic, potential = parts[:, 0], parts[:, 1]
-    energy = kinetic + potential
-    change = float(np.abs(energy - energy[0]).max())
-    scale = max(float(kinetic.max()), float(potential.max() - potential.min()))
-    if scale > 0:
-        return change / scale, (f"relative energy change = {change / scale:.2e} (max "
-                                "|E - E(0)| over the largest T or V's swing)")
-    return None, f"energy change = {change:.2e} (nothing moves)"
-
-
-def conservative(result: Any) -> bool:
-    """No applied force (--force, an actuator's command), damper or friction: E must
-    stay E(0), so its change measures the integrator alone."""
-    meta = result.mechanism.meta
-    return not (result.forces or meta.get("dissipative") or meta.get("friction"))
-
-
 def energy_distrust(result: Any, drift: float | None, tolerance: float) -> str | None:
     """Why a conservative run whose energy changes beyond ``tolerance`` (relative, as
     :func:`energy_change`) is not trusted, or None."""
@@ -461,7 +443,7 @@ def constraint_violation(result: Any, phi_tol: float, fix: str) -> str | None:
     wrong and ``fix`` (:func:`fix_hint`), so no ✓ is printed over rows that are not a
     motion of the mechanism (a stretched rocker, drift without projection)."""
     error = result.constraint_error
-    limit = phi_tol * result.mechanism.size**2
+    limit = constraint_limit(result.mechanism, phi_tol)
     bad = np.flatnonzero(~(error <= limit))  # NaN counts as bad
     if not bad.size:
         return None

@@ -21,7 +21,6 @@ from rich.progress import (
 
 from mbgen.cli import BUILD_DIR, status_console
 from mbgen.cli.conventions import (
-    PHI_TOL,
     POSITIVE,
     Command,
     OutputFile,
@@ -33,6 +32,7 @@ from mbgen.cli.conventions import (
 from mbgen.errors import MechanismError, UntrustedResultError
 from mbgen.io.chunks import lock_path, locked, work_directory
 from mbgen.runtime.parallel import usable_cores
+from mbgen.simulation.trust import PHI_TOL
 from mbgen.sweep.cluster import check_address
 from mbgen.sweep.execute import finish, prepare, run_study, trajectories_path
 from mbgen.sweep.plots import picture_paths

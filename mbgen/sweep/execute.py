@@ -18,6 +18,7 @@ from mbgen.errors import MbgenError
 from mbgen.io.chunks import ChunkStore
 from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.runtime.parallel import usable_cores
+from mbgen.simulation.trust import constraint_limit
 from mbgen.sweep.design import Design, draw
 from mbgen.sweep.runner import OK, ChunkResult, run_chunk
 from mbgen.sweep.study import Spec, Study
@@ -65,7 +66,7 @@ def prepare(study: Study, mech: CompiledMechanism, phi_tol: float) -> Prepared:
             "phi_tol": repr(phi_tol)}
     key = hashlib.sha256(json.dumps(text, sort_keys=True).encode()).hexdigest()
     return Prepared(study, draw(study, nominal), np.asarray(solved).reshape(-1),
-                    phi_tol * mech.size**2, key)
+                    constraint_limit(mech, phi_tol), key)
 
 
 def run_local(prepared: Prepared, mech: CompiledMechanism, todo: list[int], workers: int,

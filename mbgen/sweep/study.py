@@ -21,6 +21,7 @@ import mbgen.columns as columns
 from mbgen.errors import MechanismError
 from mbgen.model.yaml_nodes import Node, read_document, read_yaml_file
 from mbgen.runtime.integration import STEPPERS
+from mbgen.simulation.integrators import step_count
 
 #: Sections of quantities a study sets or varies: parameters by name, initial positions
 #: and velocities by coordinate name, constant generalized forces by coordinate name.
@@ -199,9 +200,10 @@ def read_study(path: Path) -> Study:
     if not t_end / dt < MAX_RUN_STEPS:  # inf when dt is tiny: no count of steps
         raise run["t_end"].error(f"t_end / dt = {t_end / dt:.4g} steps, more than a run can "
                                  f"count ({MAX_RUN_STEPS:.4g})")
-    if abs(round(t_end / dt) * dt - t_end) > 1e-9 * t_end or round(t_end / dt) < 1:
-        raise run["t_end"].error(f"t_end = {t_end:g} s is not a whole number of steps of "
-                                 f"dt = {dt:g} s")
+    try:
+        step_count(t_end, dt)  # simulate's rule: a run ends at t_end
+    except ValueError as error:
+        raise run["t_end"].error(str(error)) from None
     record = (keys["record"].mapping(set(RECORD_KEYS)) if "record" in keys else {})
     figures = tuple(_figure(node) for node in record["figures"].sequence()) \
         if "figures" in record else ()
