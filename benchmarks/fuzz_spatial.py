@@ -589,7 +589,7 @@ def run_case_args(rng: random.Random, texts: dict[str, str]) -> Case:
             check = finite_table(out, float(t_end))
         except ValueError:
             check = finite_table(out)
-        return Case(" ".join(args), args, outputs, inputs + [readings], check, prepare)
+        return Case(" ".join(args), args, outputs, inputs, check, prepare)
     if kind in ("estimate", "identify"):
         data = readings
         label = ""

@@ -142,3 +142,30 @@ def test_write_table_writes_what_savetxt_writes(tmp_path: Path, shape: tuple[int
     np.savetxt(tmp_path / "old.csv", data, delimiter=",", header=",".join(header),
                comments="", fmt="%.12g")
     assert (tmp_path / "new.csv").read_bytes() == (tmp_path / "old.csv").read_bytes()
+
+
+def test_a_fifo_or_a_directory_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """`estimate --data fifo.csv` waited for ever on the FIFO's writer (found by
+    benchmarks/fuzz_spatial.py): a data file that is not a regular file is refused by name
+    before it is opened (the read runs in a thread, so that a regression fails, not hangs)."""
+    import os
+    import threading
+
+    fifo = tmp_path / "fifo.csv"
+    os.mkfifo(fifo)
+    for path, kind in ((fifo, "a FIFO"), (tmp_path, "a directory")):
+        caught: list[BaseException] = []
+
+        def read(path: Path = path, caught: list[BaseException] = caught) -> None:
+            try:
+                read_data(path)
+            except BaseException as exc:  # handed to the test's thread
+                caught.append(exc)
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(10)
+        if reader.is_alive():  # unblock it: open the FIFO for writing and close it
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            pytest.fail(f"read_data blocked on {kind}")
+        assert len(caught) == 1 and isinstance(caught[0], TrajectoryError), caught
+        assert str(caught[0]).startswith(f"{path}: {kind}, not a regular file")

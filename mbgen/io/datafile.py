@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import stat
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -139,13 +140,22 @@ def _load(path: Path) -> tuple[bytes, int]:
     """The file's bytes (UTF-8 checked, no byte-order mark, lines ending in LF), within
     the limits, and its number of lines (counted once: 0.1 s per 300 MiB)."""
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise TrajectoryError(f"{path}: {size / 2**20:.0f} MiB, more than the "
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):  # a FIFO blocks, a device never ends
+            kind = ("a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO"
+                    if stat.S_ISFIFO(info.st_mode) else "a device or socket")
+            raise TrajectoryError(f"{path}: {kind}, not a regular file: a data file is read "
+                                  "only from a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise TrajectoryError(f"{path}: {info.st_size / 2**20:.0f} MiB, more than the "
                                   f"{MAX_FILE_BYTES / 2**20:.0f} MiB a data file may have")
-        raw = path.read_bytes()
+        with open(path, "rb") as stream:
+            raw = stream.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise TrajectoryError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    if len(raw) > MAX_FILE_BYTES:  # it grew since
+        raise TrajectoryError(f"{path}: more than the {MAX_FILE_BYTES / 2**20:.0f} MiB a data "
+                              "file may have")
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
     if not raw.isascii():
