@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -756,14 +756,23 @@ def warm_up(warm: Path, build_dir: Path) -> dict[str, str]:
 
 
 def campaign(count: int, seed: int, workdir: Path,
-             progress: Callable[[int], None] | None = None) -> tuple[Report, Counter]:
-    """``count`` cases from ``seed``; the report and the count of each command run."""
+             progress: Callable[[int], None] | None = None,
+             stop: float = float("inf")) -> tuple[Report, Counter]:
+    """``count`` cases from ``seed`` (none started after the time ``stop``, epoch
+    seconds); the report and the count of each command run."""
     build_dir, warm = workdir / "gen", workdir / "warm"
     warm.mkdir()
     texts = warm_up(warm, build_dir)
     rng = random.Random(seed)
-    cases = [make_case(rng, texts) for _ in range(count)]
-    commands = Counter(case.args[0] for case in cases)
+    commands: Counter = Counter()
+
+    def generated() -> Iterator[Case]:
+        for _ in range(count):
+            if time.time() > stop:
+                return
+            case = make_case(rng, texts)
+            commands[case.args[0]] += 1
+            yield case
     def judged(case: Case, root: Path, gen: Path) -> tuple[str, str]:
         category, detail = run_case(case, root, gen, warm)
         if category in FAILURES:  # said at once: a long campaign shows them as they come
@@ -771,7 +780,7 @@ def campaign(count: int, seed: int, workdir: Path,
                   flush=True)
         return category, detail
 
-    report = run_cases(cases, judged, workdir, build_dir, progress, FAILURES)
+    report = run_cases(generated(), judged, workdir, build_dir, progress, FAILURES)
     return report, commands
 
 
@@ -780,6 +789,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=5_000)
     parser.add_argument("--seed", type=int, default=57)
     parser.add_argument("--quick", action="store_true", help="40 cases, no results written")
+    parser.add_argument("--minutes", type=float, default=float("inf"),
+                        help="start no case after this many minutes (the figures say so)")
     args = parser.parse_args(argv)
     count = 40 if args.quick else args.count
     from rich.progress import Progress
@@ -790,11 +801,14 @@ def main(argv: list[str] | None = None) -> int:
     with Progress() as bar:
         task = bar.add_task("cases", total=count)
         report, commands = campaign(count, args.seed, workdir,
-                                    progress=lambda _k: bar.advance(task))
+                                    progress=lambda _k: bar.advance(task),
+                                    stop=time.time() + 60 * args.minutes)
     elapsed = time.perf_counter() - start
+    run = sum(report.counts.values())
+    stopped = f"; stopped after {args.minutes:g} min" if run < count else ""
     shutil.rmtree(workdir, ignore_errors=True)
-    figures = [Figure("cases", count, "", note=f"seed {args.seed}; {elapsed:.0f} s; " + ", ".join(
-        f"{name} {n}" for name, n in commands.most_common()))]
+    figures = [Figure("cases", run, "", note=f"seed {args.seed}; {elapsed:.0f} s{stopped}; "
+                      + ", ".join(f"{name} {n}" for name, n in commands.most_common()))]
     figures += [Figure(category, report.counts[category], "") for category in
                 ("clean error", "untrusted", "correct")]
     figures += [Figure(category, report.counts[category], "", 0) for category in FAILURES]
@@ -803,7 +817,7 @@ def main(argv: list[str] | None = None) -> int:
     for case, detail in report.failures[:40]:
         print(f"--- {detail}\n    {case}")
     if count < 5_000:
-        print("fewer than 5 000 cases: results not written")
+        print("fewer than 5 000 cases asked: results not written")
         return 1 if report.failures else 0
     path = write_results("fuzz_spatial", figures, {"failures": report.failures[:100],
                                                    "commands": dict(commands)})
