@@ -946,6 +946,11 @@ typedef struct {
     int* chosen;  /* Z_CHUNK x d, then Z_CHUNK: independent_dynamics_lanes' z per state */
 } independent_lanes;
 
+/* States chosen per chunk when z is not given: each state's z by full pivoting, as
+ * mb_independent_one chooses it, then the chunk's states of one z in blocks of lanes (the
+ * few left of each z go alone: at most 7 in 512 per z) */
+enum { Z_CHUNK = 512 };
+
 static size_t independent_lanes_size(const mb_plan* plan)
 {
     const mb_model* model = plan->model;
@@ -953,7 +958,7 @@ static size_t independent_lanes_size(const mb_plan* plan)
     const size_t n = (size_t)model->n, N = (size_t)sp->size, d = (size_t)plan->d;
     return (size_t)sp->nnz_k + (size_t)sp->nnz_l + 2 * N + (size_t)model->kernel[MB_K_PHI_Q].nnz +
            1 + (size_t)model->kernel[MB_K_PHIQ_V_Q].nnz + 1 + 2 * n + 3 * N + d + 2 * d * d +
-           d * n + 64 * (d + 1) / MB_LANES + 16;  /* the ints: 64 (d + 1) */
+           d * n + (size_t)Z_CHUNK * (d + 1) / MB_LANES + 16;  /* Z_CHUNK (d + 1) ints */
 }
 
 static void independent_lanes_carve(const mb_plan* plan, double* next, independent_lanes* K)
@@ -1255,10 +1260,6 @@ static int independent_block(mb_ws* w, mb_ws* wk, const independent_batch* B, co
     return failed;
 }
 
-/* States chosen per chunk when z is not given: each state's z by full pivoting, as
- * mb_independent_one chooses it, then the chunk's states of one z in blocks of lanes */
-enum { Z_CHUNK = 64 };
-
 /* mb_independent_dynamics_in's states [0, count) in lanes, z given (zfix, nz = d) or
  * chosen per state (nz = 0); the states that fill no block of one z go alone with the
  * z they chose. *done: how many were handled. */
@@ -1286,12 +1287,39 @@ static int independent_dynamics_lanes(mb_ws* w, mb_ws* wk, const independent_bat
     }
     int* chosen = K.chosen;  /* Z_CHUNK x d */
     int* state = chosen + Z_CHUNK * d;  /* Z_CHUNK: position in the chunk, -1 once done */
+    /* MB_LANES kinematic workspaces for the choices in lanes: wk and those chained on it
+     * (made on first use, freed with it); without them each state chooses alone */
+    mb_ws* ws[W] = {wk};
+    for (int l = 1; l < W && ws[l - 1]; ++l) {
+        if (!ws[l - 1]->kinematics)
+            ws[l - 1]->kinematics = mb_ws_new(plan, w->opt, MB_WS_DENSE);
+        ws[l] = ws[l - 1]->kinematics;
+    }
+    int redo = ~0;  /* lanes of the current group of MB_LANES states chosen alone */
     for (long c0 = 0; c0 < count; c0 += Z_CHUNK) {
         const int size = count - c0 < Z_CHUNK ? (int)(count - c0) : Z_CHUNK;
         for (int t = 0; t < size; ++t) {
             const long k = c0 + t;
-            const int st = mb_choose_z(wk, B->q + k * B->q_stride, B->p + k * B->p_stride,
-                                       chosen + t * d);
+            if (ws[W - 1] && t % W == 0 && t + W <= size) {
+                /* the next MB_LANES states' choices at once: Φq in lanes, the partition
+                 * in lanes (dense.c: the same pivots); a lane it gives up on is chosen
+                 * alone below, for its status */
+                mb_lanes* s = w->lanes;
+                for (int l = 0; l < W; ++l) {
+                    for (int i = 0; i < n; ++i)
+                        s->q[i * W + l] = B->q[(k + l) * B->q_stride + i];
+                    for (int i = 0; i < plan->model->np; ++i)
+                        s->p[i * W + l] = B->p[(k + l) * B->p_stride + i];
+                }
+                plan->model->kernel[MB_K_PHI_Q].lanes(s->q, NULL, s->p, s->a);
+                redo = mb_dense_partition_lanes(ws, s->a, s->LU, chosen + t * d);
+            } else if (t % W == 0) {
+                redo = ~0;
+            }
+            int st = MB_OK;
+            if (redo >> (t % W) & 1)
+                st = mb_choose_z(wk, B->q + k * B->q_stride, B->p + k * B->p_stride,
+                                 chosen + t * d);
             state[t] = t;
             if (st) {  /* as mb_independent_one: the choice's status */
                 mb_independent_nan(k, d, n, B->zdd, B->Jz, B->Jzd, B->JzQ);
