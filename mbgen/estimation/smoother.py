@@ -102,6 +102,8 @@ class FactorSmoother:
     """The smoother of a compiled mechanism (see the module's notes); arguments as
     :class:`mbgen.estimation.kalman.ErrorEKF`'s, plus ``sigma_constraints``."""
 
+    label = "factor-graph smoother"  # in messages, as the Kalman filters' labels
+
     def __init__(self, mech: CompiledMechanism, sigma_a: float = 1.0,
                  sigma_s: float | Array | None = None, sigma_acc: float | Array | None = None,
                  unknown_forces: Sequence[str] = (), sigma_f: float = 1.0,
