@@ -336,13 +336,15 @@ class FactorSmoother:
                 # one Gauss-Newton step a new step: it starts at the RK4 prediction,
                 # next to the answer (a second update costs as much and moved the
                 # four-bar's estimate by < 1e-6 of its error)
-                estimate = smoother.calculateEstimate()
-                q, qd = estimate.atVector(keys.q), estimate.atVector(keys.qd)
+                # the newest step alone (the whole window's values cost 0.7 ms)
+                q = smoother.calculateEstimateVector(keys.q)
+                qd = smoother.calculateEstimateVector(keys.qd)
                 if not (np.isfinite(q).all() and np.isfinite(qd).all()):
                     raise RuntimeError("a state that is not finite")
                 if keys.f is not None:
-                    f = estimate.atVector(keys.f)
+                    f = smoother.calculateEstimateVector(keys.f)
                 if k >= window and (k - window + 1) % window == 0:
+                    estimate = smoother.calculateEstimate()
                     for j in range(k - 2 * window + 1, k - window + 1):
                         read(j)  # one chunk, before it is marginalized (see above)
                 previous, z = z, self.reselect(q, z)
@@ -350,6 +352,11 @@ class FactorSmoother:
                 failed, done = True, k
                 break
         if done:
+            try:
+                estimate = smoother.calculateEstimate()
+            except RuntimeError:  # the failed update left nothing to read: the chunks read
+                done = next(j for j in range(done + 1) if j == done
+                            or not forward.exists(keys_of[j].q))
             for j in range(done):
                 if not forward.exists(keys_of[j].q):
                     read(j)
