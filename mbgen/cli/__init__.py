@@ -2,14 +2,15 @@
 
 Layout:
 
-* :mod:`mbgen.cli.main` holds the Click group ``cli`` and the core commands
-  (``compile``, ``info``, ``generate``). Its group turns every :class:`~mbgen.errors.MbgenError`
-  raised by any command into one red line and the exit code of docs/cli.md.
+* :mod:`mbgen.cli.main` holds the Click group ``cli`` and registers every command. Its
+  group turns every :class:`~mbgen.errors.MbgenError` raised by any command into one red
+  line and the exit code of docs/cli.md.
 * :mod:`mbgen.cli.conventions` holds that convention: exit codes, the validated option
   types, formats by suffix, each command's example and renamed options.
-* A command that lives in its own module (e.g. ``mbgen/cli/simulate.py``) is a plain
-  ``@click.command()`` registered with ``cli.add_command(...)`` in the marked section at the
-  bottom of ``main.py``.
+* Each command lives in its own module (``build``: compile and export, ``info``: info and
+  schema, ``cache``, ``generate``, ``check``, ``simulate``, ...) as a plain
+  ``@click.command(cls=Command)``, registered with ``cli.add_command(...)`` at the bottom
+  of ``main.py``.
 * The helpers below are shared by all command modules. They live in the package, not in
   ``main.py``, so that command modules never import ``main.py`` (and ``main.py`` can import
   them without an import cycle).
@@ -23,9 +24,13 @@ from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
+from rich.table import Table
 
 if TYPE_CHECKING:
     from mbgen.runtime.compiled import CompiledMechanism
+
+#: A mechanism file argument (.yaml or .urdf), checked by the loader.
+MECHANISM_FILE = click.Path(dir_okay=False, path_type=Path)
 
 #: One meaning per option name across commands: --build-dir is where compiled modules live
 #: (the parameter ``build_dir``), --out is always the result file a command writes.
@@ -84,3 +89,19 @@ def load_with_status(path: Path, out_dir: Path | None = None,
     detail(f"{time.perf_counter() - start:7.2f} s  {path.name}: "
            f"{'compiled' if steps else 'cached build'} {mechanism.directory}")
     return mechanism, bool(steps)
+
+
+def key_value_grid() -> Table:
+    """Two-column key/value grid; long values (paths) fold instead of being cut."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    return grid
+
+
+def titled_table(title: str, *columns: str) -> Table:
+    """A titled table; '#', 'q0' and 'value' columns right-aligned."""
+    table = Table(title=title, title_justify="left", title_style="bold", expand=False)
+    for column in columns:
+        table.add_column(column, justify="right" if column in ("#", "q0", "value") else "left")
+    return table
