@@ -22,6 +22,7 @@ from mbgen.runtime.integration import (
     VARIATIONAL,
     IntegrationError,
 )
+from mbgen.simulation.assembly import assemble, velocities
 
 Array = np.ndarray
 ForceFunction = Callable[[Array], Array]  # vectorized over time
@@ -140,7 +141,7 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
                          f"{', '.join(INTEGRATORS)})")
     if coords not in FORMULATIONS:
         raise ValueError(f"coords must be one of {FORMULATIONS}, got {coords!r}")
-    step_count(t_end, dt)  # positive, finite and a whole number of steps, or a clear error
+    nsteps = step_count(t_end, dt)  # positive, finite and whole, or a clear error
     if project not in PROJECTIONS:
         raise ValueError(f"project must be one of {', '.join(PROJECTIONS)}, got {project!r}")
     if integrator in VARIATIONAL or integrator == "spook":
@@ -152,10 +153,12 @@ def simulate(mechanism: CompiledMechanism, t_end: float, dt: float, integrator: 
     if project == "energy" and (forces or mechanism.meta.get("dissipative")):
         raise ValueError("energy projection needs a conservative model: no external forces "
                          "and no dampers")
-    nsteps = step_count(t_end, dt)
     n = mechanism.n
-    q = mechanism.solve_position(mechanism.q0 if q0 is None else q0, minimum_norm=True)
-    qd = mechanism.project_velocity(q, np.zeros(n) if qd0 is None else qd0)
+    # the one rule for a start (simulation/assembly.py): the least change onto Φ = 0 and
+    # Φq q̇ = 0, nothing when the caller (cli/states.py) assembled it already
+    q, _ = assemble(mechanism, mechanism.q0 if q0 is None else np.asarray(q0, dtype=float),
+                    {}, what=None)
+    qd, _ = velocities(mechanism, q, np.zeros(n) if qd0 is None else qd0, {})
     table = _force_table(mechanism, forces, nsteps, dt)
     saved = mechanism.baumgarte
     if baumgarte is not None:
