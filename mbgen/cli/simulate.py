@@ -82,20 +82,12 @@ def run_factor_graph(mech: CompiledMechanism, t_end: float, dt: float, integrato
                      progress: Callable[[int, int], None], covariance: bool = False) -> Any:
     """The factor-graph simulator, with the CLI's forces as one vector function of t."""
     from mbgen.simulation.factor_graph import FactorGraphSimulator
-
-    force = None
-    if forces:
-        columns = {mech.coordinate_index(name): f for name, f in forces.items()}
-
-        def force(t: float) -> np.ndarray:
-            vector = np.zeros(mech.n)
-            for index, function in columns.items():
-                vector[index] = float(function(np.asarray(t)))
-            return vector
+    from mbgen.simulation.integrators import force_vector
 
     simulator = FactorGraphSimulator(mech, dt, window=window, coords=coords,
                                      smoother=smoother, integrator=integrator)
-    result = simulator.run(t_end, q0, qd0, force, progress, covariance=covariance)
+    result = simulator.run(t_end, q0, qd0, force_vector(mech, forces), progress,
+                           covariance=covariance)
     result.forces = dict(forces)
     return result
 

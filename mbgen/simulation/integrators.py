@@ -215,6 +215,24 @@ def step_count(t_end: float, dt: float) -> int:
     return steps
 
 
+def force_vector(mechanism: CompiledMechanism, forces: Mapping[str, ForceFunction] | None,
+                 ) -> Callable[[float], Array] | None:
+    """The named forces as one function of t giving the generalized-force vector (n,), as
+    the factor-graph simulator takes them (None without forces); the integrators take
+    the same forces as a table (:func:`_force_table`)."""
+    if not forces:
+        return None
+    columns = [(mechanism.coordinate_index(name), f) for name, f in forces.items()]
+
+    def force(t: float) -> Array:
+        vector = np.zeros(mechanism.n)
+        for index, function in columns:
+            vector[index] += float(function(np.asarray(t)))
+        return vector
+
+    return force
+
+
 def _force_table(mechanism: CompiledMechanism, forces: Mapping[str, ForceFunction] | None,
                  nsteps: int, dt: float) -> Array | None:
     """External generalized forces at every half step (RK4 needs t + dt/2)."""
