@@ -241,3 +241,20 @@ def test_a_factor_graph_says_what_it_builds_once_before_it_runs(run, tmp_path: P
                        "phi=2*t", "--t-end", "0.1", "--dt", "0.05", "--method", "factor-graph",
                        "--out", str(tmp_path / "torque.csv"))
     assert code == EXIT_USAGE and "announced" in output, output
+
+
+@pytest.mark.parametrize("value", ["sqrt(-1)", "sqrt(-L)", "sqrt(L - 2)", "2*sqrt(-a)"])
+def test_a_spatial_centre_of_mass_is_a_real_finite_number(value: str) -> None:
+    """Bricard's cog [L/2, sqrt(-1), 0] passed `mbgen check` (found by
+    benchmarks/fuzz_spatial.py): the planar parser checks a cog's value, the spatial one
+    did not; now the same located error as for a mass or an inertia."""
+    from mbgen.model.parser import parse_mechanism
+
+    text = (SHIPPED_DIR / "bricard.yaml").read_text()
+    anchor = "cog: [L/2, 0, 0]"
+    assert anchor in text
+    line = next(k for k, row in enumerate(text.splitlines(), 1) if anchor in row)
+    with pytest.raises(MechanismError) as error:
+        parse_mechanism(text.replace(anchor, f"cog: [L/2, {value}, 0]", 1), "bricard.yaml")
+    assert f"bricard.yaml:{line}" in str(error.value)
+    assert "does not evaluate to a" in str(error.value)

@@ -140,6 +140,8 @@ class SpatialBuilder(MechanismBuilder):
             if len(cog_items) != 3:
                 raise keys["cog"].error("cog must be a list [x, y, z]")
             cog = tuple(self.expression(item, scope) for item in cog_items)
+            for item, value in zip(cog_items, cog, strict=True):  # real and finite, as
+                self.numeric(value, item)  # the mass and the inertia are checked
             inertia = self.inertia(keys["inertia"], scope)
             tensor = np.array([[self.numeric(e, keys["inertia"]) for e in row]
                                for row in inertia])
