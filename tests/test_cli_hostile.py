@@ -258,3 +258,17 @@ def test_a_spatial_centre_of_mass_is_a_real_finite_number(value: str) -> None:
         parse_mechanism(text.replace(anchor, f"cog: [L/2, {value}, 0]", 1), "bricard.yaml")
     assert f"bricard.yaml:{line}" in str(error.value)
     assert "does not evaluate to a" in str(error.value)
+
+
+@pytest.mark.parametrize("value", ["5e-324", "1e-160", "1e200"])
+def test_identify_refuses_an_impulse_noise_whose_square_is_not_a_normal_number(
+        run, tmp_path: Path, value: str) -> None:
+    """--noise-impulse 5e-324 squared to 0, an infinite weight (LinAlgError, exit 3; found
+    by benchmarks/fuzz_spatial.py): a standard deviation is within [1e-150, 1e150]."""
+    code, output = run("identify", str(SHIPPED_DIR / "actuated-double-pendulum.yaml"),
+                       "--data", str(SHIPPED_DIR.parent / "examples" /
+                                     "double-pendulum-encoders.csv"), "--params", "b1",
+                       "--noise-impulse", value, "--out", str(tmp_path / "id.yaml"))
+    assert code == EXIT_USAGE and "--noise-impulse" in output, output
+    assert "1e-150" in output or "1e+150" in output, output
+    assert not (tmp_path / "id.yaml").exists()

@@ -66,6 +66,9 @@ class Real(click.ParamType):
 FINITE = Real()
 NON_NEGATIVE = Real(0.0)
 POSITIVE = Real(0.0, low_open=True)
+#: A standard deviation σ: its square and the square's inverse weigh residuals, so both
+#: stay finite normal numbers (σ = 1e-320 squares to 0, an infinite weight; 1e200 to inf)
+DEVIATION = Real(1e-150, high=1e150)
 
 
 class OutputFile(click.Path):

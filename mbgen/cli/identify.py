@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from mbgen.cli import BUILD_DIR, status_console
 from mbgen.cli.conventions import (
+    DEVIATION,
     PARAM,
     POSITIVE,
     Command,
@@ -69,7 +70,7 @@ def _pairs(values: tuple[str, ...], option: str, parts: int) -> dict[str, tuple[
 @click.option("--bounds", multiple=True, metavar="NAME=LOW:HIGH", help="Box bounds.")
 @click.option("--prior", multiple=True, metavar="NAME=MEAN:STD",
               help="Independent knowledge of a parameter, e.g. a weighed mass.")
-@click.option("--noise-impulse", "impulse_noise", type=POSITIVE,
+@click.option("--noise-impulse", "impulse_noise", type=DEVIATION,
               default=Settings.impulse_noise,
               show_default=True, help="Standard deviation of the impulse residuals "
               "[N·s or N·m·s]: the weight of the dynamics against the sensors' `noise`.")
