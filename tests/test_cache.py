@@ -413,3 +413,24 @@ def test_touching_any_module_that_shapes_the_c_changes_the_hash(tmp_path: Path) 
     grown = copy("grown", Path("redundancy.py"), "from mbgen.runtime.options import *")
     assert grown / "runtime" / "options.py" in deriving_sources(grown)
     assert _source_fingerprint(copy("inert", Path("runtime", "options.py"))) == base
+
+
+def test_what_a_build_is_made_of_is_read_by_the_one_reader(tmp_path: Path) -> None:
+    """A file naming a robot (``urdf:``) is hashed with the robot's text, both read by the
+    model's bounded reader and parser: a value nested 3 000 levels deep is the loader's
+    located error, not a RecursionError of a second, unbounded parse."""
+    from mbgen.codegen.cache import mechanism_bytes
+
+    robot = tmp_path / "robot.urdf"
+    robot.write_text("<robot name='r'/>\n")
+    including = tmp_path / "arm.yaml"
+    including.write_text("urdf: robot.urdf\n")
+    first = mechanism_bytes(including)
+    assert first.startswith(b"urdf: robot.urdf\n") and b"<robot name='r'/>" in first
+    robot.write_text("<robot name='s'/>\n")
+    assert mechanism_bytes(including) != first  # a changed robot is a new build
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("urdf: robot.urdf\nname: " + "[" * 3000 + "]" * 3000 + "\n")
+    assert mechanism_bytes(deep) == deep.read_bytes()
+    with pytest.raises(MechanismError, match="nested more than"):
+        mbgen.load(str(deep), out_dir=str(tmp_path / "out"))

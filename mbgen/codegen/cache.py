@@ -21,9 +21,9 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mbgen.cpu import vector_level
+from mbgen.errors import MechanismError
+from mbgen.model.yaml_nodes import read_document, read_yaml_file
 from mbgen.version import __version__
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # mbgen/
@@ -159,19 +159,21 @@ def _source_fingerprint(root: Path = PACKAGE_ROOT) -> bytes:
 def mechanism_bytes(path: Path) -> bytes:
     """What a build of the mechanism file ``path`` is made from: its bytes and, for a YAML
     file that includes a robot (``urdf: robot.urdf``, docs/robots.md), the robot's after
-    them, so that a changed URDF is a new build. A file that does not parse is its bytes
-    alone (the loader names its fault)."""
-    data = path.read_bytes()
-    if path.suffix.lower() == ".urdf" or b"urdf" not in data:
+    them, so that a changed URDF is a new build. Both are read by the model's one file
+    reader (regular files, bounded, UTF-8: its refusal is the loader's) and the YAML by
+    its one parser (nesting bounded); a file that does not parse, or an include that
+    cannot be read, is the file's bytes alone (the loader names the fault)."""
+    text = read_yaml_file(path, "a mechanism file")
+    data = text.encode("utf-8")
+    if path.suffix.lower() == ".urdf" or "urdf" not in text:
         return data
     try:
-        document = yaml.safe_load(data)
-    except yaml.YAMLError:
+        children = read_document(text, str(path)).children()
+        target = path.parent / children["urdf"].string() if "urdf" in children else None
+        robot = read_yaml_file(target, "a URDF file") if target is not None else None
+    except MechanismError:
         return data
-    target = document.get("urdf") if isinstance(document, dict) else None
-    if isinstance(target, str) and (path.parent / target).is_file():
-        return data + b"\0urdf\0" + (path.parent / target).read_bytes()
-    return data
+    return data if robot is None else data + b"\0urdf\0" + robot.encode("utf-8")
 
 
 def content_hash(yaml_bytes: bytes) -> str:
