@@ -272,3 +272,20 @@ def test_identify_refuses_an_impulse_noise_whose_square_is_not_a_normal_number(
     assert code == EXIT_USAGE and "--noise-impulse" in output, output
     assert "1e-150" in output or "1e+150" in output, output
     assert not (tmp_path / "id.yaml").exists()
+
+
+@pytest.mark.parametrize(("file", "anchor", "bad"), [
+    ("bricard.yaml", "gravity: [0, -g, 0]", "gravity: [0, -g, sqrt(-g)]"),
+    ("spring-pendulum.yaml", "gravity: [0, -g]", "gravity: [sqrt(-1), -g]")])
+def test_gravity_is_a_real_number(file: str, anchor: str, bad: str) -> None:
+    """Bricard's gravity [0, -g, sqrt(-1)] passed `mbgen check` (found by
+    benchmarks/fuzz_spatial.py): each component is a real, finite number, located."""
+    from mbgen.model.parser import parse_mechanism
+
+    text = (SHIPPED_DIR / file).read_text()
+    assert anchor in text
+    line = next(k for k, row in enumerate(text.splitlines(), 1) if anchor in row)
+    with pytest.raises(MechanismError) as error:
+        parse_mechanism(text.replace(anchor, bad, 1), file)
+    assert f"{file}:{line}" in str(error.value) and "gravity" in str(error.value)
+    assert "does not evaluate to a real number" in str(error.value)

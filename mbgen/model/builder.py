@@ -115,6 +115,8 @@ class MechanismBuilder:
                 raise node.error("gravity must be a list " + ("[gx, gy]" if self.dimension == 2
                                                               else "[gx, gy, gz]"))
             mechanism.gravity = tuple(self.expression(item) for item in items)
+            for item, value in zip(items, mechanism.gravity, strict=True):
+                self.numeric(value, item)  # real and finite, as every other number
         if "independent_coordinates" in self.keys:
             node = self.keys["independent_coordinates"]
             chosen = [item.string() for item in node.sequence()]
