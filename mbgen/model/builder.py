@@ -279,6 +279,9 @@ class MechanismBuilder:
             rest = distance(pa, pb)
             if "length" in keys and keys["length"].scalar() != "auto":
                 rest = self.expression(keys["length"])
+            for key, value in (("k", stiffness), ("c", damping), ("length", rest)):
+                if key in keys:  # constants: real and finite
+                    self.numeric(value, keys[key])
             if self.numeric(distance(pa, pb), keys["points"]) == 0:
                 raise keys["points"].error("a spring's points must not start at the same place")
             name = self.name(keys.get("name"), f"spring{k}", {s.name for s in springs})
@@ -296,8 +299,10 @@ class MechanismBuilder:
         forces = []
         for node in self.section("forces"):
             keys = self.entry(node, "force")
-            forces.append(Force(self.coordinate(keys["coordinate"], coordinates),
-                                self.expression(keys["value"]), node.line))
+            value = self.expression(keys["value"])
+            self.numeric(value, keys["value"])  # a constant: real and finite
+            forces.append(Force(self.coordinate(keys["coordinate"], coordinates), value,
+                                node.line))
         actuators: list[Actuator] = []
         for k, node in enumerate(self.section("actuators")):
             keys = self.entry(node, "actuator")
