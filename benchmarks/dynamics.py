@@ -181,11 +181,12 @@ def call_cost_figures(build_root: Path, sizes: Sizes) -> tuple[list[Figure], dic
         # left alone by the scheduler, and the best of many is what the code costs
         once = best_time(call, 3)
         number = max(1, min(sizes.single_number, round(3e-4 / once)))
-        trials = 6 * repeat if count < 1000 else sizes.batch_repeat
+        trials = 6 * repeat if count < 1000 else 3 * sizes.batch_repeat
         return best_time(call, trials, number) * 1e6
 
     evaluator_us = per_call(lambda: evaluator.forward_dynamics_jacobians(q1, qd1), 1)
-    calls: dict[str, dict[int, float]] = {"jacobians": {}, "plain": {}, "independent": {}}
+    calls: dict[str, dict[int, float]] = {"jacobians": {}, "plain": {}, "independent": {},
+                                          "independent_chosen": {}}
     for count in (*CALL_SIZES[:-1], largest):
         qs, qds = (q1, qd1) if count == 1 else (q[:count].copy(), qd[:count].copy())
         calls["jacobians"][count] = per_call(
@@ -194,12 +195,16 @@ def call_cost_figures(build_root: Path, sizes: Sizes) -> tuple[list[Figure], dic
                                          count)
         calls["independent"][count] = per_call(
             lambda a=qs, b=qds: mech.independent_dynamics(a, b, z=z), count)
+        calls["independent_chosen"][count] = per_call(  # z by full pivoting per state
+            lambda a=qs, b=qds: mech.independent_dynamics(a, b), count)
     jac, plain, ind = calls["jacobians"], calls["plain"], calls["independent"]
     how = f"best of {repeat}, four-bar, z = {z}"
     figures = [Figure("call cost: evaluator, FD Jacobians, one state", evaluator_us,
                       "µs/call", note=f"the yardstick; {how}")]
+    chosen = calls["independent_chosen"]
     for name, table in (("FD Jacobians", jac), ("forward_dynamics", plain),
-                        ("independent_dynamics", ind)):
+                        ("independent_dynamics", ind),
+                        ("independent_dynamics, z chosen per state", chosen)):
         for count, value in table.items():
             figures.append(Figure(f"call cost: {name}, batch of {count}", value, "µs/call",
                                   note=f"{value / count:.3f} µs/state; {how}"))
@@ -219,6 +224,11 @@ def call_cost_figures(build_root: Path, sizes: Sizes) -> tuple[list[Figure], dic
                        "ratio within this run, both with Jacobians, fresh outputs (at "
                        "large N, q̈'s three n × n Jacobians' page faults weigh more than "
                        "z̈'s d × d, d × n)") for count in jac]
+    figures += [Figure("call cost: independent_dynamics, z chosen per state / FD Jacobians, "
+                       f"batch of {count}", chosen[count] / jac[count], "×",
+                       note="context, ratio within this run: z by full pivoting at each "
+                       "state (the four-bar's states choose x2 or y2), grouped into lanes "
+                       "by their choice") for count in jac]
     # the same at the largest batch into outputs made once: the computations alone
     n, d = mech.n, len(z)
     qs, qds = q[:largest].copy(), qd[:largest].copy()
