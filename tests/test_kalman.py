@@ -276,7 +276,7 @@ def refusal(run, tmp_path: Path, out_dir: Path, path: Path, text: str, *extra: s
                                                      "x1,x1"], EXIT_USAGE,
      "names a coordinate twice"),
     ("fourbar", "t,coupler_gyro\n0,1\n0.001,1\n", ["--unknown-forces", "x1"], EXIT_USAGE,
-     "options of --method ekf and ukf only"),
+     "options of --method ekf, ukf, smoother only"),
     ("double-pendulum", "t,x\n0,1\n", ["--method", "ukf"], EXIT_USAGE, "has no sensors"),
     ("fourbar", "t,coupler_gyro\n0,1\n0.002,1\n0.001,1\n", ["--method", "ukf"],
      EXIT_BAD_INPUT, "readings.csv:4: time 0.001 is before line 3"),

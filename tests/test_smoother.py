@@ -9,13 +9,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import REPO, SHIPPED_DIR
 
+from mbgen.cli.conventions import EXIT_USAGE, untrusted_path
 from mbgen.estimation.kalman import Z95
 from mbgen.estimation.smoother import TIGHT, FactorSmoother
 from mbgen.runtime.compiled import CompiledMechanism
 
 Compiled = Callable[[Path], CompiledMechanism]
+
+
+def read_table(path: Path) -> tuple[list[str], np.ndarray]:
+    header = path.read_text().split("\n", 1)[0].split(",")
+    return header, np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
 SLIDER = REPO / "tests" / "data" / "slider-spring-damper.yaml"
 FOURBAR = SHIPPED_DIR / "fourbar.yaml"
 
@@ -122,3 +129,41 @@ def test_fixed_lag_intervals_hold_the_truth_on_the_fourbar(compiled: Compiled) -
     assert not track.failed and track.distrust() is None
     inside = np.abs(track.q - q) <= Z95 * track.sigma_q
     assert 0.85 <= inside.mean() <= 1.0
+
+
+def test_estimate_smoother_from_the_command_line(run, tmp_path: Path, out_dir: Path) -> None:
+    """--method smoother writes the Kalman filters' columns and ✓, on the readings of a
+    simulation; its intervals hold the truth about as often as they say."""
+    truth, readings, estimate = (tmp_path / f"{n}.csv" for n in ("truth", "readings", "e"))
+    code, output = run("simulate", str(FOURBAR), "--t-end", "0.4", "--dt", "1e-3", "--out",
+                       str(truth), "--sensors-out", str(readings), "--build-dir", str(out_dir))
+    assert code == 0, output
+    code, output = run("estimate", str(FOURBAR), "--data", str(readings), "--method",
+                       "smoother", "--lag", "0.02", "--covariance", "--out", str(estimate),
+                       "--build-dir", str(out_dir))
+    assert code == 0 and "✓" in output and "factor-graph smoother on the branch" in output, \
+        output
+    header, est = read_table(estimate)
+    true_header, true_q = read_table(truth)
+    assert header[:5] == ["t", "x1", "x1_lo", "x1_hi", "x1_sigma"]
+    assert header[-2:] == ["nis", "lost"]
+    inside = [(true_q[:, true_header.index(c)] >= est[:, header.index(f"{c}_lo")])
+              & (true_q[:, true_header.index(c)] <= est[:, header.index(f"{c}_hi")])
+              for c in ("x1", "y1", "x2", "y2")]
+    assert 0.85 <= np.mean(inside) <= 1.0
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--method", "smoother", "--lag", "0"], "the lag must be positive"),
+    (["--method", "smoother", "--lag", "soon"], "neither a number of seconds nor all"),
+    (["--method", "ekf", "--lag", "0.1"], "--lag is an option of --method smoother only"),
+])
+def test_estimate_smoother_refuses_a_bad_lag_and_writes_nothing(
+        run, tmp_path: Path, out_dir: Path, extra: list[str], message: str) -> None:
+    readings = tmp_path / "readings.csv"
+    readings.write_text("t,coupler_gyro\n0,1\n0.001,1\n")
+    out = tmp_path / "e.csv"
+    code, output = run("estimate", str(FOURBAR), "--data", str(readings), "--out", str(out),
+                       "--build-dir", str(out_dir), *extra)
+    assert code == EXIT_USAGE and message in " ".join(output.split()), output
+    assert not out.exists() and not untrusted_path(out).exists()

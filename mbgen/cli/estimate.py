@@ -34,9 +34,10 @@ if TYPE_CHECKING:
     from mbgen.runtime.compiled import CompiledMechanism
 
 #: The estimators, by --method (the first the default).
-METHODS = ("particle", "ekf", "ukf")
-#: The Kalman filters among them (estimation/kalman.py, estimation/ukf.py).
-KALMAN = ("ekf", "ukf")
+METHODS = ("particle", "ekf", "ukf", "smoother")
+#: The methods on q0's branch with the Kalman filters' options and track
+#: (estimation/kalman.py, estimation/ukf.py, estimation/smoother.py).
+KALMAN = ("ekf", "ukf", "smoother")
 #: Options that only the particle filter takes.
 PARTICLE_ONLY = ("particles", "pool", "seed", "integrator")
 
@@ -55,13 +56,17 @@ PARTICLE_ONLY = ("particles", "pool", "seed", "integrator")
               help="particle: the particle filter (finds the assembly branch; "
               "docs/estimation.md); ekf: the errorEKF in independent coordinates on the "
               "branch of the file's q0 (real time, input estimation); ukf: the unscented "
-              "Kalman filter on the same state.")
+              "Kalman filter on the same state; smoother: the factor-graph smoother (offline, or "
+              "with --lag).")
 @click.option("--unknown-forces", "unknown_forces", default=None, metavar="C1,C2",
               help="ekf, ukf: estimate the generalized forces at these coordinates too (a "
               "random walk, --noise-force), written as force_<c>.")
 @click.option("--noise-force", "sigma_f", type=POSITIVE, default=defaults.NOISE_FORCE,
               show_default=True, help="ekf, ukf: the unknown forces' random-walk intensity "
               "[N/√s on point coordinates, N·m/√s on angles].")
+@click.option("--lag", default=None, metavar="SECONDS|all",
+              help="smoother: the later readings each step's estimate weighs at least [s], "
+              "or all: the whole file in one batch [default: all].")
 @click.option("--particles", type=click.IntRange(min=1), default=defaults.PARTICLES,
               show_default=True,
               help="Particles that carry the belief after the first readings (fewer make "
@@ -99,7 +104,7 @@ PARTICLE_ONLY = ("particles", "pool", "seed", "integrator")
 @max_steps_option("filter steps")
 @BUILD_DIR
 def estimate(file: Path, readings_path: Path, method: str, unknown_forces: str | None,
-             sigma_f: float, particles: int, pool: int, sigma_a: float,
+             sigma_f: float, lag: str | None, particles: int, pool: int, sigma_a: float,
              sigma_s: float | None, dt: float | None, integrator: str, seed: int,
              spread: float | None, speed: float, csv_path: Path, covariance: bool, plot: bool,
              param_values: tuple[tuple[str, float], ...], max_steps: int,
@@ -123,7 +128,10 @@ def estimate(file: Path, readings_path: Path, method: str, unknown_forces: str |
     elif unknown_forces is not None or context.get_parameter_source("sigma_f") == \
             click.core.ParameterSource.COMMANDLINE:
         raise click.UsageError("--unknown-forces and --noise-force are options of --method "
-                               f"{' and '.join(KALMAN)} only")
+                               f"{', '.join(KALMAN)} only")
+    if lag is not None and method != "smoother":
+        raise click.UsageError("--lag is an option of --method smoother only")
+    lag_seconds = _lag(lag)
     for out in (csv_path, untrusted_path(csv_path)):  # where an untrusted estimate goes too
         check_paths({"FILE": file, "--data": readings_path},
                     {"--out": out, "--plot": plot_paths(out, "estimate") if plot else None})
@@ -134,7 +142,7 @@ def estimate(file: Path, readings_path: Path, method: str, unknown_forces: str |
     apply_parameters(mech, param_values)
     if method in KALMAN:
         _kalman(method, mech, file, readings_path, unknown_forces, sigma_f, sigma_a, sigma_s, dt,
-                spread, speed, csv_path, covariance, plot, max_steps)
+                spread, speed, csv_path, covariance, plot, max_steps, lag_seconds)
         return
     # the initial belief's particles, allocated at once: refused beyond memory
     belief = particles * pool
@@ -222,14 +230,31 @@ def _force_coordinates(mech: CompiledMechanism, text: str | None) -> list[str]:
     return names
 
 
+def _lag(text: str | None) -> float | None:
+    """--lag in seconds (None: all, the whole file in one batch); 0 or less refused."""
+    if text is None or text.strip().lower() == "all":
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is neither a number of seconds nor all",
+                                 param_hint="--lag") from None
+    if not (np.isfinite(seconds) and seconds > 0):
+        raise click.BadParameter(f"the lag must be positive seconds or all, got {text}",
+                                 param_hint="--lag")
+    return seconds
+
+
 def _kalman(method: str, mech: CompiledMechanism, file: Path, readings_path: Path,
             unknown_forces: str | None, sigma_f: float, sigma_a: float,
             sigma_s: float | None, dt: float | None, spread: float | None, speed: float,
-            csv_path: Path, covariance: bool, plot: bool, max_steps: int) -> None:
+            csv_path: Path, covariance: bool, plot: bool, max_steps: int,
+            lag: float | None = None) -> None:
     """estimate --method ekf or ukf: the errorEKF or the UKF from the file's q0 at rest (σ
     of z SPREAD/√3, of ż SPEED/√3: the particle filter's uniform belief's), on q0's
     branch."""
     from mbgen.estimation.kalman import ErrorEKF, KalmanError
+    from mbgen.estimation.smoother import FactorSmoother
     from mbgen.estimation.ukf import UnscentedKF
 
     if not mech.sensor_labels and not mech.accelerometer_labels:
@@ -239,15 +264,21 @@ def _kalman(method: str, mech: CompiledMechanism, file: Path, readings_path: Pat
     noise, accelerometer_noise = _noises(mech, sigma_s)
     root3 = np.sqrt(3.0)
     try:
-        ekf = (UnscentedKF if method == "ukf" else ErrorEKF)(
+        kind = {"ekf": ErrorEKF, "ukf": UnscentedKF, "smoother": FactorSmoother}[method]
+        ekf = kind(
             mech, sigma_a=sigma_a, sigma_s=noise, sigma_acc=accelerometer_noise,
             unknown_forces=forces, sigma_f=sigma_f,
             spread=(defaults.EKF_SPREAD if spread is None else spread) / root3,
             speed=speed / root3, force_spread=defaults.EKF_FORCE_SPREAD)
     except KalmanError as exc:
         raise click.ClickException(str(exc)) from None
+    steps_of_lag = None if lag is None else int(round(lag / step))
+    if steps_of_lag is not None and steps_of_lag < 1:
+        raise click.BadParameter(f"{lag:g} s is shorter than one step of {step:g} s",
+                                 param_hint="--lag")
     with np.errstate(invalid="ignore", divide="ignore"):  # NaN is checked below
-        track = ekf.run(t, readings, step)
+        track = (ekf.run(t, readings, step, lag=steps_of_lag)
+                 if isinstance(ekf, FactorSmoother) else ekf.run(t, readings, step))
     names = mech.coordinate_names
     header, data = track.table(names, forces, sigma=covariance)
     if not np.isfinite(data[:, :-2]).all() or not len(data):

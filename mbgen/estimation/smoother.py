@@ -47,6 +47,8 @@ from mbgen.runtime.compiled import CompiledMechanism
 Array = np.ndarray
 #: σ of the constraint factors [the constraints' units]: tight, they are exact.
 SIGMA_CONSTRAINTS = 1e-6
+#: σ of a redundant constraint row: its information is another row's, so ~none of it.
+REDUNDANT = 1e3
 #: The transition's own σ as a fraction of the part the acceleration noise gives it.
 TIGHT = 1e-3
 #: iSAM2 relinearizes a variable that moved more than this since its last linearization,
@@ -113,16 +115,19 @@ class FactorSmoother:
         if not mech.sensor_labels and not mech.accelerometer_labels:
             raise KalmanError(f"{mech.name} has no sensors")
         rows = np.asarray(mech.active_rows, dtype=int)
-        if len(rows) + mech.dof != mech.n or len(rows) != mech.m:
+        if len(rows) + mech.dof != mech.n:
             raise KalmanError(f"{mech.name}: the smoother needs independent constraints "
-                              f"({len(rows)} independent rows of {mech.m} and {mech.dof} "
-                              f"degrees of freedom for {mech.n} coordinates)")
+                              f"({len(rows)} independent rows and {mech.dof} degrees of "
+                              f"freedom for {mech.n} coordinates)")
         self.mech, self.d = mech, mech.dof
         self.sigma_a, self.sigma_f = float(sigma_a), float(sigma_f)
         self.sigma_s = mech.sensor_noise(sigma_s)
         self.sigma_acc = (mech.accelerometer_noise(sigma_acc) if mech.accelerometer_labels
                           else np.zeros(0))
         self.sigma_c = float(sigma_constraints)
+        # σ per constraint row: a redundant row (Bricard's) loose, or it would count twice
+        self.sigma_rows = np.full(mech.m, REDUNDANT)
+        self.sigma_rows[rows] = self.sigma_c
         self.forces = [mech.coordinate_index(c) for c in unknown_forces]
         self.spread, self.speed, self.force_spread = spread, speed, force_spread
         q = mech.q0.copy() if q0 is None else np.asarray(q0, dtype=float).copy()
@@ -150,11 +155,13 @@ class FactorSmoother:
                      ) -> list[gtsam.NonlinearFactor]:
         """Step k's own factors: the tight ones first (the constraints: 2, or 3 with
         q̈), then the dynamics, then the readings ``y`` (labels; NaN: none)."""
-        f, c = self.factors(z), self.sigma_c
+        f, c = self.factors(z), self.sigma_rows
         out: list[gtsam.NonlinearFactor] = [
             f.position_constraints(keys.q, c), f.velocity_constraints(keys.q, keys.qd, c)]
         if keys.qdd is not None:
-            out.append(f.independent_acceleration(keys.q, keys.qd, keys.qdd, keys.zdd, c))
+            out.append(f.independent_acceleration(
+                keys.q, keys.qd, keys.qdd, keys.zdd,
+                np.concatenate([c, np.full(self.d, self.sigma_c)])))
         if keys.f is None:
             out.append(f.independent_dynamics(keys.q, keys.qd, keys.zdd, sigma=self.sigma_a))
         else:
@@ -411,16 +418,20 @@ class FactorSmoother:
         sq, sqd = np.full((N, n), np.nan), np.full((N, n), np.nan)
         force, sforce = np.full((N, nf), np.nan), np.full((N, nf), np.nan)
         nis, lost = np.full(N, np.nan), np.zeros(N, dtype=bool)
-        for k, keys in enumerate(keys_of):
+        reported = gtsam.Values(values)  # the residuals at what is written: the dynamics
+        for k, keys in enumerate(keys_of):  # off the constraints (Baumgarte) are far off
             q[k], qd[k] = self._projected(values.atVector(keys.q),
                                           values.atVector(keys.qd), chosen[k])
+            reported.update(keys.q, q[k])
+            reported.update(keys.qd, qd[k])
+        for k, keys in enumerate(keys_of):
             sq[k], sqd[k] = sigmas[k][0], sigmas[k][1]
             if keys.f is not None:
                 force[k], sforce[k] = values.atVector(keys.f), sigmas[k][2]
             qdd[k] = self.mech.forward_dynamics(q[k], qd[k], self._external(force[k])
                                                 if nf else None)
-            nis[k] = 2.0 * share[k].error(values)
-            lost[k] = any(2.0 * factor.error(values) > LOST**2 for factor in observed[k])
+            nis[k] = 2.0 * share[k].error(reported)
+            lost[k] = any(2.0 * factor.error(reported) > LOST**2 for factor in observed[k])
         count = np.isfinite(y).sum(axis=1)
         return KalmanTrack(times, q, qd, qdd, sq, sqd, force, sforce, nis, count > 0, lost,
                            failed, count)

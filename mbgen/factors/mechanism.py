@@ -68,9 +68,16 @@ class MechanismFactors:
             self.evaluator, *self.evaluator.entry_points(), self.n, self.m,
             len(mechanism.sensor_labels), [int(i) for i in self.z])
 
-    def _noise(self, dim: int, sigma: float | None, default: float,
+    def _noise(self, dim: int, sigma: float | Array | None, default: float,
                ) -> gtsam.noiseModel.Base:
-        return isotropic(dim, default if sigma is None else sigma)
+        """The factor's noise: σ for every row, or one σ per row (an array of ``dim``:
+        e.g. a redundant constraint row's loose, so that it does not count twice)."""
+        if sigma is not None and np.ndim(sigma):
+            sigmas = np.asarray(sigma, dtype=float)
+            if sigmas.shape != (dim,):
+                raise ValueError(f"{sigmas.size} standard deviations for {dim} rows")
+            return gtsam.noiseModel.Diagonal.Sigmas(sigmas)
+        return isotropic(dim, default if sigma is None else float(sigma))
 
     def _custom(self, noise: gtsam.noiseModel.Base, keys: Sequence[int],
                 function: ErrorFunction, kind: str, forces: Array | None = None,
@@ -89,7 +96,8 @@ class MechanismFactors:
         return factor
 
     # -- dependent coordinates ------------------------------------------------------------
-    def position_constraints(self, q: int, sigma: float | None = None) -> gtsam.CustomFactor:
+    def position_constraints(self, q: int, sigma: float | Array | None = None,
+                             ) -> gtsam.CustomFactor:
         """Φ(q) (the paper's f_pc^d); Jacobian Φq."""
         constraints = self.evaluator.constraints
 
@@ -102,7 +110,7 @@ class MechanismFactors:
         return self._custom(self._noise(self.m, sigma, self.noise.constraints), [q], error,
                             "position_constraints")
 
-    def velocity_constraints(self, q: int, qd: int, sigma: float | None = None,
+    def velocity_constraints(self, q: int, qd: int, sigma: float | Array | None = None,
                              ) -> gtsam.CustomFactor:
         """Φq(q) q̇ (f_vc^d); Jacobians (Φq q̇)_q and Φq."""
         rates = self.evaluator.velocity_constraints
@@ -206,7 +214,7 @@ class MechanismFactors:
                             error, "independent_velocity")
 
     def independent_acceleration(self, q: int, qd: int, qdd: int, zdd: int,
-                                 sigma: float | None = None) -> gtsam.CustomFactor:
+                                 sigma: float | Array | None = None) -> gtsam.CustomFactor:
         """[Φ̇q q̇ + Φq q̈; q̈[z] − z̈] (the acceleration problem as a factor)."""
         accelerations = self.evaluator.acceleration_constraints
         select, zi, m, d = self._select, self.z, self.m, self.d
