@@ -295,3 +295,15 @@ def test_gravity_springs_and_forces_are_real_numbers(file: str, anchor: str,
         parse_mechanism(text.replace(anchor, bad, 1), file)
     assert f"{file}:{line}" in str(error.value)
     assert "does not evaluate to a real number" in str(error.value)
+
+
+def test_identify_from_a_start_too_large_to_square_is_bad_input(run, tmp_path: Path) -> None:
+    """b1 = 1e300 makes the damping's impulses overflow JᵀJ: a located refusal naming the
+    value (exit 1, nothing written), not a ValueError of the factorization (exit 3)."""
+    out = tmp_path / "id.yaml"
+    code, output = run("identify", str(SHIPPED_DIR / "actuated-double-pendulum.yaml"),
+                       "--data", str(SHIPPED_DIR.parent / "examples" /
+                                     "double-pendulum-encoders.csv"),
+                       "--params", "b1", "--initial", "b1=1e300", "--out", str(out))
+    assert code == EXIT_BAD_INPUT and "b1=1e+300" in output and "--initial" in output, output
+    assert "Warning" not in output and not out.exists()

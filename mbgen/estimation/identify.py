@@ -353,7 +353,15 @@ def _fit(problem: Problem, recording: Recording, guess: Array, lower: Array,
     settings = problem.settings
     free = np.full(problem.state_size, np.inf)
     q, v = states if states is not None else _initial_states(problem, recording)
-    warm = levenberg_marquardt(problem, problem.pack(q, v, guess), problem.state_size,
+    start = problem.pack(q, v, guess)
+    if not _solvable_at(problem, start):
+        names = [list(problem.mech.parameters)[i] for i in problem.selected]
+        values = ", ".join(f"{name}={value:g}" for name, value in zip(names, guess, strict=True))
+        raise IdentificationError(f"at the initial values ({values}) the model's residuals "
+                                  "are not finite or too large to square (a force or an "
+                                  "inertia out of range): "
+                                  "start nearer the expected values (--initial)")
+    warm = levenberg_marquardt(problem, start, problem.state_size,
                                np.concatenate([-free, guess]), np.concatenate([free, guess]),
                                settings.warm_iterations, final_normal=False)
     bounds = np.concatenate([-free, lower]), np.concatenate([free, upper])
@@ -371,6 +379,21 @@ def _fit(problem: Problem, recording: Recording, guess: Array, lower: Array,
     low = bounds[0].copy()
     low[problem.state_size + centroidal.rows] = 0.0
     return in_phi.in_theta(solve(in_phi, in_phi.phi_x(warm.x), low, bounds[1]))
+
+
+#: The largest residual or Jacobian entry the solve can square: JᵀJ of larger ones
+#: overflows, and no step is found from an infinite normal matrix.
+LARGEST_ENTRY = 1e150
+
+
+def _solvable_at(problem: Problem, x: Array) -> bool:
+    """Whether the residuals and the Jacobian at ``x`` are finite and small enough for
+    their squares to be (a start with b1 = 1e300 overflowed JᵀJ)."""
+    residuals, jacobian = problem(x, True)
+    parts = [residuals] + ([] if jacobian is None else [
+        block for group in jacobian.groups for block in (group.band, group.border)])
+    return jacobian is not None and all(
+        bool(np.all(np.abs(part) <= LARGEST_ENTRY)) for part in parts)
 
 
 class _InCentroidalInertias:

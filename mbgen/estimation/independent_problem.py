@@ -157,7 +157,8 @@ class IndependentProblem(ProblemLayout):
         theta = x[self.state_size:]
         prior = (theta[self.prior_index] - self.prior_mean) * self.prior_weight
         residual = np.concatenate([np.hstack([ru, rq]).ravel(), obs, prior])
-        cost = float(residual @ residual)
+        with np.errstate(over="ignore"):  # an overflow is an infinite cost, never the best
+            cost = float(residual @ residual)
         if cost <= self._best:  # warm starts from the best point (the solver's current one)
             self._q, self._qm, self._best = q, qm, cost
         if not jacobian:
