@@ -307,3 +307,18 @@ def test_identify_from_a_start_too_large_to_square_is_bad_input(run, tmp_path: P
                        "--params", "b1", "--initial", "b1=1e300", "--out", str(out))
     assert code == EXIT_BAD_INPUT and "b1=1e+300" in output and "--initial" in output, output
     assert "Warning" not in output and not out.exists()
+
+
+@pytest.mark.parametrize("option, value", [("--noise-sensor", "1e-308"),
+                                           ("--noise-sensor", "5e-324"),
+                                           ("--noise-accel", "1e300"),
+                                           ("--noise-force", "5e-324")])
+def test_estimate_noise_levels_are_deviations_it_can_square(run, tmp_path: Path, option: str,
+                                                            value: str) -> None:
+    """A standard deviation whose square underflows or overflows (LinAlgError,
+    OverflowError, or NaN under ✓ in the particle filter and the errorEKF) is refused
+    by the option, before any work."""
+    extra = ("--method", "ekf", "--unknown-forces", "x1") if option == "--noise-force" else ()
+    code, output = estimate(run, tmp_path, *extra, option, value)
+    assert code == EXIT_USAGE and option in output, output
+    assert not (tmp_path / "e.csv").exists()

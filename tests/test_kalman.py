@@ -313,3 +313,20 @@ def test_an_ekf_that_loses_the_state_is_not_trusted(run, tmp_path: Path, out_dir
     text = " ".join(output.split())
     assert code == EXIT_UNTRUSTED and "lost the state" in text and "✓" not in text, text
     assert not out.exists() and untrusted_path(out).exists()
+
+
+def test_a_step_without_a_reading_writes_a_table_animate_reads(run, tmp_path: Path) -> None:
+    """Filter steps of 0.5 ms over readings every 1 ms: the steps between readings have
+    no innovation (nis 0, the sum over none), and the estimate is a table `animate` takes
+    (a NaN cell there was refused as not finite)."""
+    out = tmp_path / "estimate.csv"
+    code, output = run("estimate", str(SHIPPED_DIR / "fourbar.yaml"), "--data",
+                       str(REPO / "examples" / "fourbar-readings.csv"), "--method", "ekf",
+                       "--noise-sensor", "0.0175", "--dt", "0.0005", "--out", str(out))
+    assert code == 0, output
+    names, rows = read_table(out)
+    nis = rows[:, names.index("nis")]
+    assert np.isfinite(rows).all() and (nis[1::2] == 0).all() and (nis[2::2] > 0).any()
+    code, output = run("animate", str(out), "--mechanism", str(SHIPPED_DIR / "fourbar.yaml"),
+                       "--out", str(tmp_path / "estimate.gif"), "--fps", "5")
+    assert code == 0, output

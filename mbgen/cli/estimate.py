@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from mbgen.cli import BUILD_DIR, status_console
 from mbgen.cli.conventions import (
+    DEVIATION,
     NON_NEGATIVE,
     PARAM,
     POSITIVE,
@@ -61,7 +62,7 @@ PARTICLE_ONLY = ("particles", "pool", "seed", "integrator")
 @click.option("--unknown-forces", "unknown_forces", default=None, metavar="C1,C2",
               help="ekf, ukf: estimate the generalized forces at these coordinates too (a "
               "random walk, --noise-force), written as force_<c>.")
-@click.option("--noise-force", "sigma_f", type=POSITIVE, default=defaults.NOISE_FORCE,
+@click.option("--noise-force", "sigma_f", type=DEVIATION, default=defaults.NOISE_FORCE,
               show_default=True, help="ekf, ukf: the unknown forces' random-walk intensity "
               "[N/√s on point coordinates, N·m/√s on angles].")
 @click.option("--lag", default=None, metavar="SECONDS|all",
@@ -74,11 +75,11 @@ PARTICLE_ONLY = ("particles", "pool", "seed", "integrator")
 @click.option("--pool", type=click.IntRange(min=1), default=defaults.POOL, show_default=True,
               help="The initial belief holds this many times --particles, until the "
               "readings have narrowed it to what --particles can carry.")
-@click.option("--noise-accel", "sigma_a", type=POSITIVE, default=defaults.SIGMA_A,
+@click.option("--noise-accel", "sigma_a", type=DEVIATION, default=defaults.SIGMA_A,
               show_default=True,
               help="Standard deviation of the prediction's acceleration noise [m/s² on "
               "point coordinates, rad/s² on angles].")
-@click.option("--noise-sensor", "sigma_s", type=POSITIVE, default=None,
+@click.option("--noise-sensor", "sigma_s", type=DEVIATION, default=None,
               help="Standard deviation of every reading, in the sensors' units [default: "
               "each sensor's `noise` in the file; a sensor without one needs this option].")
 @click.option("--dt", type=POSITIVE, default=None, help="Filter step [s] [default: the "

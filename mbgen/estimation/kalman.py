@@ -104,7 +104,9 @@ class KalmanTrack:
     def table(self, names: Sequence[str], force_names: Sequence[str] = (),
               sigma: bool = False) -> tuple[list[str], Array]:
         """The CSV's header and rows: t, each coordinate with _lo/_hi (95 %) and, with
-        ``sigma``, _sigma, then force_<c> likewise, then nis and lost."""
+        ``sigma``, _sigma, then force_<c> likewise, then nis (0 on a step without a
+        reading: the sum over none of them; a NaN cell made the table unreadable by
+        `animate`) and lost."""
         header, columns = ["t"], [self.t]
         for label, mean, sd in [*zip(names, self.q.T, self.sigma_q.T, strict=True),
                                 *zip([f"force_{c}" for c in force_names], self.force.T,
@@ -113,7 +115,7 @@ class KalmanTrack:
                                                               if sigma else [])
             columns += [mean, mean - Z95 * sd, mean + Z95 * sd] + ([sd] if sigma else [])
         header += ["nis", "lost"]
-        columns += [self.nis, self.lost.astype(float)]
+        columns += [np.where(np.isnan(self.nis), 0.0, self.nis), self.lost.astype(float)]
         return header, np.column_stack(columns)
 
 
