@@ -135,11 +135,22 @@ def bounded_time(units: float) -> Iterator[None]:
     assert elapsed <= units * unit, f"took {elapsed:.3g} s = {elapsed / unit:.0f} yardsticks"
 
 
+def session_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A temp dir for the whole run: with pytest-xdist (``-n 2``), one that every worker
+    shares (its base temp's parent), so a mechanism is compiled once, not once per worker;
+    mbgen's cache takes concurrent compiles of the same file (tests/test_cache.py)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = tmp_path_factory.getbasetemp().parent / name
+        shared.mkdir(exist_ok=True)
+        return shared
+    return tmp_path_factory.mktemp(name)
+
+
 @pytest.fixture(scope="session")
 def out_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where the session's compiled modules go: ``$MBGEN_OUT`` if set, else a temp dir."""
     configured = os.environ.get("MBGEN_OUT")
-    return Path(configured) if configured else tmp_path_factory.mktemp("generated")
+    return Path(configured) if configured else session_dir(tmp_path_factory, "generated")
 
 
 @pytest.fixture(scope="session")
@@ -147,7 +158,7 @@ def core_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where the session's C core is compiled once: ``$MBGEN_CACHE`` if set, else a temp
     dir (child processes inherit it)."""
     configured = os.environ.get("MBGEN_CACHE")
-    return Path(configured) if configured else tmp_path_factory.mktemp("cache")
+    return Path(configured) if configured else session_dir(tmp_path_factory, "cache")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -247,7 +247,10 @@ def test_a_damaged_core_is_not_used_but_rebuilt(pendulum: Path, tmp_path: Path,
     compiled anew, never linked."""
     compiled(reference("pendulum1"))  # the session's core exists
     cache = tmp_path / "cache"
-    shutil.copytree(core_cache / "core", cache / "core")  # a copy of the session's core
+    # a copy of the session's core, without the staging files of a compile running
+    # meanwhile (another pytest-xdist worker shares the session's cache)
+    shutil.copytree(core_cache / "core", cache / "core",
+                    ignore=shutil.ignore_patterns(".tmp-*"))
     monkeypatch.setenv("MBGEN_CACHE", str(cache))
     core = _core(cache)
     assert mbgen.codegen.build.is_core_object(core)
