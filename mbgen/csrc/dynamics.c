@@ -559,15 +559,14 @@ static int jacobian_lanes_get(mb_ws* w, jacobian_lanes* J)
     return MB_OK;
 }
 
-/* After mb_dynamics_lanes (s->b: [q̈; λ of the kept rows] in node order, s->x1: q̈): the
- * lanes' ∂q̈/∂q, ∂q̈/∂q̇ (J->Jq, J->Jqd) and K⁻¹ (J->Z), as mb_dynamics_jacobians gives
- * each state on the unrolled path. */
-static void jacobians_in_lanes(const mb_plan* plan, mb_lanes* s, jacobian_lanes* J,
-                               int want_q, int want_qd)
+/* After mb_dynamics_lanes: λ of every row (the kept rows' from s->b, the others 0) and the
+ * lanes' values of the Jacobian kernels both forward and independent dynamics read
+ * (J->kv), at the lanes' q, q̇, q̈ and λ. */
+static void jacobian_kernels_in_lanes(const mb_plan* plan, const mb_lanes* s,
+                                      jacobian_lanes* J)
 {
     enum { W = MB_LANES };
     const mb_model* model = plan->model;
-    const mb_kernel* K = model->kernel;
     const int n = model->n, r = plan->r;
     mb_zero(J->lam, (long)model->m * W);
     for (int k = 0; k < r; ++k)
@@ -575,9 +574,19 @@ static void jacobians_in_lanes(const mb_plan* plan, mb_lanes* s, jacobian_lanes*
     const double* x[JACOBIAN_LANE_KERNELS] = {s->qd, s->x1, J->lam, s->qd, s->x1, s->qd,
                                               s->qd};
     for (int k = 0; k < JACOBIAN_LANE_KERNELS; ++k) {
-        const mb_kernel* kernel = &K[jacobian_lane_kernels[k]];
+        const mb_kernel* kernel = &model->kernel[jacobian_lane_kernels[k]];
         if (kernel->nnz) kernel->lanes(s->q, x[k], s->p, J->kv[jacobian_lane_kernels[k]]);
     }
+}
+
+/* After mb_dynamics_lanes (s->b: [q̈; λ of the kept rows] in node order, s->x1: q̈): the
+ * lanes' ∂q̈/∂q, ∂q̈/∂q̇ (J->Jq, J->Jqd) and K⁻¹ (J->Z), as mb_dynamics_jacobians gives
+ * each state on the unrolled path. */
+static void jacobians_in_lanes(const mb_plan* plan, mb_lanes* s, jacobian_lanes* J,
+                               int want_q, int want_qd)
+{
+    const mb_model* model = plan->model;
+    jacobian_kernels_in_lanes(plan, s, J);
     model->kkt->inverse_lanes(s->L, s->D, J->Z);
     model->kkt->jacobians_lanes(J->Z, J->kv, NULL, 0.0, 0.0, want_q ? J->Jq : NULL,
                                 want_qd ? J->Jqd : NULL);
@@ -1136,15 +1145,7 @@ static void independent_in_lanes(const mb_plan* plan, const mb_options* options,
     const int n = model->n, r = plan->r, d = plan->d, N = n + r;
     for (int j = 0; j < d; ++j) mb_copy(K->zdd + (long)j * W, s->x1 + (long)ind[j] * W, W);
     if (!(want_z || want_zd || want_Q)) return;
-    mb_zero(J->lam, (long)model->m * W);
-    for (int k = 0; k < r; ++k)
-        mb_copy(J->lam + (long)plan->rows[k] * W, s->b + (long)(n + k) * W, W);
-    const double* x[JACOBIAN_LANE_KERNELS] = {s->qd, s->x1, J->lam, s->qd, s->x1, s->qd,
-                                              s->qd};
-    for (int k = 0; k < JACOBIAN_LANE_KERNELS; ++k) {
-        const mb_kernel* kernel = &model->kernel[jacobian_lane_kernels[k]];
-        if (kernel->nnz) kernel->lanes(s->q, x[k], s->p, J->kv[jacobian_lane_kernels[k]]);
-    }
+    jacobian_kernels_in_lanes(plan, s, J);
     if (kt->nnz) kt->lanes(s->q, s->qd, s->p, K->tangent);
     kinematic_factor_lanes(plan, options, s->a, held, K, s->bad);
     const mb_kernel* k_ = model->kernel;

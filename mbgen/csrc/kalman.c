@@ -466,6 +466,24 @@ static int kf_correct(kf_filter* f, double* q, double* qd, double* P, const doub
     return MB_OK;
 }
 
+/* What both updates start with: the outputs that read (seen[i]: y[i] finite), the step's
+ * results reset (nis NaN: none), and the measurement model at the mean for the k seen
+ * rows (kf_measurement); k = 0 when nothing was read. */
+static int kf_begin_update(kf_filter* f, const double* q, const double* qd,
+                           const double* force, const double* y, int* seen,
+                           const double* noise_s, const double* noise_a, double sigma_a,
+                           double* nis, int* seen_count, int* switched, int* k)
+{
+    int any = 0;
+    for (int i = 0; i < f->k; ++i) any += (seen[i] = isfinite(y[i]) != 0);
+    *nis = NAN;
+    *seen_count = 0;
+    *switched = 0;
+    *k = 0;
+    if (!any) return MB_OK;
+    return kf_measurement(f, q, qd, force, seen, noise_s, noise_a, sigma_a, k);
+}
+
 /* The Kalman update with the step's readings y (ns + na, NaN: none), then the state
  * assembled and z chosen again; nis: the normalized innovation squared (NaN: none). */
 static int kf_update(kf_filter* f, double* q, double* qd, double* force, double* P, const double* y,
@@ -474,15 +492,10 @@ static int kf_update(kf_filter* f, double* q, double* qd, double* force, double*
 {
     const int d = f->d, s = f->s;
     int seen[f->k > 0 ? f->k : 1];
-    int any = 0;
-    for (int i = 0; i < f->k; ++i) any += (seen[i] = isfinite(y[i]) != 0);
-    *nis = NAN;
-    *seen_count = 0;
-    *switched = 0;
-    if (!any) return MB_OK;
     int k = 0;
-    int st = kf_measurement(f, q, qd, force, seen, noise_s, noise_a, sigma_a, &k);
-    if (st) return st;
+    int st = kf_begin_update(f, q, qd, force, y, seen, noise_s, noise_a, sigma_a, nis,
+                             seen_count, switched, &k);
+    if (st || !k) return st;
     for (int i = 0, row = 0; i < f->k; ++i)
         if (seen[i]) { f->nu[row] = y[i] - f->h[row]; ++row; }
     /* S = H P Hᵀ + N; X = S⁻¹ H P (k x s), K = Xᵀ */
@@ -677,15 +690,10 @@ static int ukf_update(kf_filter* f, double* q, double* qd, double* force, double
 {
     const int n = f->n, d = f->d, s = f->s, nf = f->nf, dd = 2 * d;
     int seen[f->k > 0 ? f->k : 1];
-    int any = 0;
-    for (int i = 0; i < f->k; ++i) any += (seen[i] = isfinite(y[i]) != 0);
-    *nis = NAN;
-    *seen_count = 0;
-    *switched = 0;
-    if (!any) return MB_OK;
     int k = 0;
-    int st = kf_measurement(f, q, qd, force, seen, noise_s, noise_a, sigma_a, &k);
-    if (st) return st;  /* f->N the noise, f->Rm R at the mean */
+    int st = kf_begin_update(f, q, qd, force, y, seen, noise_s, noise_a, sigma_a, nis,
+                             seen_count, switched, &k);
+    if (st || !k) return st;  /* f->N the noise, f->Rm R at the mean */
     double w0, w0c, w;
     const double c = ukf_weights(ut, s, &w0, &w0c, &w);
     double* root = f->Pa;
