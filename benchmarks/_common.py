@@ -29,6 +29,18 @@ REPO = Path(__file__).resolve().parents[1]
 """Repository root, so the scripts work from any current directory."""
 RESULTS = REPO / "benchmarks" / "results"
 MECHANISMS = REPO / "mechanisms"
+#: The shipped four-bar's coupler gyroscope, as its file writes it.
+GYRO = "  - {type: gyroscope, body: 1, name: coupler_gyro, noise: 0.0175}\n"
+
+
+def fourbar_imu() -> Path:
+    """The shipped four-bar with an accelerometer on the coupler beside its gyroscope."""
+    text = (MECHANISMS / "fourbar.yaml").read_text()
+    assert GYRO in text
+    path = Path(tempfile.mkdtemp()) / "fourbar-imu.yaml"
+    path.write_text(text.replace(GYRO, GYRO + "  - {type: accelerometer, body: 1, "
+                                 "name: imu, noise: 0.5}\n"))
+    return path
 
 
 @dataclass

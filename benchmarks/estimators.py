@@ -43,10 +43,12 @@ from typing import Any
 
 import numpy as np
 from _common import (
+    GYRO,
     MECHANISMS,
     RESULTS,
     Figure,
     best_time,
+    fourbar_imu,
     print_table,
     write_results,
 )
@@ -63,17 +65,6 @@ from mbgen.runtime.compiled import CompiledMechanism
 
 DT, SECONDS = 1e-3, 10.0
 TARGETS = {"errorEKF": 10.0, "UKF": 50.0}  # µs per step
-GYRO = "  - {type: gyroscope, body: 1, name: coupler_gyro, noise: 0.0175}\n"
-
-
-def fourbar_imu() -> Path:
-    """The shipped four-bar with an accelerometer on the coupler beside its gyroscope."""
-    text = (MECHANISMS / "fourbar.yaml").read_text()
-    assert GYRO in text
-    path = Path(tempfile.mkdtemp()) / "fourbar-imu.yaml"
-    path.write_text(text.replace(GYRO, GYRO + "  - {type: accelerometer, body: 1, name: "
-                                 "imu, noise: 0.5}\n"))
-    return path
 
 
 def readings(mech: CompiledMechanism, steps: int) -> tuple[np.ndarray, np.ndarray,

@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
-from _common import MECHANISMS, Figure, print_table, write_results
+from _common import MECHANISMS, Figure, fourbar_imu, print_table, write_results
 
 import mbgen
 from mbgen.estimation.kalman import Z95, ErrorEKF, KalmanTrack
@@ -33,18 +31,7 @@ from mbgen.runtime.compiled import CompiledMechanism
 
 DT, SECONDS, SHORT, REPEAT, LAG = 1e-3, 5.0, 1.0, 2, 50
 TARGET_MS = 0.5
-GYRO = "  - {type: gyroscope, body: 1, name: coupler_gyro, noise: 0.0175}\n"
 SETTINGS = {"spread": 0.05, "speed": 0.5}  # initial σ of z and ż, as the errorEKF's
-
-
-def fourbar_imu() -> Path:
-    """The shipped four-bar with an accelerometer on the coupler beside its gyroscope."""
-    text = (MECHANISMS / "fourbar.yaml").read_text()
-    assert GYRO in text
-    path = Path(tempfile.mkdtemp()) / "fourbar-imu.yaml"
-    path.write_text(text.replace(GYRO, GYRO + "  - {type: accelerometer, body: 1, "
-                                 "name: imu, noise: 0.5}\n"))
-    return path
 
 
 def readings(mech: CompiledMechanism, seconds: float) -> tuple[np.ndarray, ...]:
