@@ -355,6 +355,74 @@ def test_an_including_file_names_its_faults(tmp_path: Path, change: tuple[str, s
     assert f"closed.yaml:{line_of(text, line)}" in output.replace("\n", "")
 
 
+# (change to examples/fourbar-closed.yaml, the fragment on the faulty line, the key the
+# loader names): each a fault the JSON Schema also finds, at the same key
+SCHEMA_FAULTS = [
+    (("name: fourbar_closed", "dimension: 3"), "dimension:", "dimension"),
+    (("name: fourbar_closed", "name: [fourbar_closed]"), "name:", "name"),
+    (("urdf: fourbar.urdf", "urdf: 5"), "urdf:", "urdf"),
+    (("urdf: fourbar.urdf", "urdf: [fourbar.urdf]"), "urdf:", "urdf"),
+    (("urdf: fourbar.urdf", "urdf:"), "urdf:", "urdf"),
+    (("gravity: [0, -9.81, 0]", "gravity: down"), "gravity:", "gravity"),
+    (("independent_coordinates: [crank_joint]", "independent_coordinates: crank_joint"),
+     "independent_coordinates:", "independent_coordinates"),
+    (("closures:\n  - {type: revolute, links: [rocker, base], xyz: [4, 0, 0], axis: [0, 0, "
+      "1], name: support}", "closures: 3"), "closures:", "closures"),
+    (("name: support}", "name: support, at: [1, 2, 3]}"), "at: [1", "closures[0].at"),
+    (("xyz: [4, 0, 0], ", ""), "links: [rocker", "closures[0]"),
+    (("links: [rocker, base]", "links: rocker"), "links: rocker", "closures[0].links"),
+    (("xyz: [4, 0, 0]", "xyz: [4, 0]"), "xyz: [4, 0]", "closures[0].xyz"),
+    (("name: support}", "name: 7}"), "name: 7", "closures[0].name"),
+    (("{type: encoder, coordinate: crank_joint, ", "{type: encoder, "), "type: encoder",
+     "sensors[0]"),
+]
+
+
+@pytest.mark.parametrize(("change", "line", "key"), SCHEMA_FAULTS,
+                         ids=[f"{case[2]}-{k}" for k, case in enumerate(SCHEMA_FAULTS)])
+def test_the_loader_and_the_schema_find_an_including_files_fault_at_one_key(
+        tmp_path: Path, change: tuple[str, str], line: str, key: str,
+        run: Callable[..., tuple[int, str]]) -> None:
+    """The keys of a file with ``urdf:`` (mbgen.model.urdf.INCLUDE, CLOSURE): an unknown
+    key, a value of the wrong type, a missing required key, each a located error (file,
+    line, key; exit 1 from ``mbgen check``, no traceback) and rejected by the JSON Schema
+    editors use (mbgen.model.schema) at the same key."""
+    import jsonschema
+    import yaml
+
+    from mbgen.model.schema import mechanism_schema
+
+    (tmp_path / "fourbar.urdf").write_text((EXAMPLES / "fourbar.urdf").read_text())
+    text = CLOSED.read_text().replace(*change)
+    assert text != CLOSED.read_text()
+    (tmp_path / "closed.yaml").write_text(text)
+    with pytest.raises(MechanismError) as caught:
+        load_mechanism(tmp_path / "closed.yaml")
+    error = caught.value
+    assert (Path(error.file or "").name, error.line, error.key) == (
+        "closed.yaml", line_of(text, line), key), error
+    code, output = run("check", str(tmp_path / "closed.yaml"))
+    assert code == 1 and "Traceback" not in output
+    assert f"closed.yaml:{line_of(text, line)}" in output.replace("\n", "")
+    validator = jsonschema.Draft202012Validator(mechanism_schema())
+    assert validator.is_valid(yaml.safe_load(CLOSED.read_text()))
+    errors = list(validator.iter_errors(yaml.safe_load(text)))
+    paths = {".".join(str(p) for p in e.absolute_path).replace(".0", "[0]") for e in errors}
+    unexpected = {f"{path}.{name}" if path else name for e, path in zip(
+        errors, [".".join(str(p) for p in e.absolute_path).replace(".0", "[0]")
+                 for e in errors], strict=True)
+        for name in re.findall(r"'(\w+)' was unexpected", e.message)}
+    assert key in paths | unexpected, [e.message for e in errors]
+
+
+def test_every_key_of_an_including_file_is_documented() -> None:
+    from mbgen.model.urdf import CLOSURE, INCLUDE
+
+    doc = (SHIPPED_DIR.parent / "docs" / "robots.md").read_text()
+    missing = [key for key in [*INCLUDE.keys, *CLOSURE.keys] if f"`{key}" not in doc]
+    assert missing == []
+
+
 def test_a_fault_in_the_included_urdf_is_named_in_the_urdf(tmp_path: Path) -> None:
     robot = (EXAMPLES / "fourbar.urdf").read_text().replace(
         'name="knee" type="continuous"', 'name="knee" type="screw"')

@@ -19,7 +19,9 @@ from mbgen.model.format import (
     SECTIONS,
     SENSOR_TARGET,
     Key,
+    Section,
 )
+from mbgen.model.urdf import CLOSURE, INCLUDE
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -84,7 +86,10 @@ def _value(key: Key, dimension: int) -> dict[str, Any]:
 
 def _object(name: str, dimension: int) -> dict[str, Any]:
     """A section's keys in files of ``dimension`` (2 or 3)."""
-    section = SECTIONS[name]
+    return _section_object(SECTIONS[name], dimension)
+
+
+def _section_object(section: Section, dimension: int) -> dict[str, Any]:
     keys = {key: spec for key, spec in section.keys.items()
             if spec.dimension in (None, dimension)}
     schema: dict[str, Any] = {
@@ -109,11 +114,16 @@ def mechanism_schema() -> dict[str, Any]:
             {"if": {"properties": {"type": {"const": sensor}}, "required": ["type"]},
              "then": {"required": [target]}}
             for sensor, target in SENSOR_TARGET.items()]
+    # a file with a ``urdf`` key includes a robot (mbgen.model.urdf): its own few keys
+    definitions["urdf_include"] = _section_object(INCLUDE, 3)
+    definitions["spatial_closure"] = _section_object(CLOSURE, 3)
     return {"$schema": DRAFT, "title": "mbgen mechanism",
             "description": SECTIONS["mechanism"].doc,
-            "if": {"type": "object", "properties": {"dimension": {"const": 3}},
-                   "required": ["dimension"]},
-            "then": {"$ref": "#/$defs/spatial"}, "else": {"$ref": "#/$defs/planar"},
+            "if": {"type": "object", "required": ["urdf"]},
+            "then": {"$ref": "#/$defs/urdf_include"},
+            "else": {"if": {"type": "object", "properties": {"dimension": {"const": 3}},
+                            "required": ["dimension"]},
+                     "then": {"$ref": "#/$defs/spatial"}, "else": {"$ref": "#/$defs/planar"}},
             "$defs": definitions}
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from mbgen.errors import MechanismError
-from mbgen.model.format import IDENTIFIER, RESERVED_NAME
+from mbgen.model.format import IDENTIFIER, RESERVED_NAME, SECTIONS, Key, Section
 from mbgen.model.spatial import spatial_inertia_problem
 from mbgen.model.spatial_parser import INDEPENDENCE
 from mbgen.model.xml_nodes import Element, read_xml_file
@@ -497,10 +497,31 @@ def located(error: MechanismError, file: str, origin: list[Source]) -> Mechanism
 
 
 # -- a mechanism YAML that includes a URDF ----------------------------------------------
-# the keys such a file may have: what URDF cannot say (``urdf`` names the robot's file)
-INCLUDE_KEYS = ("urdf", "name", "gravity", "parameters", "sensors", "closures",
-                "independent_coordinates")
-CLOSURE_KEYS = ("type", "name", "links", "xyz", "frame", "axis")
+# The keys such a file may have, declared once for the loader and the JSON Schema
+# (mbgen.model.schema): ``urdf`` names the robot's file, the rest is what URDF cannot say;
+# the mechanism keys it shares mean what they mean in any spatial file.
+CLOSURE_TYPES = ("spherical", "revolute")
+INCLUDE = Section(
+    "A spatial mechanism made of a URDF robot (fixed base) and what URDF cannot say: loops "
+    "closed between links, sensors, gravity, parameters.", {
+        "urdf": Key("text", "The robot's .urdf file, relative to this file.", required=True),
+        **{name: SECTIONS["mechanism"].keys[name] for name in (
+            "name", "gravity", "parameters", "sensors", "independent_coordinates")},
+        "closures": Key("section", "Joints closing loops between two links of the robot.",
+                        section="closure"),
+    })
+CLOSURE = Section("A joint closing a loop between two links, placed at the URDF's zero.", {
+    "type": Key("choice", "spherical (default): the links share a point; revolute: also an "
+                "axis.", choices=CLOSURE_TYPES),
+    "links": Key("coordinates", "[a, b]: the two links' names in the URDF.", required=True),
+    "xyz": Key("expressions3", "The shared point [x, y, z] (numbers), in the frame of "
+               "`frame`.", required=True),
+    "frame": Key("text", "The link whose frame xyz and axis are in (default: the root "
+                 "link's, the world)."),
+    "axis": Key("expressions3", "The shared axis [x, y, z] (numbers; revolute only), in the "
+                "frame of `frame`."),
+    "name": Key("name", "The closure's name (default closure<k>): an identifier."),
+})
 
 
 @dataclass(frozen=True)
@@ -560,9 +581,9 @@ def read_closures(node: Node, robot: UrdfRobot) -> list[Closure]:
     frames = _frames(robot)
     found: list[Closure] = []
     for k, entry in enumerate(node.sequence()):
-        keys = entry.mapping(set(CLOSURE_KEYS), required={"links", "xyz"})
-        kind = keys["type"].string() if "type" in keys else "spherical"
-        if kind not in ("spherical", "revolute"):
+        keys = entry.mapping(CLOSURE.allowed, required=CLOSURE.required)
+        kind = keys["type"].string() if "type" in keys else CLOSURE_TYPES[0]
+        if kind not in CLOSURE_TYPES:
             raise keys["type"].error(f"a closure is spherical or revolute, not {kind!r}")
         if (kind == "revolute") != ("axis" in keys):
             raise entry.error("a revolute closure needs an axis, a spherical one has none")
@@ -614,7 +635,7 @@ def including_text(path: Path, text: str, root: Node) -> tuple[str, list[Source]
     """The mechanism text of a YAML file with ``urdf: robot.urdf`` (relative to the YAML
     file): the robot's translation, then the file's own sections as they are written
     (their lines remembered, so an error in them names the YAML file), and the robot."""
-    keys = root.mapping(set(INCLUDE_KEYS), required={"urdf"})
+    keys = root.mapping(INCLUDE.allowed, required=INCLUDE.required)
     target = keys["urdf"].string()
     urdf_path = path.parent / target
     if urdf_path.suffix.lower() != ".urdf":
