@@ -14,12 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-Array = np.ndarray
+# The fit test's level and χ² bound, shared with the filters' innovation tests: a group of
+# normalized residuals whose mean square exceeds the χ² quantile it would exceed FIT_LEVEL
+# of the time if the noise model held (Bonferroni over the groups tested) is inconsistent
+# with that model.
+from mbgen.estimation.consistency import FIT_LEVEL as FIT_LEVEL
+from mbgen.estimation.consistency import chi2_bound
 
-#: The fit test's level: a group of normalized residuals whose mean square exceeds the
-#: χ² quantile it would exceed this rarely if the noise model held (Bonferroni over the
-#: groups tested) is inconsistent with that model.
-FIT_LEVEL = 1e-3
+Array = np.ndarray
 #: A parameter whose σ reaches this fraction of its size (the larger of its identified
 #: and initial magnitudes) is not determined by the data.
 RELATIVE_STD_LIMIT = 1.0
@@ -58,14 +60,6 @@ def fit_tests(labels: Sequence[str], output: Array, readings: Array,
     groups = [(what, values) for what, values in groups if values.size]
     return [FitTest(what, values.size, float(np.mean(values * values)),
                     chi2_bound(values.size, len(groups))) for what, values in groups]
-
-
-def chi2_bound(count: int, tests: int) -> float:
-    """The mean square of ``count`` standard normal residuals exceeded with probability
-    FIT_LEVEL / ``tests``."""
-    from scipy.stats import chi2
-
-    return float(chi2.isf(FIT_LEVEL / tests, count) / count)
 
 
 def misfit_advice(failed: Sequence[FitTest], coordinates: str) -> str:
