@@ -21,6 +21,11 @@ BRANCH_PREFIX = "p_branch"  # an estimate's probability of assembly branch <k>
 FORCE_PREFIX = "force_"  # a coordinate's generalized force
 MULTIPLIER_PREFIX = "lambda_"  # a constraint row's Lagrange multiplier
 INITIAL_SUFFIX = "_initial"  # a study's initial value of a coordinate or velocity
+# an estimate's per-step diagnostics: the Kalman filters' normalized innovation squared
+# (0 on a step without a reading) and 1 where a reading lay beyond the lost limit; the
+# particle filter's effective sample size and 1 where it started over
+NIS, LOST = "nis", "lost"
+ESS, RESTART = "ess", "restart"
 
 
 def velocity(coordinate: str) -> str:

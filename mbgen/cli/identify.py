@@ -116,6 +116,7 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
     from mbgen.cli import load_with_status
     from mbgen.estimation.identify import Recording, Settings
     from mbgen.estimation.identify import identify as run
+    from mbgen.io.identified import write_identified
     from mbgen.io.readings import read_readings
     from mbgen.model.parser import load_mechanism
 
@@ -174,7 +175,7 @@ def identify(file: Path, data_path: Path, params: str, inputs_path: Path | None,
     if not trusted:  # the name asked for was checked before the work
         check_paths({"FILE": file, "--data": data_path, "--inputs": inputs_path},
                     {"--out": written})
-    _write_yaml(written, result, file, data_path)
+    write_identified(written, result, file, data_path)
     print_result(result, trusted, written)
     if plot:
         labels = [f"{label} [{unit}]" for label, unit in zip(mech.sensor_labels,
@@ -288,35 +289,6 @@ def strong_correlations(result: Identification, limit: float = 0.9) -> list[str]
     names, rho = result.names, result.correlation
     return [f"{names[i]}~{names[j]} {rho[i, j]:+.2f}" for i in range(len(names))
             for j in range(i + 1, len(names)) if abs(rho[i, j]) >= limit]
-
-
-def _write_yaml(path: Path, result: Identification, source: Path, data: Path) -> None:
-    import json
-
-    from mbgen.files import atomic_write
-
-    # the paths as JSON strings: a name holding a newline cannot start a YAML key
-    lines = [f"# mbgen identify {json.dumps(str(source))} --data {json.dumps(str(data))}",
-             f"# {result.iterations} iterations, cost {result.cost:.6g}"
-             + ("" if result.converged else " (NOT converged)"),
-             "parameters:"]
-    for name, value, std in zip(result.names, result.values, result.std, strict=True):
-        note = f"± {std:.3g} (1 sigma)" if np.isfinite(std) else "not identifiable"
-        lines.append(f"  {name}: {value:.10g}  # {note}")
-    if np.isfinite(result.step_change).any():
-        lines.append("# moved at half the step (in each sigma): " + " ".join(
-            f"{name} {moved:.3g}" for name, moved in zip(result.names, result.step_change,
-                                                        strict=True)))
-    lines.append("# correlation (rows and columns in the order above; nan: not identifiable):")
-    lines += ["#   " + " ".join(f"{c:+.3f}" for c in row) for row in result.correlation]
-    lines += [f"# not determined by the data: {combination}"
-              for combination in result.undetermined]
-    lines += [f"# fit, {test.what}: RMS {np.sqrt(test.mean_square):.4g} sigma of the stated "
-              f"noise (bound {np.sqrt(test.bound):.4g}){'' if test.passed else ' FAILED'}"
-              for test in result.fit]
-    lines += [f"# impossible: {problem}" for problem in result.problems]
-    text = "\n".join(lines) + "\n"
-    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
 def _plot(t: np.ndarray, readings: np.ndarray, fitted: np.ndarray, labels: list[str],

@@ -105,27 +105,6 @@ def reading_stride(mech: CompiledMechanism, dt: float, period: float) -> int:
     return every
 
 
-def write_readings(result: Any, path: Path, noise: list[float], every: int,
-                   seed: int) -> None:
-    """Sensor outputs of a run every ``every`` steps with Gaussian noise of σ ``noise``
-    (one per column), as readings CSV: the sensors', then the accelerometers' (from the
-    run's q̈)."""
-    from mbgen.io.tables import write_table
-
-    mech = result.mechanism
-    rows = np.arange(0, len(result.t), every)
-    blocks = [result.t[rows][:, None]]
-    if mech.sensor_labels:
-        blocks.append(mech.sensors(result.q[rows], result.qd[rows]).reshape(len(rows), -1))
-    if mech.accelerometer_labels:
-        blocks.append(mech.accelerometers(result.q[rows], result.qdd[rows]).reshape(
-            len(rows), -1))
-    values = np.column_stack(blocks)
-    values[:, 1:] += np.asarray(noise) * np.random.default_rng(seed).standard_normal(
-        values[:, 1:].shape)
-    write_table(path, ["t", *mech.sensor_labels, *mech.accelerometer_labels], values)
-
-
 @click.command(cls=Command, renamed={"--sensor-noise": "--noise-sensor"}, example=(
     "mbgen simulate mechanisms/fourbar.yaml --t-end 5 --dt 1e-3 --out run.csv --plot"))
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
@@ -229,6 +208,7 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
     or friction, changes its energy (--energy-tol) ends with exit code 4, its rows kept
     as <out>.untrusted.csv (docs/cli.md)."""
     from mbgen.cli import detail, load_with_status
+    from mbgen.io.readings import write_readings
     from mbgen.io.tables import write_csv
     from mbgen.model.expressions import ExpressionError
     from mbgen.simulation import RunStopped
@@ -303,8 +283,8 @@ def simulate(file: Path, t_end: float, dt: float, integrator: str | None,
         write_csv(result, csv_path, extras=extras, every=min(every, len(result.t)))
         if sensors_out is not None:
             assert stride is not None  # set with --sensors-out
-            write_readings(result, sensors_out, sensor_sigma + accelerometer_sigma, stride,
-                           seed)
+            write_readings(sensors_out, mech, result.t, result.q, result.qd, result.qdd,
+                           sensor_sigma + accelerometer_sigma, stride, seed)
         pictures = write_plots(result, csv_path) if plot else []
     except ExpressionError as exc:  # a --force not finite at some time of the run
         raise click.BadParameter(str(exc), param_hint="--force") from None

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import mbgen.columns as columns
 from mbgen.codegen.cache import csrc_dir
 from mbgen.codegen.ship import export_files, prefixed_names
 from mbgen.codegen.staging import CHILD_OPTIONS
@@ -96,7 +97,7 @@ def _layout(meta: dict, inputs: Sequence[int]) -> dict[str, int]:
 
 def input_name(coordinate: str) -> str:
     """An input's variable: the generalized force on the coordinate (simulate's CSV name)."""
-    return f"force_{coordinate}"
+    return columns.force(coordinate)
 
 
 @dataclass(frozen=True)
@@ -124,22 +125,22 @@ def _variables(meta: dict, settings: FmuSettings) -> list[_Variable]:
                              "independent coordinate (start value)" if i in z
                              else "coordinate"))
     for i, (name, unit) in enumerate(zip(names, units, strict=True)):
-        out.append(_Variable(f"{name}_dot", refs["qd"] + i, "output", "continuous",
+        out.append(_Variable(columns.velocity(name), refs["qd"] + i, "output", "continuous",
                              "exact" if i in z else "calculated", 0.0 if i in z else None,
                              RATE[unit][0], "velocity", name if i in z else None))
     for i, (name, unit) in enumerate(zip(names, units, strict=True)):
-        out.append(_Variable(f"{name}_ddot", refs["qdd"] + i, "output", "continuous",
+        out.append(_Variable(columns.acceleration(name), refs["qdd"] + i, "output", "continuous",
                              "calculated", None, RATE[unit][1], "acceleration",
-                             f"{name}_dot" if i in z else None))
+                             columns.velocity(name) if i in z else None))
     for k, label in enumerate(meta["sensor_labels"]):
         out.append(_Variable(label, refs["sensors"] + k, "output", "continuous", "calculated",
                              description="sensor"))
     for k, label in enumerate(meta.get("accelerometer_labels", [])):
         out.append(_Variable(label, refs["accelerometers"] + k, "output", "continuous",
                              "calculated", description="accelerometer"))
-    out.append(_Variable("phi_norm", refs["phi_norm"], "output", "continuous", "calculated",
-                         description="constraint error ‖Φ(q)‖₂"))
-    out.append(_Variable("energy", refs["energy"], "output", "continuous", "calculated",
+    out.append(_Variable(columns.CONSTRAINT_NORM, refs["phi_norm"], "output", "continuous",
+                         "calculated", description="constraint error ‖Φ(q)‖₂"))
+    out.append(_Variable(columns.ENERGY, refs["energy"], "output", "continuous", "calculated",
                          unit="J", description="kinetic + potential energy"))
     for k, i in enumerate(settings.inputs):
         out.append(_Variable(input_name(names[i]), refs["inputs"] + k, "input", "continuous",
@@ -214,9 +215,9 @@ def model_description(meta: dict, name: str, guid: str, settings: FmuSettings) -
             ET.SubElement(outputs, "Unknown", {"index": str(index[v.name])})
     names = meta["coordinate_names"]
     derivatives = ET.SubElement(structure, "Derivatives")  # the states' order: z, then ż
-    for suffix in ("_dot", "_ddot"):
+    for derivative in (columns.velocity, columns.acceleration):
         for i in settings.z:
-            ET.SubElement(derivatives, "Unknown", {"index": str(index[names[i] + suffix])})
+            ET.SubElement(derivatives, "Unknown", {"index": str(index[derivative(names[i])])})
     initial = ET.SubElement(structure, "InitialUnknowns")
     for v in variables:
         if v.causality == "output" and v.initial == "calculated":
