@@ -8,6 +8,7 @@ the user's ``~/.cache``.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -161,14 +162,59 @@ def core_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return Path(configured) if configured else session_dir(tmp_path_factory, "cache")
 
 
+@contextmanager
+def one_worker_at_a_time(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[None]:
+    """Under pytest-xdist, holds the session's lock ``name`` (an flock shared by every
+    worker): a compile the other worker is doing meanwhile is waited for and then found in
+    the cache, not done twice (mbgen's cache takes concurrent twins, each compiling); on
+    its own, a no-op."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    import fcntl
+
+    with (session_dir(tmp_path_factory, "locks") / f"{name}.lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
 @pytest.fixture(scope="session", autouse=True)
-def _default_out_dir(out_dir: Path, core_cache: Path) -> Iterator[None]:
+def _default_out_dir(out_dir: Path, core_cache: Path,
+                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Code that calls ``mbgen.load`` without ``out_dir`` must not write into the repo, nor
-    the compiled core into the user's home."""
+    the compiled core into the user's home. Under pytest-xdist the first worker compiles
+    the C core (with the smallest mechanism) while the other waits: both would otherwise
+    compile it at once as their first tests start."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MBGEN_OUT", str(out_dir))
         patch.setenv("MBGEN_CACHE", str(core_cache))
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            with one_worker_at_a_time(tmp_path_factory, "core"):
+                mbgen.load(str(REFERENCE_DIR / "pendulum1.yaml"), out_dir=str(out_dir))
         yield
+
+
+def quick_core_flags() -> list[str]:
+    """The C core's flags with -O0 for -O3, for a test that compiles a core of its own (an
+    empty, damaged or unwritable cache, a changed header) to test the build's rules, not
+    the core's speed: that compile is about 8x cheaper (15 s -> 2 s of CPU). The core's
+    key follows its flags, so such a core and the session's never stand for each other."""
+    import mbgen.codegen.build as build
+
+    flags = ["-O0" if flag == "-O3" else flag for flag in build.CORE_FLAGS]
+    assert flags != build.CORE_FLAGS, "the core is no longer compiled with -O3"
+    return flags
+
+
+@pytest.fixture
+def quick_core(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The test's core compiles with :func:`quick_core_flags`; returns them (a child
+    process is given them, to set the same)."""
+    import mbgen.codegen.build as build
+
+    flags = quick_core_flags()
+    monkeypatch.setattr(build, "CORE_FLAGS", flags)
+    return flags
 
 
 @pytest.fixture
@@ -188,14 +234,18 @@ def run(out_dir: Path) -> Callable[..., tuple[int, str]]:
 
 
 @pytest.fixture(scope="session")
-def compiled(out_dir: Path) -> Callable[[Path], CompiledMechanism]:
-    """``compiled(path)``: the mechanism compiled once per session (then memoized)."""
+def compiled(out_dir: Path,
+             tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], CompiledMechanism]:
+    """``compiled(path)``: the mechanism compiled once per session (then memoized), by one
+    pytest-xdist worker while the other waits for the same file's bytes."""
     cache: dict[Path, CompiledMechanism] = {}
 
     def get(path: Path) -> CompiledMechanism:
         key = Path(path).resolve()
         if key not in cache:
-            cache[key] = mbgen.load(str(key), out_dir=str(out_dir))
+            content = hashlib.sha256(key.read_bytes() if key.is_file() else b"").hexdigest()[:16]
+            with one_worker_at_a_time(tmp_path_factory, f"{key.stem}-{content}"):
+                cache[key] = mbgen.load(str(key), out_dir=str(out_dir))
         return cache[key]
 
     return get

@@ -74,7 +74,7 @@ def test_templates_are_compiled_once_into_the_cache(tmp_path: Path,
     assert all(path.read_bytes() != b"damaged" for path in cached)  # compiled anew
 
 
-def test_a_first_build_into_a_relative_out_dir(tmp_path: Path,
+def test_a_first_build_into_a_relative_out_dir(tmp_path: Path, quick_core: list[str],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """The README's own case: `mbgen simulate` on a fresh machine builds into ./generated
     while the core is not cached yet, so the mechanism's compilers run beside the core's

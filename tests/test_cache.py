@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import reference
+from conftest import quick_core_flags, reference
 
 import mbgen
 import mbgen.codegen.build
@@ -131,10 +131,12 @@ def test_out_dir_defaults_to_mbgen_out(tmp_path: Path, out_dir: Path, compiled: 
 
 
 CHILD = textwrap.dedent("""\
-    import sys, time
+    import json, sys, time
     from pathlib import Path
     import mbgen
-    path, out, ready, go, how = sys.argv[1:]
+    import mbgen.codegen.build
+    path, out, ready, go, how, core_flags = sys.argv[1:]
+    mbgen.codegen.build.CORE_FLAGS = json.loads(core_flags)  # the parent's (quick_core)
     Path(ready).touch()
     deadline = time.monotonic() + 60
     while not Path(go).exists():
@@ -150,7 +152,7 @@ CHILD = textwrap.dedent("""\
     """)
 
 
-def test_concurrent_compiles_into_same_out_dir(tmp_path: Path,
+def test_concurrent_compiles_into_same_out_dir(tmp_path: Path, quick_core: list[str],
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Three processes at once, two of them `mbgen compile`, with no core compiled yet:
     one build, one core, no left-overs."""
@@ -162,7 +164,8 @@ def test_concurrent_compiles_into_same_out_dir(tmp_path: Path,
     for k, how in enumerate(["load", "cli", "cli"]):
         ready, go = tmp_path / f"ready{k}", tmp_path / "go"
         children.append((ready, subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(source), str(out), str(ready), str(go), how],
+            [sys.executable, "-c", CHILD, str(source), str(out), str(ready), str(go), how,
+             json.dumps(quick_core)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)))
     deadline = time.monotonic() + 60
     while not all(ready.exists() for ready, _ in children):  # both imported mbgen
@@ -246,13 +249,16 @@ def test_a_damaged_core_is_not_used_but_rebuilt(pendulum: Path, tmp_path: Path,
     """A core file that is not whole (a disk error, a user's edit, a copy cut short) is
     compiled anew, never linked."""
     compiled(reference("pendulum1"))  # the session's core exists
+    whole = _core(core_cache)
     cache = tmp_path / "cache"
-    # a copy of the session's core, without the staging files of a compile running
-    # meanwhile (another pytest-xdist worker shares the session's cache)
-    shutil.copytree(core_cache / "core", cache / "core",
-                    ignore=shutil.ignore_patterns(".tmp-*"))
     monkeypatch.setenv("MBGEN_CACHE", str(cache))
+    monkeypatch.setattr(mbgen.codegen.build, "CORE_FLAGS", quick_core_flags())  # rebuilt at -O0
     core = _core(cache)
+    core.parent.mkdir(parents=True)
+    # the session's whole core under this key (copied file by file: another pytest-xdist
+    # worker may be staging a compile in the session's cache meanwhile)
+    shutil.copy(whole, core)
+    shutil.copy(whole.with_name(f"{whole.name}.sha256"), core.with_name(f"{core.name}.sha256"))
     assert mbgen.codegen.build.is_core_object(core)
     if damage == "garbage":
         core.write_bytes(b"\x7fELF" + b"\0" * 100)
@@ -268,6 +274,7 @@ def test_a_damaged_core_is_not_used_but_rebuilt(pendulum: Path, tmp_path: Path,
 
 
 def test_a_cache_that_cannot_be_written_still_builds(pendulum: Path, tmp_path: Path,
+                                                     quick_core: list[str],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """$MBGEN_CACHE naming a file (as a read-only home would): the core is compiled for
     the module alone, the templates uncached, and the build works."""

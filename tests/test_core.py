@@ -344,7 +344,8 @@ def test_kinematic_problems_keep_the_given_z(method_of, method: str) -> None:
 # -- the header is what cffi and the C compiler both see ----------------------------------------
 
 def test_declaration_that_does_not_match_the_core_fails_to_compile(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiled: Compiled) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiled: Compiled,
+        quick_core: list[str]) -> None:
     """The bug class of the old template: a changed prototype used to build silently."""
     sources = tmp_path / "csrc"
     shutil.copytree(cache.csrc_dir(), sources)
