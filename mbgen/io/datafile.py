@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mbgen.columns import TIME
 from mbgen.errors import TrajectoryError
 
 if TYPE_CHECKING:
@@ -89,12 +90,12 @@ def read_data(path: str | Path, *, header: bool = True, count: int | None = None
         else:
             cells, rows = plain
             names = _header(path, 1, cells, required, allowed, what)
-            block = _typed(raw, len(cells), rows, cells.index("t"), empty_cells)
+            block = _typed(raw, len(cells), rows, cells.index(TIME), empty_cells)
             if block is not None:  # every cell a number, the times increasing
                 return DataFile(path, names, block[0], block[1:].T,
                                 np.arange(2, rows + 2, dtype=np.int64))
             grid = _text_grid(path, raw, cells, rows)
-        time = cells.index("t")
+        time = cells.index(TIME)
         labels = names
     else:
         names = [f"{what or 'value'} {k + 1}" for k in range(count or 0)]
@@ -107,7 +108,7 @@ def read_data(path: str | Path, *, header: bool = True, count: int | None = None
         firsts = list(pool.map(lambda k: _numbers(columns[k], k > 0 and empty_cells,
                                                   block[k]), range(len(columns))))
     t, values, first = block[0], block[1:].T, firsts[0]
-    for k, (bad, label) in enumerate(zip(firsts, ["t", *labels], strict=True)):
+    for k, (bad, label) in enumerate(zip(firsts, [TIME, *labels], strict=True)):
         if bad < len(t):
             faults.append((bad, 1 + k, _cell_error(path, int(grid.lines[bad]), label,
                                                    columns[k][bad].as_py())))
@@ -407,9 +408,9 @@ def _header(path: Path, line: int, names: list[str], required: Sequence[str],
         if name in seen:
             raise TrajectoryError(f"{path}:{line}: column {name!r} appears twice")
         seen.add(name)
-    if "t" not in names:
-        raise TrajectoryError(f"{path}:{line}: no column 't' (the time [s]) in the header")
-    rest = [name for name in names if name != "t"]
+    if TIME not in names:
+        raise TrajectoryError(f"{path}:{line}: no column '{TIME}' (the time [s]) in the header")
+    rest = [name for name in names if name != TIME]
     if allowed is not None:
         unknown = [name for name in rest if name not in allowed]
         if unknown:
