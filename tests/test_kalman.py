@@ -203,7 +203,8 @@ def test_the_filter_in_c_is_the_reference(fourbar_imu: CompiledMechanism,
     reference, native_track = tracks
     assert switches[0] == switches[1] >= 1
     assert not reference.failed and not native_track.failed
-    for name in ("q", "qd", "qdd", "sigma_q", "sigma_qd", "force", "sigma_force", "nis"):
+    for name in ("q", "qd", "qdd", "sigma_q", "sigma_qd", "force", "sigma_force", "nis",
+                 "residuals"):
         np.testing.assert_allclose(getattr(native_track, name), getattr(reference, name),
                                    rtol=1e-9, atol=1e-11, err_msg=name)
     np.testing.assert_array_equal(native_track.lost, reference.lost)

@@ -41,6 +41,23 @@ METHODS = ("particle", "ekf", "ukf", "smoother")
 KALMAN = ("ekf", "ukf", "smoother")
 #: Options that only the particle filter takes.
 PARTICLE_ONLY = ("particles", "pool", "seed", "integrator")
+#: --noise-force's value that asks for the intensity to be chosen from the readings.
+AUTO = "auto"
+
+
+class DeviationOrAuto(click.ParamType):
+    """A deviation (cli/conventions.DEVIATION) or ``auto``."""
+
+    name = "deviation|auto"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.strip().lower() == AUTO:
+            return AUTO
+        return DEVIATION.convert(value, param, ctx)
+
+
+DEVIATION_OR_AUTO = DeviationOrAuto()
 
 
 @click.command(cls=Command, renamed={"--sensors": "--data", "--sigma-a": "--noise-accel",
@@ -62,9 +79,16 @@ PARTICLE_ONLY = ("particles", "pool", "seed", "integrator")
 @click.option("--unknown-forces", "unknown_forces", default=None, metavar="C1,C2",
               help="ekf, ukf: estimate the generalized forces at these coordinates too (a "
               "random walk, --noise-force), written as force_<c>.")
-@click.option("--noise-force", "sigma_f", type=DEVIATION, default=defaults.NOISE_FORCE,
-              show_default=True, help="ekf, ukf: the unknown forces' random-walk intensity "
-              "[N/√s on point coordinates, N·m/√s on angles].")
+@click.option("--noise-force", "sigma_f", type=DEVIATION_OR_AUTO,
+              default=defaults.NOISE_FORCE, show_default=True,
+              help="ekf, ukf: the unknown forces' random-walk intensity [N/√s on point "
+              "coordinates, N·m/√s on angles], or auto: the smallest on a log grid whose "
+              "innovations pass the consistency tests, times √10 (chosen from the "
+              "readings, printed).")
+@click.option("--model-error", "model_error", is_flag=True,
+              help="ekf, ukf: also estimate a generalized force at each independent "
+              "coordinate (a random walk of --noise-force, written as force_<c>) that "
+              "absorbs the model's own error (masses, friction off).")
 @click.option("--lag", default=None, metavar="SECONDS|all",
               help="smoother: the later readings each step's estimate weighs at least [s], "
               "or all: the whole file in one batch [default: all].")
@@ -105,8 +129,9 @@ PARTICLE_ONLY = ("particles", "pool", "seed", "integrator")
 @max_steps_option("filter steps")
 @BUILD_DIR
 def estimate(file: Path, readings_path: Path, method: str, unknown_forces: str | None,
-             sigma_f: float, lag: str | None, particles: int, pool: int, sigma_a: float,
-             sigma_s: float | None, dt: float | None, integrator: str, seed: int,
+             sigma_f: float | str, model_error: bool, lag: str | None, particles: int,
+             pool: int, sigma_a: float, sigma_s: float | None, dt: float | None,
+             integrator: str, seed: int,
              spread: float | None, speed: float, csv_path: Path, covariance: bool, plot: bool,
              param_values: tuple[tuple[str, float], ...], max_steps: int,
              build_dir: Path | None) -> None:
@@ -126,10 +151,13 @@ def estimate(file: Path, readings_path: Path, method: str, unknown_forces: str |
                  == click.core.ParameterSource.COMMANDLINE]
         if given:
             raise click.UsageError(f"--{given[0]} is an option of --method particle only")
-    elif unknown_forces is not None or context.get_parameter_source("sigma_f") == \
-            click.core.ParameterSource.COMMANDLINE:
-        raise click.UsageError("--unknown-forces and --noise-force are options of --method "
-                               f"{', '.join(KALMAN)} only")
+    elif unknown_forces is not None or model_error or context.get_parameter_source(
+            "sigma_f") == click.core.ParameterSource.COMMANDLINE:
+        raise click.UsageError("--unknown-forces, --model-error and --noise-force are "
+                               f"options of --method {', '.join(KALMAN)} only")
+    if method == "smoother" and (model_error or sigma_f == AUTO):
+        raise click.UsageError("--model-error and --noise-force auto are options of "
+                               "--method ekf and ukf only")
     if lag is not None and method != "smoother":
         raise click.UsageError("--lag is an option of --method smoother only")
     lag_seconds = _lag(lag)
@@ -143,7 +171,8 @@ def estimate(file: Path, readings_path: Path, method: str, unknown_forces: str |
     apply_parameters(mech, param_values)
     if method in KALMAN:
         _kalman(method, mech, file, readings_path, unknown_forces, sigma_f, sigma_a, sigma_s, dt,
-                spread, speed, csv_path, covariance, plot, max_steps, lag_seconds)
+                spread, speed, csv_path, covariance, plot, max_steps, lag_seconds,
+                model_error)
         return
     # the initial belief's particles, allocated at once: refused beyond memory
     belief = particles * pool
@@ -247,13 +276,14 @@ def _lag(text: str | None) -> float | None:
 
 
 def _kalman(method: str, mech: CompiledMechanism, file: Path, readings_path: Path,
-            unknown_forces: str | None, sigma_f: float, sigma_a: float,
+            unknown_forces: str | None, sigma_f: float | str, sigma_a: float,
             sigma_s: float | None, dt: float | None, spread: float | None, speed: float,
             csv_path: Path, covariance: bool, plot: bool, max_steps: int,
-            lag: float | None = None) -> None:
+            lag: float | None = None, model_error: bool = False) -> None:
     """estimate --method ekf or ukf: the errorEKF or the UKF from the file's q0 at rest (σ
     of z SPREAD/√3, of ż SPEED/√3: the particle filter's uniform belief's), on q0's
-    branch."""
+    branch; with --noise-force auto, at the intensity filter_tuning chooses."""
+    from mbgen.estimation.filter_tuning import tune_noise_force
     from mbgen.estimation.kalman import ErrorEKF, KalmanError
     from mbgen.estimation.smoother import FactorSmoother
     from mbgen.estimation.ukf import UnscentedKF
@@ -264,22 +294,36 @@ def _kalman(method: str, mech: CompiledMechanism, file: Path, readings_path: Pat
     t, readings, step, steps = _readings(mech, readings_path, dt, max_steps)
     noise, accelerometer_noise = _noises(mech, sigma_s)
     root3 = np.sqrt(3.0)
+    kind = {"ekf": ErrorEKF, "ukf": UnscentedKF, "smoother": FactorSmoother}[method]
+    extra: dict[str, Any] = {} if method == "smoother" else {"model_error": model_error}
+
+    def make(intensity: float) -> Any:
+        return kind(mech, sigma_a=sigma_a, sigma_s=noise, sigma_acc=accelerometer_noise,
+                    unknown_forces=forces, sigma_f=intensity,
+                    spread=(defaults.EKF_SPREAD if spread is None else spread) / root3,
+                    speed=speed / root3, force_spread=defaults.EKF_FORCE_SPREAD, **extra)
+
     try:
-        kind = {"ekf": ErrorEKF, "ukf": UnscentedKF, "smoother": FactorSmoother}[method]
-        ekf = kind(
-            mech, sigma_a=sigma_a, sigma_s=noise, sigma_acc=accelerometer_noise,
-            unknown_forces=forces, sigma_f=sigma_f,
-            spread=(defaults.EKF_SPREAD if spread is None else spread) / root3,
-            speed=speed / root3, force_spread=defaults.EKF_FORCE_SPREAD)
+        ekf = make(defaults.NOISE_FORCE if sigma_f == AUTO else float(sigma_f))
     except KalmanError as exc:
         raise click.ClickException(str(exc)) from None
+    forces = list(getattr(ekf, "force_names", forces))
+    if sigma_f == AUTO and not forces:
+        raise click.UsageError("--noise-force auto needs forces to estimate: "
+                               "--unknown-forces or --model-error")
     steps_of_lag = None if lag is None else int(round(lag / step))
     if steps_of_lag is not None and steps_of_lag < 1:
         raise click.BadParameter(f"{lag:g} s is shorter than one step of {step:g} s",
                                  param_hint="--lag")
     with np.errstate(invalid="ignore", divide="ignore"):  # NaN is checked below
-        track = (ekf.run(t, readings, step, lag=steps_of_lag)
-                 if isinstance(ekf, FactorSmoother) else ekf.run(t, readings, step))
+        if sigma_f == AUTO:
+            tuned = tune_noise_force(make, lambda kalman: kalman.run(t, readings, step))
+            ekf, track = tuned.kalman, tuned.track
+            status_console.print(escape(f"  {tuned.describe()}"))
+        elif isinstance(ekf, FactorSmoother):
+            track = ekf.run(t, readings, step, lag=steps_of_lag)
+        else:
+            track = ekf.run(t, readings, step)
     names = mech.coordinate_names
     header, data = track.table(names, forces, sigma=covariance)
     if not np.isfinite(data[:, :-2]).all() or not len(data):

@@ -158,9 +158,13 @@ class ErrorEKF:
     ``sigma_a``: acceleration noise on each z̈ [m/s² or rad/s²]; ``sigma_s``,
     ``sigma_acc``: the sensors' and accelerometers' reading noise (default: the file's);
     ``unknown_forces``: coordinates whose generalized force the filter estimates, with
-    random-walk intensity ``sigma_f`` [N/√s or N m/√s]; ``q0``, ``qd0``: the initial
-    state (default: the file's q0 at rest), on the branch it lies in; ``spread``,
-    ``speed``, ``force_spread``: the initial σ of z, ż and f."""
+    random-walk intensity ``sigma_f`` [N/√s or N m/√s]; ``model_error``: also at each of
+    the initial independent coordinates not among them (a slowly varying force that
+    absorbs the model's own error, which the white acceleration noise cannot: a mass 5 %
+    off makes the residuals of an accelerometer correlated in time, benchmarks/
+    estimators.py); ``q0``, ``qd0``: the initial state (default: the file's q0 at rest),
+    on the branch it lies in; ``spread``, ``speed``, ``force_spread``: the initial σ of
+    z, ż and f."""
 
     #: The unscented transform's (α, β, κ) for the C run (None: the errorEKF's
     #: linearization; estimation/ukf.py's UnscentedKF sets them).
@@ -172,7 +176,8 @@ class ErrorEKF:
                  sigma_s: float | Array | None = None, sigma_acc: float | Array | None = None,
                  unknown_forces: Sequence[str] = (), sigma_f: float = 1.0,
                  q0: Array | None = None, qd0: Array | None = None, spread: float = 0.1,
-                 speed: float = 1.0, force_spread: float = 1.0) -> None:
+                 speed: float = 1.0, force_spread: float = 1.0,
+                 model_error: bool = False) -> None:
         if not mech.sensor_labels and not mech.accelerometer_labels:
             raise KalmanError(f"{mech.name} has no sensors")
         self.mech = mech
@@ -187,10 +192,16 @@ class ErrorEKF:
         self.sigma_s = mech.sensor_noise(sigma_s)
         self.sigma_acc = (mech.accelerometer_noise(sigma_acc) if mech.accelerometer_labels
                           else np.zeros(0))
-        self.forces = np.array([mech.coordinate_index(c) for c in unknown_forces], dtype=int)
-        self.sigma_f = float(sigma_f)
         q = mech.q0.copy() if q0 is None else np.asarray(q0, dtype=float).copy()
         self.zi = np.asarray(mech.partition(q)[0], dtype=np.int32)
+        names = list(unknown_forces)
+        if model_error:
+            names += [c for c in (mech.coordinate_names[int(i)] for i in self.zi)
+                      if c not in names]
+        #: the coordinates of the estimated forces, as the track's force columns
+        self.force_names = names
+        self.forces = np.array([mech.coordinate_index(c) for c in names], dtype=int)
+        self.sigma_f = float(sigma_f)
         q = mech.solve_position(q, z=self.zi)
         qd = np.zeros(mech.n) if qd0 is None else np.asarray(qd0, dtype=float)
         self.q, self.qd = q, mech.solve_velocity(q, qd[self.zi], z=self.zi)
