@@ -21,19 +21,27 @@ encoder on the crank; (b) the four-bar with a gyroscope and an accelerometer on 
 coupler, released at rest; (c) the Furuta pendulum swinging, its two encoders, without
 and with an accelerometer at the pendulum's tip. Methods: particle filter, errorEKF, UKF,
 factor-graph smoother (lag 50 steps), each at its defaults (nothing tuned to the
-set-ups). Per method and set-up: RMSE of q, of the main angle, of q̇, q̈ and of the
+set-ups); and the errorEKF and the UKF "auto": a model-error force at each independent
+coordinate with --noise-force auto (estimation/filter_tuning.py, chosen from the readings
+by the innovation tests; its µs per step counts every run of the choice). Per method
+and set-up: RMSE of q, of the main angle, of q̇, q̈ and of the
 estimated force, the share of (step, coordinate) pairs whose truth is inside the 95 %
 interval, its worst 1-s window, µs per step (wall, the whole run). Also the errorEKF on
 the truth's own model, to measure what the parameter error costs.
 
-Run: ``.venv/bin/python benchmarks/estimators.py [--quick] [--timing | --accuracy]``.
-Writes ``benchmarks/results/estimators.json`` and ``estimators_accuracy.png`` (only a
-full run of both sections; ``--quick``: 2 s, 200 particles, nothing written).
+Run: ``.venv/bin/python benchmarks/estimators.py [--quick] [--timing | --accuracy]
+[--methods particle,ekf,ukf,smoother,ekf-auto,ukf-auto]``. Writes
+``benchmarks/results/estimators.json`` and ``estimators_accuracy.png`` (not with
+``--timing`` alone; ``--quick``: 2 s, 200 particles, nothing written). Rows of methods
+not in ``--methods`` are kept from the committed JSON, each with ``kept_from`` (its
+date), and with ``--accuracy`` the time-per-step figures too; the PNG shows the methods
+run.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from collections.abc import Callable
@@ -57,7 +65,8 @@ from rich.table import Table
 
 import mbgen
 from mbgen.estimation import filter_defaults as defaults
-from mbgen.estimation.kalman import ErrorEKF
+from mbgen.estimation.filter_tuning import tune_noise_force
+from mbgen.estimation.kalman import ErrorEKF, KalmanTrack
 from mbgen.estimation.particle_filter import ParticleFilter
 from mbgen.estimation.smoother import FactorSmoother
 from mbgen.estimation.ukf import UnscentedKF
@@ -228,15 +237,30 @@ class Outcome:
     force: np.ndarray | None = None
     seconds: float = float("nan")
     note: str = ""
+    trusted: bool | None = None  # the Kalman methods' verdict (None: not said)
+    sigma_f: float | None = None  # the intensity an "auto" method chose
+    runs: int = 1  # the filter runs the method made (its choice's)
 
 
 def run_method(method: str, s: Setup, particles: int, sigma_f: float = defaults.NOISE_FORCE
                ) -> Outcome:
     """Run one estimator on the model with the set-up's readings; time the whole run
-    (``sigma_f``: the unknown forces' random-walk intensity, the default unless said)."""
+    (``sigma_f``: the unknown forces' random-walk intensity, the default unless said;
+    the "auto" methods choose it from the readings, estimation/filter_tuning.py, with a
+    model-error force at each independent coordinate, and time the whole choice)."""
     mech = s.model
     start = time.perf_counter()
     try:
+        if method.endswith(" auto"):
+            kind = ErrorEKF if method.startswith("errorEKF") else UnscentedKF
+            tuned = tune_noise_force(
+                lambda sf: kind(mech, unknown_forces=s.forces, sigma_f=sf, model_error=True),
+                lambda kalman: kalman.run(s.t, s.y, DT))
+            ktrack = tuned.track
+            auto_note = (f"σf {tuned.sigma_f:.3g} chosen of {len(tuned.tried)} runs; "
+                         f"forces at {','.join(tuned.kalman.force_names)}")
+            return finish(s, ktrack, time.perf_counter() - start, auto_note,
+                          tuned.sigma_f, len(tuned.tried))
         if method == "particle":
             if s.forces:
                 note = "no force estimation (the particle filter has no --unknown-forces)"
@@ -257,17 +281,25 @@ def run_method(method: str, s: Setup, particles: int, sigma_f: float = defaults.
     except Exception as exc:  # a method that cannot run a set-up: record why
         return Outcome(None, None, seconds=time.perf_counter() - start,
                        note=f"{type(exc).__name__}: {exc}"[:200])
-    seconds = time.perf_counter() - start
+    return finish(s, ktrack, time.perf_counter() - start)
+
+
+def finish(s: Setup, ktrack: KalmanTrack, seconds: float, note: str = "",
+           sigma_f: float | None = None, runs: int = 1) -> Outcome:
+    """A Kalman method's outcome: the truth inside the 95 % interval, trusted or why not
+    (the first set-up's force column is the set-up's own unknown force)."""
     N = len(ktrack.t)
     moving = ktrack.sigma_q > 1e-9 * (1 + np.abs(ktrack.q))
     inside = np.abs(s.q[:N] - ktrack.q) <= Z95 * ktrack.sigma_q
     inside = np.where(moving, inside, np.abs(s.q[:N] - ktrack.q) < 1e-9)
-    note = f"failed at t = {ktrack.t[-1]:.3g} s" if ktrack.failed else ""
+    if ktrack.failed:
+        note += ("; " if note else "") + f"failed at t = {ktrack.t[-1]:.3g} s"
     why = ktrack.distrust()
     if why:
-        note += ("; " if note else "") + "untrusted: " + why[:90]
+        note += ("; " if note else "") + "untrusted: " + why[:300]
     return Outcome(ktrack.q, inside, ktrack.qd, ktrack.qdd, ktrack.sigma_q[:, s.z],
-                   ktrack.force if s.forces else None, seconds, note)
+                   ktrack.force[:, :1] if s.forces else None, seconds, note,
+                   trusted=why is None, sigma_f=sigma_f, runs=runs)
 
 
 def rms(x: np.ndarray) -> float:
@@ -279,7 +311,13 @@ def scores(s: Setup, o: Outcome) -> dict[str, Any]:
     row: dict[str, Any] = {"setup": s.name, "note": o.note}
     N = 0 if o.q is None else len(o.q)
     row["steps"] = N
-    row["us_per_step"] = 1e6 * o.seconds / max(N, 1)
+    row["us_per_step"] = 1e6 * o.seconds / max(N, 1)  # the whole method (its choice's runs)
+    row["runs"] = o.runs
+    row["us_per_step_per_run"] = row["us_per_step"] / max(o.runs, 1)
+    if o.trusted is not None:
+        row["trusted"] = o.trusted
+    if o.sigma_f is not None:
+        row["sigma_f_chosen"] = o.sigma_f
     if o.q is None or o.inside is None or N == 0:
         return row
     row["complete"] = len(s.t) == N
@@ -299,7 +337,10 @@ def scores(s: Setup, o: Outcome) -> dict[str, Any]:
     return row
 
 
-METHODS = ("particle", "errorEKF", "UKF", "smoother")
+METHODS = ("particle", "errorEKF", "UKF", "smoother", "errorEKF auto", "UKF auto")
+#: --methods' names of METHODS.
+METHOD_OPTIONS = dict(zip(("particle", "ekf", "ukf", "smoother", "ekf-auto", "ukf-auto"),
+                          METHODS, strict=True))
 
 
 def compile_pair(text: Callable[[float, float], str], base: float, name: str,
@@ -356,8 +397,10 @@ def fmt(x: Any, scale: float = 1.0, digits: str = ".3g") -> str:
         format(float(x) * scale, digits)
 
 
-def accuracy(quick: bool) -> tuple[list[Figure], dict[str, Any]]:
-    """Every method on every set-up: the table, the figures with targets, the rows."""
+def accuracy(quick: bool, methods: tuple[str, ...] = METHODS
+             ) -> tuple[list[Figure], dict[str, Any]]:
+    """The ``methods`` on every set-up, with the committed rows of the others (said in
+    their ``kept_from``): the table, the figures with targets, the rows."""
     steps = 2000 if quick else int(round(SECONDS / DT))
     particles = 200 if quick else defaults.PARTICLES
     folder = Path(tempfile.mkdtemp(prefix="mbgen-bench-estimators-"))
@@ -365,7 +408,7 @@ def accuracy(quick: bool) -> tuple[list[Figure], dict[str, Any]]:
     tracks: dict[tuple[str, str], Outcome] = {}
     cases = setups(steps, folder)
     for s in cases:
-        for method in METHODS:
+        for method in methods:
             outcome = run_method(method, s, particles)
             tracks[(s.name, method)] = outcome
             row = {"method": method, **scores(s, outcome)}
@@ -373,6 +416,7 @@ def accuracy(quick: bool) -> tuple[list[Figure], dict[str, Any]]:
             print(f"{s.name[:4]} {method:9s} {row.get('rmse_main', float('nan')):.3g} "
                   f"cov {row.get('coverage', float('nan')):.3f} "
                   f"{row['us_per_step']:.1f} µs/step {row['note']}", flush=True)
+    rows = merged_rows(rows, methods, quick)
     causes = {s.name: cause(s) for s in cases}
     table = Table(title=f"Estimators on a model with masses ×{MASS_FACTOR:g} and friction "
                   f"×{FRICTION_FACTOR:g} ({steps} steps of {DT * 1e3:g} ms)",
@@ -398,7 +442,7 @@ def accuracy(quick: bool) -> tuple[list[Figure], dict[str, Any]]:
             if "sigma_f" in key:
                 print(f"    {key}: {value}")
     figures = target_figures(rows)
-    plot(cases[0], tracks, quick)
+    plot(cases[0], tracks, quick, methods)
     return figures, {"protocol": {
         "truth": "RK4 simulation at 1 ms of the mechanism (mbgen's integrator)",
         "model": f"masses x{MASS_FACTOR}, friction/damping x{FRICTION_FACTOR} (four-bar: "
@@ -408,8 +452,28 @@ def accuracy(quick: bool) -> tuple[list[Figure], dict[str, Any]]:
                     f"(encoder on the crank {ENCODER_NOISE} rad, coupler accelerometer "
                     f"{ACCEL_NOISE} m/s², Furuta tip accelerometer {TIP_NOISE} m/s²)",
         "estimators": "defaults (sigma_a 1, particle filter "
-                      f"{particles} particles, smoother lag 50 steps)",
+                      f"{particles} particles, smoother lag 50 steps); 'auto': the "
+                      "Kalman filter with a model-error force at each independent "
+                      "coordinate and --noise-force auto (estimation/filter_tuning.py)",
+        "methods_rerun": list(methods),
         "steps": steps, "dt": DT}, "rows": rows, "cause_truth_model_errorEKF": causes}
+
+
+def merged_rows(rows: list[dict[str, Any]], methods: tuple[str, ...], quick: bool
+                ) -> list[dict[str, Any]]:
+    """``rows`` and, for the methods not rerun, the committed JSON's rows of them (with
+    ``kept_from``: that file's date), in METHODS' order per set-up."""
+    kept: list[dict[str, Any]] = []
+    committed = RESULTS / "estimators.json"
+    if not quick and committed.exists() and set(methods) != set(METHODS):
+        old = json.loads(committed.read_text())
+        for row in old.get("accuracy", {}).get("rows", []):
+            if row.get("method") not in methods:
+                kept.append({**row, "kept_from": row.get("kept_from", old.get("created"))})
+    order = {name: k for k, name in enumerate(METHODS)}
+    setups_seen = list(dict.fromkeys(r["setup"] for r in rows + kept))
+    return sorted(rows + kept, key=lambda r: (setups_seen.index(r["setup"]),
+                                              order.get(r["method"], len(order))))
 
 
 def target_figures(rows: list[dict[str, Any]]) -> list[Figure]:
@@ -418,6 +482,8 @@ def target_figures(rows: list[dict[str, Any]]) -> list[Figure]:
     by = {(str(r["setup"])[:4], str(r["method"])): r for r in rows}
     for r in rows:
         label = f"{str(r['setup'])[:4]} {r['method']}"
+        if r.get("kept_from"):
+            label += f" (kept from {str(r['kept_from'])[:10]})"
         cov, worst = r.get("coverage"), r.get("worst_second")
         if cov is None:
             figures.append(Figure(f"{label}: ran", 1.0, "", 0.0, str(r["note"])[:80]))
@@ -439,16 +505,19 @@ def target_figures(rows: list[dict[str, Any]]) -> list[Figure]:
     return figures
 
 
-def plot(s: Setup, tracks: dict[tuple[str, str], Outcome], quick: bool) -> None:
-    """Set-up (a): each method's crank-angle error with its 95 % band, and the estimated
-    torque against the truth's."""
+def plot(s: Setup, tracks: dict[tuple[str, str], Outcome], quick: bool,
+         methods: tuple[str, ...] = METHODS) -> None:
+    """Set-up (a): each method run's crank-angle error with its 95 % band, and the
+    estimated torque against the truth's."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True)
-    for method, colour in zip(METHODS, ("C0", "C1", "C2", "C3"), strict=True):
+    for method, colour in zip(METHODS, ("C0", "C1", "C2", "C3", "C4", "C5"), strict=True):
+        if method not in methods:
+            continue
         o = tracks[(s.name, method)]
         if o.q is None:
             continue
@@ -463,18 +532,34 @@ def plot(s: Setup, tracks: dict[tuple[str, str], Outcome], quick: bool) -> None:
     bottom.plot(s.t, s.force[:, 0], "k--", lw=1.0, label="truth")
     top.set_ylabel("crank angle error [deg]\n(band: 95 % of each Kalman method)")
     spans = [np.percentile(np.abs(o.q[:, s.z] - s.q[:len(o.q), s.z]), 99.5)
-             for m in METHODS[1:] if (o := tracks[(s.name, m)]).q is not None]
+             for m in methods if m != "particle" and (o := tracks[(s.name, m)]).q is not None]
     lim = np.degrees(4 * max(spans)) if spans else 3.0
     top.set_ylim(-lim, lim)  # the Kalman methods' scale (the particle filter's is clipped)
     top.legend(loc="upper right", fontsize=8, ncol=4)
     bottom.set_ylabel("crank torque [N m]")
     bottom.set_xlabel("t [s]")
     bottom.legend(loc="upper right", fontsize=8, ncol=4)
-    fig.suptitle(f"{s.name}; model masses ×{MASS_FACTOR:g}, friction ×{FRICTION_FACTOR:g}")
+    fig.suptitle(f"{s.name}; model masses ×{MASS_FACTOR:g}, friction ×{FRICTION_FACTOR:g}"
+                 + ("" if set(methods) == set(METHODS) else
+                    f"\n(this run: {', '.join(m for m in METHODS if m in methods)})"),
+                 fontsize=10)
     fig.tight_layout()
     out = (Path(tempfile.mkdtemp()) if quick else RESULTS) / "estimators_accuracy.png"
     fig.savefig(out, dpi=110)
     print(f"wrote {out}")
+
+
+def kept_timing() -> list[Figure]:
+    """The committed JSON's time-per-step figures (an --accuracy run does not redo
+    them), their notes saying so."""
+    committed = RESULTS / "estimators.json"
+    if not committed.exists():
+        return []
+    old = json.loads(committed.read_text())
+    return [Figure(f["name"], f["value"], f["unit"], f["target"],
+                   f"{f.get('note', '')} (kept from {old.get('created', '?')[:10]})"
+                   if "kept from" not in f.get("note", "") else f.get("note", ""))
+            for f in old.get("figures", []) if f.get("unit") == "µs/step"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -484,15 +569,27 @@ def main(argv: list[str] | None = None) -> int:
     only.add_argument("--timing", action="store_true", help="the time-per-step section only")
     only.add_argument("--accuracy", action="store_true",
                       help="the three-simulation section only")
+    parser.add_argument("--methods", default=",".join(METHOD_OPTIONS),
+                        help="the three-simulation section's methods, comma-separated, of "
+                        f"{', '.join(METHOD_OPTIONS)} (the others' rows are kept from the "
+                        "committed JSON) [default: all]")
     args = parser.parse_args(argv)
+    names = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = [m for m in names if m not in METHOD_OPTIONS]
+    if unknown or not names:
+        parser.error(f"--methods: {', '.join(unknown) or 'none given'}; choose of "
+                     f"{', '.join(METHOD_OPTIONS)}")
+    methods = tuple(METHOD_OPTIONS[m] for m in names)
     figures = [] if args.accuracy else timing(args.quick)
     extra: dict[str, Any] = {}
     if not args.timing:
-        found, extra = accuracy(args.quick)
+        found, extra = accuracy(args.quick, methods)
         print_table("Three-simulation protocol: the issue's targets", found,
                     Console(width=190))
         figures += found
-    if not (args.quick or args.timing or args.accuracy):
+    if not args.quick and not args.timing:
+        if args.accuracy:  # the timing section's figures kept from the committed file
+            figures = kept_timing() + figures
         print(f"wrote {write_results('estimators', figures, {'accuracy': extra})}")
     return 0
 
