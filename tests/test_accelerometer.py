@@ -40,14 +40,28 @@ def along(q: sp.Matrix, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             np.array([np.ravel(acceleration(t)) for t in times]))
 
 
+ENCODER_NOISE = 3e-3  # rad: cheap encoders, where an accelerometer's readings count
+IMU_NOISE = 0.05  # m/s², the tip accelerometer's
+
+
+def furuta_with_imu(folder: Path) -> Path:
+    """The shipped Furuta pendulum with encoders of ENCODER_NOISE and an accelerometer at
+    the pendulum's tip T (noise IMU_NOISE), written into ``folder``. Every test that needs
+    such a pendulum writes this file byte for byte: a build is keyed by the file's bytes,
+    so the (spatial, costly) compile is done once for all of them."""
+    coarse = folder / "furuta-coarse.yaml"
+    coarse.write_text((SHIPPED_DIR / "furuta.yaml").read_text().replace(
+        "noise: 1e-4", f"noise: {ENCODER_NOISE}"))
+    return with_accelerometer(coarse, FURUTA_SENSORS.replace("1e-4", str(ENCODER_NOISE)),
+                              "  - {type: accelerometer, body: 1, point: T, name: imu, "
+                              f"noise: {IMU_NOISE}}}\n", folder / "furuta-imu.yaml")
+
+
 @pytest.fixture(scope="module")
 def furuta_imu(compiled: Compiled, tmp_path_factory: pytest.TempPathFactory
                ) -> CompiledMechanism:
     """The shipped Furuta pendulum with an accelerometer at the pendulum's tip T."""
-    path = with_accelerometer(SHIPPED_DIR / "furuta.yaml", FURUTA_SENSORS,
-                              "  - {type: accelerometer, body: 1, point: T, name: imu}\n",
-                              tmp_path_factory.mktemp("imu") / "furuta-imu.yaml")
-    return compiled(path)
+    return compiled(furuta_with_imu(tmp_path_factory.mktemp("imu")))
 
 
 def test_a_spatial_accelerometer_reads_the_specific_force_along_its_body(furuta_imu) -> None:
@@ -232,23 +246,12 @@ def test_a_drawing_marks_the_accelerometer_where_it_sits(furuta_imu, tmp_path: P
     assert (x, y, z) == pytest.approx((tip["x"], tip["y"], tip["z"]))
 
 
-@pytest.fixture(scope="module")
-def furuta_imu_noise(compiled: Compiled, tmp_path_factory: pytest.TempPathFactory
-                     ) -> CompiledMechanism:
-    """The shipped Furuta pendulum with an accelerometer at the tip that states its noise."""
-    path = with_accelerometer(SHIPPED_DIR / "furuta.yaml", FURUTA_SENSORS,
-                              "  - {type: accelerometer, body: 1, point: T, name: imu, "
-                              "noise: 0.05}\n",
-                              tmp_path_factory.mktemp("imu") / "furuta-imu-noise.yaml")
-    return compiled(path)
-
-
 def test_the_filter_weighs_the_accelerometer_with_the_noise_the_prediction_applies(
-        furuta_imu_noise: CompiledMechanism) -> None:
+        furuta_imu: CompiledMechanism) -> None:
     """The likelihood takes the prediction's acceleration noise as R ε on z̈, z by full
     pivoting: one Euler step of the prediction moves q̇ by dt (q̈ + R ε) with the R that
     `partition(q, z=())` gives."""
-    mech, dt, count = furuta_imu_noise, 1e-4, 6
+    mech, dt, count = furuta_imu, 1e-4, 6
     rng = np.random.default_rng(8)
     guess = np.repeat(mech.q0[None], count, axis=0)
     guess[:, mech.coordinate_indices(["theta1", "theta2"])] = rng.uniform(-3, 3, (count, 2))

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sympy as sp
-from conftest import SHIPPED_DIR, entrywise_error, numerical_jacobian
+from conftest import entrywise_error, numerical_jacobian
 from independent import furuta_acceleration
-from test_accelerometer import FURUTA_SENSORS, with_accelerometer
+from test_accelerometer import ENCODER_NOISE, IMU_NOISE, furuta_with_imu
 from test_identification import dense_jacobian
 from test_identification_independent import (
     INDEPENDENT,
@@ -26,10 +26,7 @@ from test_identification_independent import (
 from mbgen.estimation.identify import Recording, Settings, identify, make_problem
 from mbgen.runtime.compiled import CompiledMechanism
 
-NOISE = 0.05  # the accelerometer's, m/s²
-
-
-ENCODER_NOISE = 3e-3  # rad: cheap encoders, where the accelerometer's readings count
+NOISE = IMU_NOISE  # the accelerometer's, m/s²
 
 
 @pytest.fixture(scope="module")
@@ -37,13 +34,7 @@ def furuta_imu(compiled: Callable[[Path], CompiledMechanism],
                tmp_path_factory: pytest.TempPathFactory) -> CompiledMechanism:
     """The Furuta pendulum with encoders of ENCODER_NOISE and an accelerometer at the
     pendulum's tip T (noise NOISE), with TRUTH."""
-    folder = tmp_path_factory.mktemp("imu")
-    coarse = folder / "furuta-coarse.yaml"
-    coarse.write_text((SHIPPED_DIR / "furuta.yaml").read_text().replace(
-        "noise: 1e-4", f"noise: {ENCODER_NOISE}"))
-    path = with_accelerometer(coarse, FURUTA_SENSORS.replace("1e-4", str(ENCODER_NOISE)),
-                              "  - {type: accelerometer, body: 1, point: T, name: imu, "
-                              f"noise: {NOISE}}}\n", folder / "furuta-imu.yaml")
+    path = furuta_with_imu(tmp_path_factory.mktemp("imu"))  # test_accelerometer's build
     mech = compiled(path)
     mech.set_parameters(**TRUTH)
     return mech
