@@ -11,7 +11,10 @@ time per state of mbgen's batched z̈ and z̈ with its Jacobians against Pinocch
 flags: -O3, its -march, -ffp-contract=off, -fno-trapping-math, -fno-math-errno; its sums
 checked against Pinocchio from Python), and against a Python loop of the same calls; and
 one state from Python. The robots' joint damping enters mbgen's model as viscous friction
-and Pinocchio's ``aba`` not: its τ gets −b v added for the agreement.
+and Pinocchio's ``aba`` not: its τ gets −b v added for the agreement. ``panda-arm`` is the
+Panda with its fingers locked half open (a file including the URDF with ``locked:``;
+Pinocchio's ``buildReducedModel`` at the same values): its seven revolute joints take
+the joint-space route, the whole Panda (nine joints, two of them sliding) the KKT one.
 
 Run: ``.venv/bin/python benchmarks/robots.py [--quick] [--build-dir DIR] [--g1]`` (needs
 the bench extra: ``pin``, ``example-robot-data``; a C++ compiler). Writes
@@ -46,7 +49,11 @@ PINOCCHIO_DEFINES = ["-DBOOST_MPL_LIMIT_LIST_SIZE=30", "-DBOOST_MPL_LIMIT_VECTOR
 
 ROBOTS = {"ur5": "ur_description/urdf/ur5_robot.urdf",
           "panda": "panda_description/urdf/panda.urdf",
+          "panda-arm": "panda_description/urdf/panda.urdf",
           "g1": "g1_description/urdf/g1_29dof_rev_1_0.urdf"}
+# robots with joints held (a YAML file including the URDF, ``locked:``; Pinocchio's
+# buildReducedModel at the same values): the Panda's fingers, half open
+LOCKED = {"panda-arm": {"panda_finger_joint1": 0.02, "panda_finger_joint2": 0.02}}
 
 
 def robots_dir() -> Path:
@@ -94,19 +101,37 @@ def cpp_loop(program: Path, model, angles: np.ndarray, rates: np.ndarray, out: P
     return json.loads(found)
 
 
+def reduced_model(path: Path, locked: dict[str, float]):
+    """Pinocchio's model of the URDF with the ``locked`` joints held at their values."""
+    import pinocchio as pin
+
+    model = pin.buildModelFromUrdf(str(path))
+    if not locked:
+        return model
+    reference = pin.neutral(model)
+    for joint, value in locked.items():
+        reference[model.joints[model.getJointId(joint)].idx_q] = value
+    return pin.buildReducedModel(model, [model.getJointId(j) for j in locked], reference)
+
+
 def measure(name: str, path: Path, out: Path, count: int, repeat: int,
             program: Path) -> dict:
     import pinocchio as pin
 
-    reused = any(out.glob(f"{path.stem}/*/meta.json"))  # then nothing is built here
+    locked = LOCKED.get(name, {})
+    source = path
+    if locked:  # a mechanism file including the URDF with the joints held
+        source = out / f"{name}.yaml"
+        source.write_text(f"urdf: {json.dumps(str(path))}\nlocked: {json.dumps(locked)}\n")
+    reused = any(out.glob(f"{source.stem}/*/meta.json"))  # then nothing is built here
     start = time.perf_counter()
-    mech = mbgen.load(str(path), out_dir=str(out))
+    mech = mbgen.load(str(source), out_dir=str(out))
     load_seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MiB, the whole
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # run so far
-    build = next(out.glob(f"{path.stem}/*/meta.json"))
+    build = next(out.glob(f"{source.stem}/*/meta.json"))
     timings = json.loads(build.read_text()).get("timings", {})
-    model = pin.buildModelFromUrdf(str(path))
+    model = reduced_model(path, locked)
     data = model.createData()
     names = list(model.names)[1:]
     assert all(j.nq == 1 for j in model.joints[1:]), "continuous joints not handled here"
@@ -148,7 +173,8 @@ def measure(name: str, path: Path, out: Path, count: int, repeat: int,
             call(model, data, a, r, zeros)
 
     return {
-        "joints": len(names), "n": mech.n, "m": mech.m, "route": mech.meta.get("joint_space"),
+        "joints": len(names), "locked": locked, "n": mech.n, "m": mech.m,
+        "route": mech.meta.get("joint_space"),
         "build_s": timings, "load_s": load_seconds, "agreement": worst,
         "peak MiB": None if reused else {"python": peak, "compiler": children},
         "pinocchio C++ aba": cpp["aba"], "pinocchio C++ aba+J": cpp["aba+J"], "cpp": cpp,
@@ -175,7 +201,7 @@ def main() -> None:
     args = parser.parse_args()
     count, repeat = (256, 3) if args.quick else (2000, 5)
     out = args.build_dir or fresh_dir("robots")
-    chosen = ["ur5", "panda"] + (["g1"] if args.g1 else [])
+    chosen = ["ur5", "panda", "panda-arm"] + (["g1"] if args.g1 else [])
     found: dict[str, dict] = {}
     try:
         program = build_loop(out)
@@ -193,7 +219,8 @@ def main() -> None:
         figures += [
             Figure(f"{name}: build (derive + C + compile)", build, "s",
                    target=60.0 if name == "g1" else None,
-                   note=f"{r['joints']} joints, n = {r['n']}, m = {r['m']}; {route}"),
+                   note=f"{r['joints']} joints, n = {r['n']}, m = {r['m']}; {route}"
+                     + (f"; locked: {', '.join(r['locked'])}" if r.get("locked") else "")),
             *([] if r["peak MiB"] is None else [Figure(
                 f"{name}: peak memory of the building process (Python; compiler)",
                 max(r["peak MiB"].values()) / 1024, "GiB",

@@ -18,7 +18,7 @@ from mbgen.model import parse_mechanism
 from mbgen.model.chain import spatial_chain_yaml
 from mbgen.runtime.compiled import CompiledMechanism
 from mbgen.symbolic import build_symbolic_model
-from mbgen.symbolic.joint_space import joint_space_of
+from mbgen.symbolic.joint_space import MAX_JOINTS, joint_space_of
 
 Compiled = Callable[[Path], CompiledMechanism]
 FURUTA = SHIPPED_DIR / "furuta.yaml"
@@ -60,7 +60,8 @@ def test_open_chains_of_joint_angles_get_joint_space_dynamics_and_others_say_why
     assert "is not placed" in space((SHIPPED_DIR / "bricard.yaml").read_text())  # a loop
     assert "spatial" in space((SHIPPED_DIR / "double-pendulum.yaml").read_text())
     assert "no independent" in space(spatial_chain_yaml(3))
-    assert "beyond 6" in space(spatial_chain_yaml(7, joint_angles=True))
+    assert f"beyond {MAX_JOINTS}" in space(spatial_chain_yaml(MAX_JOINTS + 1,
+                                                             joint_angles=True))
     # the pendulum's angle measured from a direction fixed in the world, not on the arm:
     # θ1 then turns the pendulum about more than the vertical axis
     tilted = FURUTA.read_text().replace(

@@ -101,6 +101,62 @@ def test_the_command_line_names_the_fault_without_a_traceback(
     assert "Traceback" not in output
 
 
+NEAR = SHIPPED_DIR.parent / "tests" / "data" / "near-parallel.urdf"
+
+
+def constraint_singular_values(path: Path) -> np.ndarray:
+    """Φq's singular values at the file's configuration, above 1e-9 of the largest (the
+    rest: redundant rows), in increasing order; n − d of them where Φq has the rank of a
+    mechanism with d degrees of freedom in n coordinates."""
+    import sympy as sp
+
+    from mbgen.symbolic.model import build_symbolic_model
+
+    mechanism = load_mechanism(path)
+    model = build_symbolic_model(mechanism)
+    phi = sp.Matrix([c.expr for c in model.constraints]).xreplace(mechanism.parameter_values)
+    jacobian = sp.lambdify(model.q, phi.jacobian(model.q), "numpy")
+    values = np.linalg.svd(np.asarray(jacobian(*mechanism.initial_coordinates()), float),
+                           compute_uv=False)
+    found = np.sort(values[values > 1e-9 * values.max()])
+    assert len(found) == len(model.q) - len(mechanism.independent)
+    return found
+
+
+@pytest.mark.parametrize("point", ["8e-6", "8e-4", "4e-3"])
+def test_near_parallel_directions_leave_the_constraints_well_conditioned(
+        tmp_path: Path, point: str) -> None:
+    """tests/data/near-parallel.urdf: a link whose child joint is a sine of 1e-5 (and
+    1e-3, 5e-3: under the loader's NEAR_PARALLEL) off the line through another, and a
+    joint axis 1e-9 off its parent's. Φq has full rank and, within a factor of 2, the
+    smallest singular value of the same robot with the directions exactly aligned (0.20):
+    a basis taken from the nearly aligned directions made it 2e-11, 2e-7 and 5e-6 (the
+    body's other elements tied to it by 1/sine)."""
+    text = NEAR.read_text()
+    aligned, near = tmp_path / "aligned.urdf", tmp_path / "near.urdf"
+    aligned.write_text(text.replace('xyz="8e-6 0 0.8"', 'xyz="0 0 0.8"').replace(
+        'xyz="1e-9 0 1"', 'xyz="0 0 1"'))
+    near.write_text(text.replace('xyz="8e-6 0 0.8"', f'xyz="{point} 0 0.8"'))
+    reference, found = constraint_singular_values(aligned), constraint_singular_values(near)
+    assert found[0] >= 0.5 * reference[0] and reference[0] > 0.1
+
+
+def test_a_near_parallel_robot_moves_as_the_independent_model_says(
+        compiled: Callable[[Path], CompiledMechanism]) -> None:
+    """The near-parallel robot's q̈ and M against tests/urdf_dynamics.py (1e-10)."""
+    mech, robot = compiled(NEAR), Robot(NEAR)
+    q, qd, angles, rates = states(mech, robot, 4, seed=7)
+    torque = np.random.default_rng(8).normal(0.0, 1.0, angles.shape)
+    forces = np.zeros_like(q)
+    index = mech.coordinate_indices(robot.names)
+    forces[:, index] = torque
+    zdd, _, _, jq = mech.independent_dynamics(q, qd, forces, z=robot.names)
+    for k in range(len(q)):
+        assert relative(zdd[k], robot.acceleration(angles[k], rates[k], torque[k])) <= 1e-10
+        assert relative(np.linalg.inv(jq[k][:, index]), robot.mass_matrix(angles[k]).real
+                        ) <= 1e-10
+
+
 def test_the_translation_keeps_the_joint_names_limits_and_friction() -> None:
     mechanism = load_mechanism(ARM)
     assert mechanism.independent == ["shoulder", "elbow", "slide"]
@@ -421,6 +477,69 @@ def test_every_key_of_an_including_file_is_documented() -> None:
     doc = (SHIPPED_DIR.parent / "docs" / "robots.md").read_text()
     missing = [key for key in [*INCLUDE.keys, *CLOSURE.keys] if f"`{key}" not in doc]
     assert missing == []
+
+
+@pytest.mark.parametrize(("joint", "value"), [("slide", 0.1), ("elbow", 0.4)])
+def test_a_locked_joint_holds_its_links_where_the_value_puts_them(
+        tmp_path: Path, compiled: Callable[[Path], CompiledMechanism], joint: str,
+        value: float) -> None:
+    """``locked: {joint: value}`` in a file including mechanisms/arm.urdf: the other
+    joints' mass matrix and gravity torques are the full arm's (tests/urdf_dynamics.py)
+    at the locked value, restricted to them; the slide locked, the arm's two revolute
+    joints take the joint-space route."""
+    (tmp_path / "arm.urdf").write_text(TEXT)
+    (tmp_path / "held.yaml").write_text(f"urdf: arm.urdf\nlocked: {{{joint}: {value}}}\n")
+    mech, robot = compiled(tmp_path / "held.yaml"), Robot(ARM)
+    free = [name for name in robot.names if name != joint]
+    assert [mech.coordinate_names[k] for k in mech.default_independent or []] == free
+    assert isinstance(mech.meta["joint_space"], list) == (joint == "slide")
+    rng = np.random.default_rng(9)
+    angles = rng.uniform(-0.7, 0.7, (4, len(free)))
+    guess = np.repeat(mech.q0[None], len(angles), axis=0)
+    guess[:, mech.coordinate_indices(free)] = angles
+    q = mech.solve_position(guess, z=free)
+    still = mech.solve_velocity(q, np.zeros_like(angles), z=free)
+    torque = rng.normal(0.0, 1.0, angles.shape)
+    forces = np.zeros_like(q)
+    forces[:, mech.coordinate_indices(free)] = torque
+    zdd, _, _, jq = mech.independent_dynamics(q, still, forces, z=free)
+    kept = [robot.names.index(name) for name in free]
+    for k in range(len(q)):
+        full = np.insert(angles[k], robot.names.index(joint), value)
+        m_matrix = robot.mass_matrix(full).real[np.ix_(kept, kept)]
+        assert relative(np.linalg.inv(jq[k][:, mech.coordinate_indices(free)]), m_matrix
+                        ) <= 1e-9
+        expected = np.linalg.solve(m_matrix, torque[k] - robot.gravity(full).real[kept])
+        assert relative(zdd[k], expected) <= 1e-9
+
+
+@pytest.mark.parametrize(("locked", "fragment", "key"), [
+    ("{nowhere: 0}", "nowhere", "locked.nowhere"),
+    ("{crank_joint: 0, knee: [1]}", "knee", "locked.knee"),
+    ("{crank_joint: 0.1, knee: 0.1, knee: 0.2}", "knee: 0.2", "locked.knee"),
+    ("[crank_joint]", "locked:", "locked"),
+])
+def test_a_bad_locked_joint_is_a_located_error(tmp_path: Path, locked: str, fragment: str,
+                                              key: str) -> None:
+    (tmp_path / "fourbar.urdf").write_text((EXAMPLES / "fourbar.urdf").read_text())
+    text = CLOSED.read_text().replace("name: fourbar_closed\n",
+                                      f"name: fourbar_closed\nlocked: {locked}\n")
+    (tmp_path / "closed.yaml").write_text(text)
+    with pytest.raises(MechanismError) as caught:
+        load_mechanism(tmp_path / "closed.yaml")
+    error = caught.value
+    line = line_of(text, "locked:")
+    assert (Path(error.file or "").name, error.line, error.key) == ("closed.yaml", line, key)
+    assert fragment == "locked:" or fragment in text.splitlines()[line - 1]
+
+
+def test_a_locked_joint_outside_its_limits_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "arm.urdf").write_text(TEXT)
+    (tmp_path / "held.yaml").write_text("urdf: arm.urdf\nlocked: {slide: 0.2}\n")
+    with pytest.raises(MechanismError, match=r"0.2 is outside the joint's limits \[0, 0.15\]"
+                       ) as caught:
+        load_mechanism(tmp_path / "held.yaml")
+    assert (caught.value.line, caught.value.key) == (2, "locked.slide")
 
 
 def test_a_fault_in_the_included_urdf_is_named_in_the_urdf(tmp_path: Path) -> None:

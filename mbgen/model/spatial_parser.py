@@ -28,6 +28,12 @@ from mbgen.model.yaml_nodes import Node
 UNIT_TOLERANCE = 1e-6
 #: Three directions are independent when |det| ≥ this × the product of their lengths.
 INDEPENDENCE = 1e-6
+#: A direction whose sine off the span of the basis chosen before it is under this (0.6°)
+#: is near-parallel: taken only where the body has no other independent one. Independent
+#: as it is, every other element of the body would be tied to the basis by coefficients
+#: of order 1/sine and Φq as ill-conditioned (tests/data/near-parallel.urdf: a sine of
+#: 1e-5 made Φq's smallest singular value 2e-11 instead of 0.2).
+NEAR_PARALLEL = 1e-2
 
 
 class SpatialBuilder(MechanismBuilder):
@@ -158,22 +164,41 @@ class SpatialBuilder(MechanismBuilder):
 
     def choose_basis(self, origin: int, elements: list[Element],
                      node: Node) -> tuple[Element, Element, Element]:
-        """The first three elements (in the file's order) whose directions are independent."""
-        chosen: list[Element] = []
-        directions: list[np.ndarray] = []
+        """Three independent directions from ``origin``: the first three in the file's
+        order that are not near-parallel (:data:`NEAR_PARALLEL`) to the span of those
+        before, and where there are not three such, the ones farthest off that span."""
+        directions: dict[Element, np.ndarray] = {}
         for element in elements:
             d = self.number_vector(self.direction_vector(element, origin), node)
             if np.linalg.norm(d) == 0:
                 raise node.error(f"the body's points {origin} and {element.index} coincide")
-            trial = [*directions, d / np.linalg.norm(d)]
-            if np.linalg.matrix_rank(np.array(trial), tol=INDEPENDENCE) == len(trial):
-                chosen.append(element)
-                directions.append(trial[-1])
-            if len(chosen) == 3:
-                return chosen[0], chosen[1], chosen[2]
-        raise node.error(
-            "a body needs three independent directions from its first point: other points "
-            f"and unit vectors (found {len(chosen)}); add a point or a vector off their plane")
+            directions[element] = d / np.linalg.norm(d)
+        chosen: list[Element] = []
+        span: list[np.ndarray] = []  # orthonormal
+
+        def take(element: Element) -> None:
+            chosen.append(element)
+            rest = off_span(element)
+            span.append(rest / np.linalg.norm(rest))
+
+        def off_span(element: Element) -> np.ndarray:
+            d = directions[element]
+            return d - sum((d.dot(c) * c for c in span), np.zeros(3))
+
+        for element in elements:
+            if len(chosen) < 3 and np.linalg.norm(off_span(element)) >= NEAR_PARALLEL:
+                take(element)
+        while len(chosen) < 3:
+            left = [e for e in elements if e not in chosen and np.linalg.matrix_rank(
+                np.array([*(directions[c] for c in chosen), directions[e]]),
+                tol=INDEPENDENCE) == len(chosen) + 1]
+            if not left:
+                raise node.error(
+                    "a body needs three independent directions from its first point: other "
+                    f"points and unit vectors (found {len(chosen)}); add a point or a vector "
+                    "off their plane")
+            take(max(left, key=lambda e: float(np.linalg.norm(off_span(e)))))
+        return chosen[0], chosen[1], chosen[2]
 
     def inertia(self, node: Node, scope: dict[str, sp.Expr]) -> tuple[Triple, Triple, Triple]:
         """[Ixx, Iyy, Izz] or [Ixx, Iyy, Izz, Ixy, Ixz, Iyz] → the symmetric tensor."""

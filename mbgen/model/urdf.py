@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +32,7 @@ import numpy as np
 from mbgen.errors import MechanismError
 from mbgen.model.format import IDENTIFIER, RESERVED_NAME, SECTIONS, Key, Section
 from mbgen.model.spatial import spatial_inertia_problem
-from mbgen.model.spatial_parser import INDEPENDENCE
+from mbgen.model.spatial_parser import NEAR_PARALLEL
 from mbgen.model.xml_nodes import Element, read_xml_file
 from mbgen.model.yaml_nodes import Node
 
@@ -353,9 +353,10 @@ def urdf_mechanism_text(robot: UrdfRobot, closures: list[Closure] | None = None,
 
 def _well_posed_basis(writer: _Writer, body: _Body) -> None:
     """Order the body's points and vectors so that the basis the loader takes (its first
-    point and the first three independent directions, points before vectors, in file
-    order) is well conditioned, adding a unit vector where the body has no third
-    direction, or only ones nearly in the span of those before.
+    point and the first three directions not near-parallel to the span of those before,
+    points before vectors, in file order: :meth:`SpatialBuilder.choose_basis`) is well
+    conditioned, adding a unit vector where the body has no third direction, or only ones
+    less than MIN_SINE off the span of those before.
 
     Why: a direction a few degrees off that span is independent to the loader, but every
     further element is then tied to the basis by coefficients of order 1/sin(angle) and Φq
@@ -375,7 +376,7 @@ def _well_posed_basis(writer: _Writer, body: _Body) -> None:
         best = max(left, key=lambda p: float(np.linalg.norm(off_span(
             writer.position[p] - origin))))
         rest = off_span(writer.position[best] - origin)
-        if len(span) < 3 and np.linalg.norm(rest) > INDEPENDENCE:
+        if len(span) < 3 and np.linalg.norm(rest) >= NEAR_PARALLEL:
             span.append(rest / np.linalg.norm(rest))
         ordered.append(best)
         left.remove(best)
@@ -509,6 +510,8 @@ INCLUDE = Section(
             "name", "gravity", "parameters", "sensors", "independent_coordinates")},
         "closures": Key("section", "Joints closing loops between two links of the robot.",
                         section="closure"),
+        "locked": Key("parameters", "Joints held at a value (m or rad, within their "
+                      "limits), their links merged as a fixed joint's: {joint: value}."),
     })
 CLOSURE = Section("A joint closing a loop between two links, placed at the URDF's zero.", {
     "type": Key("choice", "spherical (default): the links share a point; revolute: also an "
@@ -631,6 +634,44 @@ def _frames(robot: UrdfRobot) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return placed
 
 
+def lock_joints(robot: UrdfRobot, node: Node) -> UrdfRobot:
+    """``robot`` with the joints of the ``locked`` mapping ``node`` ({joint: value}) fixed
+    at their values: a revolute joint's origin turned about its axis, a prismatic one's
+    moved along it (a gripper's fingers held, so an arm's joints alone move)."""
+    moving = {j.name: j for j in robot.joints if j.kind in MOVING}
+    held: dict[str, float] = {}
+    for name, item in node.children().items():
+        if name not in moving:
+            raise item.error(f"{name!r} is not a moving joint of the URDF (its moving "
+                             f"joints: {', '.join(moving)})")
+        value = item.scalar()
+        if not isinstance(value, int | float) or isinstance(value, bool) or not np.isfinite(
+                value):
+            raise item.error(f"a locked joint's value is a finite number, not {value!r}")
+        limits = moving[name].limits
+        if limits is not None and not limits[0] <= value <= limits[1]:
+            raise item.error(f"{value:g} is outside the joint's limits [{limits[0]:g}, "
+                             f"{limits[1]:g}]")
+        held[name] = float(value)
+    joints = []
+    for joint in robot.joints:
+        if joint.name in held:
+            value = held[joint.name]
+            rotation, offset = joint.rotation, joint.offset
+            if joint.kind == "prismatic":
+                offset = offset + rotation @ joint.axis * value
+            else:
+                k = np.array([[0, -joint.axis[2], joint.axis[1]],
+                              [joint.axis[2], 0, -joint.axis[0]],
+                              [-joint.axis[1], joint.axis[0], 0]])
+                rotation = rotation @ (np.eye(3) + np.sin(value) * k
+                                       + (1 - np.cos(value)) * k @ k)
+            joint = replace(joint, kind="fixed", rotation=rotation, offset=offset)
+        joints.append(joint)
+    kept = {name: bounds for name, bounds in robot.limits.items() if name not in held}
+    return replace(robot, joints=joints, limits=kept)
+
+
 def including_text(path: Path, text: str, root: Node) -> tuple[str, list[Source], UrdfRobot]:
     """The mechanism text of a YAML file with ``urdf: robot.urdf`` (relative to the YAML
     file): the robot's translation, then the file's own sections as they are written
@@ -643,6 +684,8 @@ def including_text(path: Path, text: str, root: Node) -> tuple[str, list[Source]
     if not urdf_path.is_file():
         raise keys["urdf"].error(f"no URDF file {target!r} (looked for {urdf_path})")
     robot = read_urdf(urdf_path)
+    if "locked" in keys:
+        robot = lock_joints(robot, keys["locked"])
     closures = read_closures(keys["closures"], robot) if "closures" in keys else []
     translated, origin = urdf_mechanism_text(
         robot, closures, frozenset(keys) & {"name", "independent_coordinates"})
@@ -655,7 +698,7 @@ def including_text(path: Path, text: str, root: Node) -> tuple[str, list[Source]
     combined = translated.splitlines()
     for (start, name), (end, _) in zip(starts, [*starts[1:], (len(lines) + 1, "")],
                                        strict=True):
-        if name in ("urdf", "closures"):
+        if name in ("urdf", "closures", "locked"):
             continue
         for number in range(start, end):
             if lines[number - 1].strip() in ("---", "..."):

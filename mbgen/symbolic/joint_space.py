@@ -38,7 +38,7 @@ CHECKS = 3  # random placements J is checked at
 # Joint angles beyond which the joint-space kernels are not written: their code grows as
 # d³ (∂Mz/∂z), and a serial arm's cold build took 6.3 → 13 s with them at 6 joints, 14 →
 # 150 s at 10 (2026-11-26)
-MAX_JOINTS = 6
+MAX_JOINTS = 7
 TOLERANCE = 1e-8  # on |Φ| and |Φq J| (relative to the mechanism's size), and on J's z rows
 
 
