@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import SHIPPED_DIR, reference
+from conftest import SHIPPED_DIR, one_worker_at_a_time, reference, session_dir
 
 import mbgen
 from mbgen.cli.main import cli
@@ -86,6 +86,24 @@ def export(path: Path, target: Path, out_dir: Path, name: str) -> Path:
     return target
 
 
+@pytest.fixture(scope="session")
+def exported(tmp_path_factory: pytest.TempPathFactory,
+             out_dir: Path) -> Callable[[Path, str], Path]:
+    """``exported(path, name)``: :func:`export` done once a session, by one pytest-xdist
+    worker, into a directory every worker shares (the same export and make for each test
+    that links the library; its make compiles the whole core with STRICT)."""
+    root = session_dir(tmp_path_factory, "exported")
+
+    def get(path: Path, name: str) -> Path:
+        target = root / name
+        with one_worker_at_a_time(tmp_path_factory, f"export-{name}"):
+            if not (target / f"lib{name}.a").is_file():
+                export(path, target, out_dir, name)
+        return target
+
+    return get
+
+
 def read_example(output: str, n: int) -> list[list[np.ndarray]]:
     """Per state: [q̈, Jq, Jqd, JQ] from the example program's lines."""
     values = [np.array(line.split()[1:], dtype=float) for line in output.splitlines()]
@@ -98,11 +116,11 @@ def read_example(output: str, n: int) -> list[list[np.ndarray]]:
                     reason="needs make and a C++ compiler")
 @pytest.mark.parametrize(("path", "name"), [(SHIPPED_DIR / "fourbar.yaml", "fourbar"),
                                             (reference("pick-and-place-robot"), "robot")])
-def test_exported_library_matches_python_from_c_and_cpp(compiled: Compiled, tmp_path: Path,
-                                                        out_dir: Path, path: Path,
-                                                        name: str) -> None:
+def test_exported_library_matches_python_from_c_and_cpp(compiled: Compiled,
+                                                        exported: Callable[[Path, str], Path],
+                                                        path: Path, name: str) -> None:
     mech = compiled(path)
-    target = export(path, tmp_path / name, out_dir, name)
+    target = exported(path, name)
     subprocess.run(["c++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-x", "c++",
                     EXAMPLE_SOURCE, "-x", "none", f"lib{name}.a", "-o", "example_cpp"],
                    cwd=target, check=True, capture_output=True, timeout=300)
@@ -223,9 +241,10 @@ int main(void) {
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
-def test_two_threads_and_two_libraries_in_one_program(tmp_path: Path, out_dir: Path) -> None:
-    fourbar = export(SHIPPED_DIR / "fourbar.yaml", tmp_path / "fourbar", out_dir, "fourbar")
-    robot = export(reference("pick-and-place-robot"), tmp_path / "robot", out_dir, "robot")
+def test_two_threads_and_two_libraries_in_one_program(
+        tmp_path: Path, exported: Callable[[Path, str], Path]) -> None:
+    fourbar = exported(SHIPPED_DIR / "fourbar.yaml", "fourbar")
+    robot = exported(reference("pick-and-place-robot"), "robot")
     (tmp_path / "threads.c").write_text(THREADS)
     subprocess.run(["cc", *STRICT, "-pthread", f"-I{fourbar}", f"-I{robot}", "threads.c",
                     str(fourbar / "libfourbar.a"), str(robot / "librobot.a"), "-lm", "-o",
