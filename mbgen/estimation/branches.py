@@ -44,9 +44,12 @@ class Branches:
     embed: Callable[[Array], Array]  # (N, n) -> (N, D): how configurations are compared
     tree: cKDTree  # of the embedded samples
 
-    def of(self, q: Array) -> Array:
-        """The branch (N,) of configurations q (N, n) near the samples: the nearest one's."""
-        return self.label[self.tree.query(self.embed(q))[1]]
+    def of(self, q: Array, eps: float = 0.0) -> Array:
+        """The branch (N,) of configurations q (N, n) near the samples: the nearest one's
+        (``eps`` > 0: a sample within 1 + eps times the nearest distance, far cheaper in
+        many dimensions, and the same branch for a configuration near the samples, which
+        gaps of GAP cells separate: the particle filter's moves)."""
+        return self.label[self.tree.query(self.embed(q), eps=eps)[1]]
 
     def representatives(self, q0: Array) -> Array:
         """Each branch's sample nearest q0 (count, n)."""
