@@ -120,9 +120,9 @@ class KalmanTrack:
             if failed:
                 return ("its innovations are inconsistent with its covariance ("
                         f"{describe(failed)}): the intervals are too narrow for the "
-                        "model's error (raise --noise-accel, estimate a force the model "
-                        "lacks with --unknown-forces or a larger --noise-force, or check "
-                        "--noise-sensor and the model's parameters)")
+                        "model's error (try --model-error --noise-force auto, which "
+                        "estimates a force that absorbs it; or raise --noise-accel, or "
+                        "check --noise-sensor and the model's parameters)")
             return None
         count = int(self.readings.sum()) if self.readings is not None else 0
         if count >= NIS_READINGS:
