@@ -315,11 +315,27 @@ def apply_parameters(mech: Any, given: tuple[tuple[str, float], ...],
     if not given:
         return []
     from mbgen.cli import status_console
+    from mbgen.estimation.plausibility import physical_problems
 
     mech.set_parameters(**dict(given))
+    problems = physical_problems(mech, mech.parameter_vector, _command_model())
+    if problems:  # the file's own values met the loader's rules; these must too
+        raise MbgenError(f"{option} {', '.join(f'{n}={v:g}' for n, v in given)}: "
+                         f"impossible for a real mechanism: {'; '.join(problems)}")
     lines = [f"{name} = {value:g} (the file's {known[name]:g})" for name, value in given]
     status_console.print(f"with {option}: {', '.join(lines)}", markup=False)
     return lines
+
+
+def _command_model() -> Any:
+    """The parsed model of the running command's FILE (every command with --param runs
+    one), for the bodies' rules the loader applies (a negative mass on a fixed pivot
+    leaves the mass matrix positive definite); None outside a command."""
+    from mbgen.model.parser import load_mechanism
+
+    context = click.get_current_context(silent=True)
+    file = context.params.get("file") if context is not None else None
+    return load_mechanism(file) if file is not None else None
 
 
 def announce_one_time_builds() -> None:

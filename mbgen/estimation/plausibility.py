@@ -33,9 +33,12 @@ def physical_problems(mech: CompiledMechanism, p: Array, model: Mechanism | None
     friction = mech.meta.get("friction", [])
     fast = np.full(mech.n, 100.0 * max([float(f["stiction"]) for f in friction] + [1.0]))
     damping = -mech.generalized_forces_qd(q0, fast, p)
-    symmetric = 0.5 * (damping + damping.T)
-    if symmetric.size and np.linalg.eigvalsh(symmetric).min() < -1e-12 * max(
-            float(np.abs(symmetric).max()), 1e-300):
+    if not np.isfinite(damping).all():
+        return [*problems, "the damping is not a finite number at rest (a coefficient too "
+                "large for a double)"]
+    scale = max(float(np.abs(damping).max(initial=0.0)), 1e-300)
+    symmetric = 0.5 * (damping / scale + (damping / scale).T)  # 1e308 + 1e308 is inf
+    if symmetric.size and np.linalg.eigvalsh(symmetric).min() < -1e-12:
         problems.append("the damping feeds energy in: a negative damper or viscous "
                         "friction coefficient")
     bounds = mech.coefficients(p)[:len(friction)]

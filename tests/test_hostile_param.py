@@ -1,0 +1,44 @@
+"""--param NAME=VALUE meets the rules the file's own values meet (found by
+benchmarks/fuzz_spatial.py's --param cases): `--param m1=-1` ran under ✓ although the
+same value in the file is refused by file:line, since the loader's body rules were not
+applied to a value set for the run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import SHIPPED_DIR
+
+from mbgen.cli.conventions import EXIT_BAD_INPUT, EXIT_OK
+
+PENDULUM = SHIPPED_DIR / "actuated-double-pendulum.yaml"
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    ("m1=-1", "bar1: mass must not be negative, got -1.0"),  # bar1 on a fixed pivot
+    ("I1=-1", "bar1: I0 = -1 is smaller than mass*|cog|^2"),
+    ("b1=-1", "the damping feeds energy in"),
+    ("c1=-1", "negative dry friction on theta1"),
+])
+def test_param_refuses_a_value_no_real_mechanism_has(run, tmp_path: Path, value: str,
+                                                     words: str) -> None:
+    out = tmp_path / "run.csv"
+    code, output = run("simulate", str(PENDULUM), "--t-end", "0.02", "--dt", "0.01",
+                       "--out", str(out), "--param", value)
+    assert code == EXIT_BAD_INPUT, output
+    assert f"--param {value}: impossible for a real mechanism" in output and words in output
+    assert not out.exists()
+
+
+def test_param_with_a_possible_value_runs(run, tmp_path: Path) -> None:
+    """The rule does not refuse the file's own kind of values: a heavier bar, a damper
+    too large for the run to stay finite is the run's verdict, not the rule's."""
+    out = tmp_path / "run.csv"
+    code, output = run("simulate", str(PENDULUM), "--t-end", "0.02", "--dt", "0.01",
+                       "--out", str(out), "--param", "m1=0.7", "--param", "b1=0")
+    assert code == EXIT_OK, output
+    assert out.is_file()
+    code, output = run("simulate", str(PENDULUM), "--t-end", "0.02", "--dt", "0.01",
+                       "--out", str(tmp_path / "huge.csv"), "--param", "b1=1e308")
+    assert code not in (EXIT_OK, 3) and "impossible" not in output, output
