@@ -81,19 +81,21 @@ def test_help_ends_with_an_example(name: str) -> None:
     assert result.output.rstrip().endswith(command.example.splitlines()[-1].strip())
 
 
-def test_every_example_runs(tmp_path: Path, out_dir: Path,
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_example_runs(name: str, tmp_path: Path, out_dir: Path,
                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each help example, as written, from a copy of the repository's root."""
+    """Each help example, as written, from a copy of the repository's root (one test per
+    command: an example takes from milliseconds to tens of seconds, and pytest-xdist
+    spreads them; the durations show which)."""
     shutil.copytree(SHIPPED_DIR, tmp_path / "mechanisms")
     shutil.copytree(REPO / "examples", tmp_path / "examples")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MBGEN_OUT", str(out_dir))
-    runner = CliRunner()
-    for command in COMMANDS.values():
-        assert isinstance(command, Command) and command.example
-        line = command.example.replace("\\\n", " ")
-        result = runner.invoke(cli, shlex.split(line)[1:])
-        assert result.exit_code == 0, f"{line}\n{result.output}"
+    command = COMMANDS[name]
+    assert isinstance(command, Command) and command.example
+    line = command.example.replace("\\\n", " ")
+    result = CliRunner().invoke(cli, shlex.split(line)[1:])
+    assert result.exit_code == 0, f"{line}\n{result.output}"
 
 
 @pytest.mark.parametrize(("old", "new", "value"), [
