@@ -1,4 +1,5 @@
-"""The factor-graph smoother: GTSAM's fixed-lag smoother (iSAM2) over mbgen's native
+"""The factor-graph smoother: a fixed-lag smoother on GTSAM's iSAM2 (marginalizing as
+GTSAM's IncrementalFixedLagSmoother does, a chunk of steps at a time) over mbgen's native
 dynamics, constraint and observation factors, or the whole readings file in one batch.
 
 Variables of step k: q_k, q̇_k (n each), z̈_k (d: the independent accelerations), and when
@@ -25,8 +26,9 @@ Rauch–Tung–Striebel smoother of that chain (tests/test_smoother.py). The con
 make the normal equations ill-conditioned, so every elimination is by QR.
 
 z starts as the file's independent coordinates (or full pivoting at q0) and is chosen
-again, by the errorEKF's rule (kalman.RESELECT), at the newest step; a transition is
-always written in the z of its first step, so a switch needs no restart.
+again, by the errorEKF's rule (kalman.RESELECT), at each new step's initial value (the
+newest estimate, or the RK4 prediction from it); a transition is always written in the z
+of its first step, so a switch needs no restart.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 import gtsam
 import numpy as np
 
+from mbgen.estimation.consistency import Inconsistency, describe, run_tests
 from mbgen.estimation.kalman import LOST, RESELECT, KalmanError, KalmanTrack
 from mbgen.estimation.particle_filter import filter_times
 from mbgen.factors.linear import equality_factor, linear_factor, prior_factor
@@ -52,16 +55,22 @@ REDUNDANT = 1e3
 #: The transition's own σ as a fraction of the part the acceleration noise gives it.
 TIGHT = 1e-3
 #: iSAM2 relinearizes a variable that moved more than this since its last linearization,
-#: checked every RELINEARIZE_SKIP updates (on the four-bar at a lag of 50 steps: 17 ms a
-#: step at every update, 0.9 ms every 10, the same error and coverage; the outputs are
-#: projected onto the constraints, which the stale linearization leaves at ~4e-5)
+#: once per chunk (where the chunk is read: ``FactorSmoother.run``), never in between (on
+#: the four-bar at a lag of 50 steps, relinearizing at every update cost 17 ms a step; the
+#: outputs are projected onto the constraints, which a stale linearization leaves at
+#: ~4e-5)
 RELINEARIZE = 1e-3
-RELINEARIZE_SKIP = 10
+NEVER = 1 << 30  # iSAM2's relinearizeSkip: only where forced
 #: Batch Gauss–Newton iterations of ``lag=None`` at most (it starts at the forward
 #: pass's estimates, next to the answer).
 BATCH_ITERATIONS = 20
 #: Steps of lag of the forward pass that starts a batch.
 FORWARD_LAG = 20
+#: Steps whose factors go to GTSAM in one update at most (their initial values one RK4
+#: run of the core from the newest estimate): a GTSAM update costs about as much for one
+#: step as for fifty (on the four-bar at a lag of 50 steps: 1.25 ms a step updating at
+#: every step, 0.36 ms once per chunk; the same RMS error and coverage).
+UPDATE_STEPS = 50
 
 
 @dataclass(frozen=True)
@@ -100,6 +109,46 @@ def readings_at_steps(t: Array, readings: Array, dt: float | None
     return times, step, y
 
 
+@dataclass(frozen=True)
+class SmootherTrack(KalmanTrack):
+    """The smoother's track: the Kalman filters', with ``residuals`` each reading's
+    residual at the written state over its σ, (y − h(q, q̇))/σ or (y − a(q, q̈))/σ.
+
+    Whitened, a least-squares fit's residuals are its noise projected, (I − P) e, so any
+    sum of their squares is at most the noise's χ²: where the intervals hold, each output's
+    normalized residuals pass the χ² tests of every second and of the run (the graph's
+    whole normalized residual, ``nis``, too), and a model error, which is slow, shows as
+    residuals correlated in time (estimation/consistency.py's tests, one Bonferroni
+    level)."""
+
+    def inconsistencies(self) -> list[Inconsistency]:
+        """The failed tests: the graph's normalized residual (``nis``, per step) and each
+        output's squared normalized residuals, per second and over the run, and each
+        output's whiteness."""
+        if self.residuals is None:
+            return super().inconsistencies()
+        count = (np.zeros(len(self.t)) if self.readings is None
+                 else np.asarray(self.readings, dtype=float))
+        r = np.asarray(self.residuals, dtype=float)
+        seen = np.isfinite(r)
+        squares = np.column_stack([np.where(count > 0, np.nan_to_num(self.nis, nan=np.inf),
+                                            0.0), np.where(seen, r * r, 0.0)])
+        counts = np.column_stack([count, seen.astype(float)])
+        return run_tests(squares, counts, self.t, ["the graph's residual", *self.labels],
+                         r, self.labels)
+
+    def distrust(self) -> str | None:
+        """The Kalman filters' reasons (a state not assembled, a reading lost), then
+        residuals inconsistent with the noise (:meth:`inconsistencies`)."""
+        failed = self.inconsistencies()
+        if self.failed or self.lost.any() or not failed:
+            return super().distrust()
+        return (f"its readings' residuals are inconsistent with its noise model "
+                f"({describe(failed)}): the intervals are too narrow for the model's error "
+                "(raise --noise-accel, estimate a force the model lacks with "
+                "--unknown-forces, or check --noise-sensor and the model's parameters)")
+
+
 class FactorSmoother:
     """The smoother of a compiled mechanism (see the module's notes); arguments as
     :class:`mbgen.estimation.kalman.ErrorEKF`'s, plus ``sigma_constraints``."""
@@ -136,6 +185,9 @@ class FactorSmoother:
         qd = np.zeros(mech.n) if qd0 is None else np.asarray(qd0, dtype=float)
         self.qd = mech.solve_velocity(self.q, qd[self.zi], z=self.zi)
         self._makers: dict[tuple[int, ...], MechanismFactors] = {}
+        self._blocks: dict[tuple[tuple[int, ...], float, bool],
+                           tuple[tuple[list[Array], list[Array]],
+                                 list[gtsam.noiseModel.Base]]] = {}
         self.switches = 0
 
     # -- graph pieces ----------------------------------------------------------------
@@ -183,29 +235,41 @@ class FactorSmoother:
         ``linear``: z̈ linear over the step (Newmark's linear acceleration, third order
         in z); False (where z changes at k+1, so z̈_k+1 is another coordinate's): z̈_k
         held over the step."""
-        n, d = self.mech.n, self.d
-        select = np.eye(n)[list(z)]
-        eye = np.eye(d)
-        position = isotropic(d, TIGHT * self.sigma_a * dt * dt / 2)
-        velocity = isotropic(d, TIGHT * self.sigma_a * dt)
+        (position, velocity), noises = self._transition_blocks(tuple(z), dt, linear)
+        zero = np.zeros(self.d)
         if linear:
-            out = [linear_factor([old.q, old.qd, old.zdd, new.q, new.zdd],
-                                 [-select, -dt * select, -dt * dt / 3 * eye, select,
-                                  -dt * dt / 6 * eye], np.zeros(d), position),
-                   linear_factor([old.qd, old.zdd, new.qd, new.zdd],
-                                 [-select, -dt / 2 * eye, select, -dt / 2 * eye],
-                                 np.zeros(d), velocity)]
+            out = [linear_factor([old.q, old.qd, old.zdd, new.q, new.zdd], position, zero,
+                                 noises[0]),
+                   linear_factor([old.qd, old.zdd, new.qd, new.zdd], velocity, zero,
+                                 noises[1])]
         else:
-            out = [linear_factor([old.q, old.qd, old.zdd, new.q],
-                                 [-select, -dt * select, -dt * dt / 2 * eye, select],
-                                 np.zeros(d), position),
-                   linear_factor([old.qd, old.zdd, new.qd], [-select, -dt * eye, select],
-                                 np.zeros(d), velocity)]
+            out = [linear_factor([old.q, old.qd, old.zdd, new.q], position, zero, noises[0]),
+                   linear_factor([old.qd, old.zdd, new.qd], velocity, zero, noises[1])]
         if old.f is not None and new.f is not None:
-            out.append(equality_factor(old.f, new.f, len(self.forces),
-                                       isotropic(len(self.forces),
-                                                 self.sigma_f * np.sqrt(dt))))
+            out.append(equality_factor(old.f, new.f, len(self.forces), noises[2]))
         return out
+
+    def _transition_blocks(self, z: tuple[int, ...], dt: float, linear: bool
+                           ) -> tuple[tuple[list[Array], list[Array]],
+                                      list[gtsam.noiseModel.Base]]:
+        """The transition's blocks (position rows, velocity rows) and noise models, made
+        once per (z, dt, linear): they are the same at every step."""
+        key = (z, dt, linear)
+        if key not in self._blocks:
+            n, d = self.mech.n, self.d
+            select = np.eye(n)[list(z)]
+            eye = np.eye(d)
+            if linear:
+                blocks = ([-select, -dt * select, -dt * dt / 3 * eye, select,
+                           -dt * dt / 6 * eye], [-select, -dt / 2 * eye, select, -dt / 2 * eye])
+            else:
+                blocks = ([-select, -dt * select, -dt * dt / 2 * eye, select],
+                          [-select, -dt * eye, select])
+            noises = [isotropic(d, TIGHT * self.sigma_a * dt * dt / 2),
+                      isotropic(d, TIGHT * self.sigma_a * dt),
+                      isotropic(max(len(self.forces), 1), self.sigma_f * np.sqrt(dt))]
+            self._blocks[key] = (blocks, noises)
+        return self._blocks[key]
 
     def priors(self, keys: Keys, z: Sequence[int]) -> list[gtsam.NonlinearFactor]:
         """Step 0's: q[z], q̇[z] about the start (σ spread, speed) and f about 0."""
@@ -220,9 +284,11 @@ class FactorSmoother:
         return out
 
     def initial(self, keys: Keys, q: Array, qd: Array, f: Array, z: Sequence[int],
-                values: gtsam.Values) -> None:
-        """Initial values of a step at the state (q, q̇, f)."""
-        qdd = self.mech.forward_dynamics(q, qd, self._external(f))
+                values: gtsam.Values, qdd: Array | None = None) -> None:
+        """Initial values of a step at the state (q, q̇, f) (q̈: the dynamics' there, if
+        known)."""
+        if qdd is None:
+            qdd = self.mech.forward_dynamics(q, qd, self._external(f))
         values.insert(keys.q, q)
         values.insert(keys.qd, qd)
         values.insert(keys.zdd, qdd[list(z)])
@@ -241,29 +307,50 @@ class FactorSmoother:
             qdd = self.mech.forward_dynamics(q, qd, self._external(f))
             return q + dt * qd + 0.5 * dt * dt * qdd, qd + dt * qdd
 
+    def predictions(self, q: Array, qd: Array, f: Array, dt: float, steps: int
+                    ) -> tuple[Array, Array, Array | None]:
+        """The next ``steps`` steps' initial (q, q̇, q̈), each (steps, n), by RK4 in one
+        call of the core from (q, q̇) with the forces f held (q̈ None: Taylor steps of
+        :meth:`predict`, near a singular configuration)."""
+        table = None if not self.forces else np.tile(self._external(f), (2 * steps + 1, 1))
+        try:
+            path = self.mech.integrate(q, qd, dt, steps, "rk4", forces=table)
+            return path[0][1:], path[1][1:], path[2][1:]
+        except Exception:  # near a singular configuration the graph may still pass
+            qs, qds = np.empty((steps, self.mech.n)), np.empty((steps, self.mech.n))
+            for i in range(steps):
+                q, qd = self.predict(q, qd, f, dt)
+                qs[i], qds[i] = q, qd
+            return qs, qds, None
+
     def reselect(self, q: Array, z: list[int]) -> list[int]:
         """z chosen again by full pivoting where the current choice's R = ∂q/∂z is
-        RESELECT times larger than that choice's (the errorEKF's rule)."""
+        RESELECT times larger than that choice's (the errorEKF's rule). Any choice's R
+        holds the identity in its own rows, so an R no larger than RESELECT keeps z
+        without the full pivoting."""
         mech = self.mech
+        current = np.abs(mech.partition(q, z=z)[1]).max()
+        if current <= RESELECT:
+            return z
         best = [int(i) for i in np.atleast_1d(mech.partition(q, z=())[0])]
         if set(best) == set(z):
             return z
-        current = np.abs(mech.partition(q, z=z)[1]).max()
         if current <= RESELECT * np.abs(mech.partition(q, z=best)[1]).max():
             return z
         self.switches += 1
         return best
 
     # -- running ----------------------------------------------------------------------
-    def _smoother(self, lag: float) -> gtsam.IncrementalFixedLagSmoother:
+    def _smoother(self) -> gtsam.ISAM2:
+        """iSAM2 by QR, relinearized only where asked (once per chunk: see ``run``)."""
         params = gtsam.ISAM2Params()
         params.setFactorization("QR")  # Cholesky breaks down on the tight constraints
         params.setRelinearizeThreshold(RELINEARIZE)
-        params.relinearizeSkip = RELINEARIZE_SKIP
-        return gtsam.IncrementalFixedLagSmoother(lag, params)
+        params.relinearizeSkip = NEVER
+        return gtsam.ISAM2(params)
 
     def run(self, t: Array, readings: Array, dt: float | None = None,
-            lag: int | None = 50) -> KalmanTrack:
+            lag: int | None = 50) -> SmootherTrack:
         """The smoother over readings (N, sensors then accelerometers; NaN: none) at times
         t (N,) on steps of dt (default the readings' median period). ``lag``: steps of
         readings after a step that its estimate weighs (each step's output is read when
@@ -280,21 +367,24 @@ class FactorSmoother:
         accelerations = bool(np.isfinite(y[:, count:]).any())
         N, nf = len(times), len(self.forces)
         window = FORWARD_LAG if lag is None else int(lag)
-        # marginalized and read a chunk of ``window`` steps at a time (the keys of a
-        # chunk share its first step's time), when its last step is ``window`` steps
-        # old: GTSAM re-eliminates the whole window whenever it marginalizes, and a
-        # marginal of an old step costs a walk from the newest through the window (the
-        # walk's cache lasts until the next update), so both once per chunk instead of
-        # at every step; a step's estimate weighs between ``window`` and 2 ``window`` − 1
-        # steps of later readings
-        smoother = self._smoother((2 * window - 0.5) * step)
+        # iSAM2 as a fixed-lag smoother, a chunk of ``window`` steps at a time: a chunk
+        # is read (estimates and marginals) and marginalized when its last step is
+        # ``window`` steps old, so a step's estimate weighs between ``window`` and
+        # 2 ``window`` − 1 steps of later readings. Marginalizing re-eliminates the whole
+        # window and a marginal of an old step costs a walk through it (cached until the
+        # next update), so both once per chunk, in the update that brings the chunk's
+        # last readings, which relinearizes the window too; in between, updates of up to
+        # UPDATE_STEPS steps, each one Gauss–Newton step from the RK4 predictions
+        smoother = self._smoother()
         keys_of = [Keys.of(k, accelerations, nf > 0) for k in range(N)]
         share: list[gtsam.NonlinearFactorGraph] = []
         whole = gtsam.NonlinearFactorGraph()  # every factor (the batch's graph)
         observed: list[list[gtsam.NonlinearFactor]] = []
         forward = gtsam.Values()  # each step's estimate as it left the window
         sigmas: dict[int, list[Array]] = {}
-        z, previous = list(self.zi), list(self.zi)
+        z = list(self.zi)
+        qs = qds = np.zeros((0, self.mech.n))
+        qdds: Array | None = None
         chosen: list[list[int]] = []  # each step's z
         q, qd, f = self.q, self.qd, np.zeros(nf)
         failed, done = False, N
@@ -307,57 +397,91 @@ class FactorSmoother:
                 sigmas[k] = [_sd(smoother.marginalCovariance(key)) for key in
                              (keys_of[k].q, keys_of[k].qd, keys_of[k].f) if key is not None]
 
-        for k in range(N):
-            keys = keys_of[k]
+        first = 0  # the first step of the update being gathered
+        while first < N and not failed:
+            # an update's steps: at most UPDATE_STEPS, ending where a chunk is read
+            last = min(first + UPDATE_STEPS, N) - 1
+            ends = [j for j in range(first, last + 1) if _reads_at(j, window)]
+            last = ends[0] if ends else last
             graph, values = gtsam.NonlinearFactorGraph(), gtsam.Values()
-            if k:
-                q, qd = self.predict(q, qd, f, step)
-                for factor in self.transition(keys_of[k - 1], keys, previous, step,
-                                               previous == z):
+            origin = max(first - 1, 0)  # the step of the newest estimate (or the start)
+            if last > origin:
+                qs, qds, qdds = self.predictions(q, qd, f, step, last - origin)
+            for k in range(first, last + 1):
+                keys = keys_of[k]
+                start = graph.size()
+                if k:  # the prediction from the newest estimate
+                    q, qd = qs[k - origin - 1], qds[k - origin - 1]
+                    link = chosen[k - 1]  # a transition in the z of its first step
+                    for factor in self.transition(keys_of[k - 1], keys, link, step,
+                                                   link == z):
+                        graph.add(factor)
+                else:
+                    for factor in self.priors(keys, z):
+                        graph.add(factor)
+                chosen.append(z)
+                own = self.step_factors(keys, z, y[k])
+                readings_k = int(np.isfinite(y[k]).sum())
+                observed.append(own[len(own) - readings_k:] if readings_k else [])
+                # the factors whose residuals are the test of the intervals: all but the
+                # tight ones (constraints, the transition's kinematics), whose residuals
+                # are ~0 at any estimate (leverage ~1) but huge between two windows'
+                # estimates
+                mine = gtsam.NonlinearFactorGraph()
+                loose = [*(graph.at(i) for i in range(start if k == 0 else start + 2,
+                                                       graph.size())),
+                         *own[2 if keys.qdd is None else 3:]]
+                for factor in loose:
+                    mine.add(factor)
+                share.append(mine)
+                for factor in own:
                     graph.add(factor)
-            else:
-                for factor in self.priors(keys, z):
-                    graph.add(factor)
-            chosen.append(z)
-            own = self.step_factors(keys, z, y[k])
-            readings_k = int(np.isfinite(y[k]).sum())
-            observed.append(own[len(own) - readings_k:] if readings_k else [])
-            # the factors whose residuals are the test of the intervals: all but the
-            # tight ones (constraints, the transition's kinematics), whose residuals are
-            # ~0 at any estimate (leverage ~1) but huge between two windows' estimates
-            mine = gtsam.NonlinearFactorGraph()
-            loose = [*(graph.at(i) for i in range(graph.size()) if k == 0 or i >= 2),
-                     *own[2 if keys.qdd is None else 3:]]
-            for factor in loose:
-                mine.add(factor)
-            share.append(mine)
-            for factor in own:
-                graph.add(factor)
-            self.initial(keys, q, qd, f, z, values)
-            stamps = gtsam.FixedLagSmootherKeyTimestampMap()
-            for key in keys.all():
-                stamps.insert((key, (k - k % window) * step))
+                self.initial(keys, q, qd, f, z, values,
+                             None if k == 0 or qdds is None else qdds[k - origin - 1])
+                if k < last:  # z of the next step, at this one's prediction
+                    z = self.reselect(q, z)
             try:
-                smoother.update(graph, values, stamps)
+                if _reads_at(last, window):
+                    # chunk c = [last − 2 window + 1, last − window] is read after this
+                    # update, then marginalized: its keys ordered first (leaves of the
+                    # Bayes tree), the window relinearized and re-eliminated once
+                    oldest = last - 2 * window + 1
+                    leaving = [key for j in range(oldest, oldest + window)
+                               for key in keys_of[j].all()]
+                    groups = gtsam.KeyGroupMap()
+                    for j in range(oldest, last + 1):
+                        for key in keys_of[j].all():
+                            groups.insert2(key, _group(j - oldest, window, last - oldest))
+                    present = gtsam.KeyList()
+                    for j in range(oldest, first):
+                        for key in keys_of[j].all():
+                            present.push_back(key)
+                    smoother.update(graph, values, constrainedKeys=groups,
+                                    extraReelimKeys=present, force_relinearize=True)
+                else:
+                    smoother.update(graph, values)
                 whole.push_back(graph)
-                # one Gauss-Newton step a new step: it starts at the RK4 prediction,
-                # next to the answer (a second update costs as much and moved the
-                # four-bar's estimate by < 1e-6 of its error)
-                # the newest step alone (the whole window's values cost 0.7 ms)
+                keys = keys_of[last]  # the newest step alone read (the next predictions')
                 q = smoother.calculateEstimateVector(keys.q)
                 qd = smoother.calculateEstimateVector(keys.qd)
                 if not (np.isfinite(q).all() and np.isfinite(qd).all()):
                     raise RuntimeError("a state that is not finite")
                 if keys.f is not None:
                     f = smoother.calculateEstimateVector(keys.f)
-                if k >= window and (k - window + 1) % window == 0:
+                if _reads_at(last, window):
                     estimate = smoother.calculateEstimate()
-                    for j in range(k - 2 * window + 1, k - window + 1):
+                    for j in range(oldest, oldest + window):
                         read(j)  # one chunk, before it is marginalized (see above)
-                previous, z = z, self.reselect(q, z)
+                    out = gtsam.KeyList()
+                    for key in leaving:
+                        out.push_back(key)
+                    smoother.marginalizeLeaves(out)
+                z = self.reselect(q, z)
             except RuntimeError:  # GTSAM's indeterminant system, a lost state
-                failed, done = True, k
+                failed, done = True, first
+                del chosen[first:], share[first:], observed[first:]
                 break
+            first = last + 1
         if done:
             try:
                 estimate = smoother.calculateEstimate()
@@ -395,20 +519,24 @@ class FactorSmoother:
         return estimate, sigmas
 
     def _projected(self, q: Array, qd: Array, z: list[int]) -> tuple[Array, Array]:
-        """(q, q̇) solved onto the constraints at their own z, ż (as they are where the
-        position or velocity problem fails)."""
+        """(q, q̇) (states, n) solved onto the constraints at their own z, ż, in one call
+        of the core; state by state where that fails (a state whose position or velocity
+        problem fails is kept as it is)."""
         from mbgen.errors import MbgenError
 
         try:
             on = self.mech.solve_position(q, z=z)
-            return on, self.mech.solve_velocity(on, qd[z], z=z)
+            return on, self.mech.solve_velocity(on, qd[:, z], z=z)
         except MbgenError:
-            return q, qd
+            if len(q) == 1:
+                return q, qd
+            pairs = [self._projected(q[i:i + 1], qd[i:i + 1], z) for i in range(len(q))]
+            return (np.vstack([p[0] for p in pairs]), np.vstack([p[1] for p in pairs]))
 
     def _track(self, times: Array, y: Array, share: list[gtsam.NonlinearFactorGraph],
                observed: list[list[gtsam.NonlinearFactor]], values: gtsam.Values,
                sigmas: dict[int, list[Array]], keys_of: list[Keys],
-               chosen: list[list[int]], failed: bool) -> KalmanTrack:
+               chosen: list[list[int]], failed: bool) -> SmootherTrack:
         """The estimates as the errorEKF's track: q, q̇ on the constraints at the
         estimated z, ż (of the step's ``chosen`` z), q̈ from the dynamics there,
         each step's share of the normalized squared residual (``nis``) and whether a
@@ -418,23 +546,64 @@ class FactorSmoother:
         sq, sqd = np.full((N, n), np.nan), np.full((N, n), np.nan)
         force, sforce = np.full((N, nf), np.nan), np.full((N, nf), np.nan)
         nis, lost = np.full(N, np.nan), np.zeros(N, dtype=bool)
-        reported = gtsam.Values(values)  # the residuals at what is written: the dynamics
-        for k, keys in enumerate(keys_of):  # off the constraints (Baumgarte) are far off
-            q[k], qd[k] = self._projected(values.atVector(keys.q),
-                                          values.atVector(keys.qd), chosen[k])
-            reported.update(keys.q, q[k])
-            reported.update(keys.qd, qd[k])
         for k, keys in enumerate(keys_of):
+            q[k], qd[k] = values.atVector(keys.q), values.atVector(keys.qd)
             sq[k], sqd[k] = sigmas[k][0], sigmas[k][1]
             if keys.f is not None:
                 force[k], sforce[k] = values.atVector(keys.f), sigmas[k][2]
-            qdd[k] = self.mech.forward_dynamics(q[k], qd[k], self._external(force[k])
-                                                if nf else None)
+        # the residuals at what is written: the dynamics off the constraints (Baumgarte)
+        # are far off; the steps of one z projected in one call
+        z_of = [tuple(z) for z in chosen]
+        for z in set(z_of):
+            rows = np.array([k for k in range(N) if z_of[k] == z], dtype=int)
+            q[rows], qd[rows] = self._projected(q[rows], qd[rows], list(z))
+        if N:
+            Q = np.zeros((N, n))
+            Q[:, self.forces] = force
+            qdd[:] = self.mech.forward_dynamics(q, qd, Q if nf else None)
+        reported = gtsam.Values(values)
+        for k, keys in enumerate(keys_of):
+            reported.update(keys.q, q[k])
+            reported.update(keys.qd, qd[k])
+        for k in range(N):
             nis[k] = 2.0 * share[k].error(reported)
             lost[k] = any(2.0 * factor.error(reported) > LOST**2 for factor in observed[k])
         count = np.isfinite(y).sum(axis=1)
-        return KalmanTrack(times, q, qd, qdd, sq, sqd, force, sforce, nis, count > 0, lost,
-                           failed, count)
+        return SmootherTrack(times, q, qd, qdd, sq, sqd, force, sforce, nis, count > 0, lost,
+                             failed, count, residuals=self.residuals(q, qd, qdd, y),
+                             labels=(*self.mech.sensor_labels,
+                                     *self.mech.accelerometer_labels))
+
+    def residuals(self, q: Array, qd: Array, qdd: Array, y: Array) -> Array:
+        """The readings' residuals at the written states, each over its σ: (y − h(q, q̇))/σ
+        and (y − a(q, q̈))/σ (N, labels; NaN: no reading)."""
+        N = len(q)
+        count = len(self.sigma_s)
+        out = np.full((N, y.shape[1]), np.nan)
+        if not N:
+            return out
+        out[:, :count] = (y[:, :count] - np.reshape(self.mech.sensors(q, qd), (N, -1))
+                          ) / self.sigma_s
+        if y.shape[1] > count and self.mech.accelerometer_labels:
+            out[:, count:] = (y[:, count:] - np.reshape(self.mech.accelerometers(q, qdd),
+                                                        (N, -1))) / self.sigma_acc
+        return out
+
+
+def _group(i: int, window: int, newest: int) -> int:
+    """The elimination group of step i of a read update's steps 0..``newest`` (the first
+    ``window`` are the chunk read, then marginalized): the chunk first, oldest first,
+    then the other steps from the newest to the chunk's neighbour, which becomes the
+    Bayes tree's root: a marginal of the chunk walks to the root through the chunk only
+    (not through the newer steps too: on the four-bar at a lag of 50 steps, 3.6 ms
+    instead of 7 for a chunk's first marginal)."""
+    return i if i < window else window + newest - i
+
+
+def _reads_at(k: int, window: int) -> bool:
+    """Whether step k ends a chunk of ``window`` steps that is then ``window`` steps old
+    (its estimates and σ are read before it leaves the smoother)."""
+    return k >= window and (k - window + 1) % window == 0
 
 
 def _sd(covariance: Array) -> Array:

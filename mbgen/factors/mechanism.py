@@ -28,7 +28,7 @@ import gtsam
 import numpy as np
 
 from mbgen.factors.native import chosen_module
-from mbgen.factors.noise import PAPER, NoiseDefaults, isotropic
+from mbgen.factors.noise import PAPER, NoiseDefaults, diagonal, isotropic
 from mbgen.runtime.compiled import CompiledMechanism
 
 Array = np.ndarray
@@ -76,7 +76,7 @@ class MechanismFactors:
             sigmas = np.asarray(sigma, dtype=float)
             if sigmas.shape != (dim,):
                 raise ValueError(f"{sigmas.size} standard deviations for {dim} rows")
-            return gtsam.noiseModel.Diagonal.Sigmas(sigmas)
+            return diagonal(tuple(sigmas.tolist()))
         return isotropic(dim, default if sigma is None else float(sigma))
 
     def _custom(self, noise: gtsam.noiseModel.Base, keys: Sequence[int],
@@ -284,7 +284,7 @@ class MechanismFactors:
             return np.array([h[row] - value])
 
         noise = self.sensor_noise()[row] if sigma is None else sigma
-        return self._custom(isotropic(1, noise), [q, qd], error, "observation", row=row,
+        return self._custom(isotropic(1, float(noise)), [q, qd], error, "observation", row=row,
                             measured=value)
 
     # -- estimation: unknown forces and accelerometers (Python callbacks: no native kind) --

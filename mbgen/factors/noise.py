@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import gtsam
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -32,8 +34,17 @@ class NoiseDefaults:
     sensor: float = 1e-3  # for sensors whose file entry has no `noise`
 
 
+@functools.lru_cache(maxsize=1024)
 def isotropic(dim: int, sigma: float) -> gtsam.noiseModel.Base:
+    """σ on each of ``dim`` rows; made once per (dim, σ) and shared (a noise model is
+    immutable, and a graph of thousands of steps needs only a few)."""
     return gtsam.noiseModel.Isotropic.Sigma(dim, sigma)
+
+
+@functools.lru_cache(maxsize=1024)
+def diagonal(sigmas: tuple[float, ...]) -> gtsam.noiseModel.Base:
+    """One σ per row, made once per tuple of σ and shared (as :func:`isotropic`)."""
+    return gtsam.noiseModel.Diagonal.Sigmas(np.array(sigmas))
 
 
 PAPER = NoiseDefaults()
