@@ -358,7 +358,8 @@ class FactorSmoother:
         None: the whole file in one batch. The track's ``nis`` holds each step's share of
         the graph's normalized squared residual (every factor counted once, at the step
         it joins), whose sum over the file has the number of readings as expectation:
-        the track's ``distrust`` reads it as the errorEKF's mean NIS. Stops at a step
+        the track's ``distrust`` tests it, and each output's normalized residuals, with
+        estimation/consistency.py (:class:`SmootherTrack`). Stops at a step
         GTSAM cannot solve (``failed``)."""
         if lag is not None and (int(lag) != lag or lag < 1):
             raise KalmanError(f"the lag must be a positive number of steps, got {lag}")
