@@ -18,8 +18,18 @@ cc on this 2-core machine), so mutated files go to `check` (no C), and only a fe
 compile one; the runs (simulate, estimate, identify, animate) use the cached builds of the
 shipped files with hostile options, `--param` values and readings.
 
+Round 2 of the campaign also draws every estimate method (particle, ekf, ukf, the
+factor-graph smoother with hostile --lag values), one to three --param options (hostile
+values, names that are not parameters, malformed NAME=VALUE; a negative mass, damper or
+inertia must be refused), an accelerometer on Bricard's linkage (`body: CD`, by name) and
+whole-file readings hazards (empty, header only, times not finite, shifted or out of
+order, a column all NaN or infinite, one row, holes).
+
 Run: ``.venv/bin/python benchmarks/fuzz_spatial.py [--count N] [--seed S] [--quick]``.
-Writes ``benchmarks/results/fuzz_spatial.json`` when N ≥ 5 000.
+Writes ``benchmarks/results/fuzz_spatial.json`` when N ≥ 5 000. On a shared machine, in
+chunks of one sequence: ``--count 1000 --save-part a.json``, then ``--skip 1000 --count
+5000 --build-dir DIR --save-part b.json`` (DIR: a build directory to reuse), then
+``--combine a.json b.json`` adds them up and writes the results.
 """
 
 from __future__ import annotations
@@ -49,11 +59,13 @@ FAILURES = ("data loss", "code executed", "left behind", "hang", "internal error
 TIME_LIMIT = 60.0  # seconds per case; a case that compiles a new file gets COMPILE_LIMIT
 COMPILE_LIMIT = 240.0
 IMU = "  - {type: accelerometer, body: pendulum, point: T, name: imu, noise: 0.05}\n"
+GYRO_CD = "  - {type: gyroscope, body: 2, name: gyroCD, noise: 1e-3}\n"
 ENC2 = "  - {type: encoder, coordinate: theta2, name: enc2, noise: 1e-4, offset: offset2}\n"
 #: The campaign's base files: name in the workspace -> (source, accelerometer line to add)
 BASES = {
     "furuta.yaml": (REPO / "mechanisms" / "furuta.yaml", ENC2, IMU),
-    "bricard.yaml": (REPO / "mechanisms" / "bricard.yaml", "", ""),
+    "bricard.yaml": (REPO / "mechanisms" / "bricard.yaml", GYRO_CD,
+                     "  - {type: accelerometer, body: CD, point: D, name: imuD, noise: 0.05}\n"),
     "flyball.yaml": (REPO / "tests" / "data" / "flyball-governor.yaml", "", ""),
     "arm.urdf": (REPO / "mechanisms" / "arm.urdf", "", ""),
     "pendulum.yaml": (REPO / "mechanisms" / "actuated-double-pendulum.yaml", ENC2,
@@ -407,8 +419,10 @@ def mutate_urdf(text: str, rng: random.Random) -> tuple[str, str, str | None]:
 def mutate_readings(text: str, rng: random.Random) -> tuple[str, str]:
     lines = text.splitlines()
     header, rows = lines[0].split(","), [line.split(",") for line in lines[1:]]
-    choice = rng.randrange(16)
+    choice = rng.randrange(24)
     label = f"readings #{choice}"
+    if choice >= 16:
+        return hostile_readings(choice, header, rows, rng)
     if choice <= 2:  # hostile cells
         for _ in range(rng.choice([1, 1, 3, 50])):
             row = rng.choice(rows)
@@ -475,6 +489,70 @@ def mutate_readings(text: str, rng: random.Random) -> tuple[str, str]:
         rows[rng.randrange(len(rows))][-1] = value  # one accelerometer reading (the issue's)
         label += f" one {value}"
     return "\n".join(",".join(row) for row in [header, *rows]) + "\n", label
+
+
+def hostile_readings(choice: int, header: list[str], rows: list[list[str]],
+                     rng: random.Random) -> tuple[str, str]:
+    """Whole-file hazards: empty, header only, NaN or infinite times, a column all NaN
+    or infinite, times before zero or out of order throughout, one row."""
+    label = f"readings #{choice}"
+    if choice == 16:
+        return rng.choice(["", "\n", "\n\n\n"]), label + " empty file"
+    if choice == 17:
+        return ",".join(header) + "\n", label + " header only"
+    if choice == 18:
+        rows[rng.randrange(len(rows))][0] = rng.choice(["nan", "inf", "-inf", "", "1e999"])
+        label += " time not finite"
+    elif choice == 19:
+        column = rng.randrange(1, len(header))
+        value = rng.choice(["nan", "inf", "-inf", "1e308"])
+        for row in rows:
+            row[column] = value
+        label += f" {header[column]} all {value}"
+    elif choice == 20:
+        shift = rng.choice([-1.0, -1e300, 1e6, 0.5])
+        for row in rows:
+            row[0] = repr(float(row[0]) + shift)
+        label += f" times shifted {shift:g}"
+    elif choice == 21:
+        rows = rows[::-1] if rng.random() < 0.5 else rng.sample(rows, len(rows))
+        label += " times out of order"
+    elif choice == 22:
+        rows = rows[:1] * rng.choice([1, 2])
+        label += " one time"
+    else:
+        for row in rows:
+            for k in range(1, len(row)):
+                row[k] = rng.choice(["nan", "", row[k]])
+        label += " holes"
+    return "\n".join(",".join(row) for row in [header, *rows]) + "\n", label
+
+
+PARAMETERS = {"furuta.yaml": ["m2", "L2", "b1", "g", "tilt", "J2a", "K"],
+              "bricard.yaml": ["m", "L", "a", "g", "Jl"],
+              "pendulum.yaml": ["m1", "L1", "b1", "g", "K"]}
+
+
+#: Parameters whose negative value no real mechanism has (a mass, a damper, an inertia)
+NOT_NEGATIVE = {"m", "m1", "m2", "b1", "J2a"}
+
+
+def param_options(rng: random.Random, name: str) -> tuple[list[str], str | None]:
+    """One to three --param options: hostile values, names that are not parameters
+    (a coordinate, a derived parameter, a payload), malformed NAME=VALUE; and why exit 0
+    would be wrong (a negative mass, damper or inertia), or None."""
+    options, why = [], None
+    for _ in range(rng.choice([1, 1, 1, 2, 3])):
+        key = rng.choice(PARAMETERS[name]) if rng.random() < 0.8 else rng.choice(
+            ["nope", "", "theta1", "thetaA", PAYLOAD, "M2", "m2 ", "q0", "x" * 300])
+        value = _number(rng, ["0.5", "2", "1e-3"], 0.6)
+        shape = rng.random()
+        text = f"{key}={value}" if shape < 0.8 else rng.choice(
+            [key, f"={value}", f"{key}=={value}", f"{key}={value}={value}", f" {key} = {value}"])
+        options += ["--param", text]
+        if key in NOT_NEGATIVE and value == "-1" and text == f"{key}={value}":
+            why = f"--param {text}"
+    return options, why
 
 
 # -- the cases ------------------------------------------------------------------------------
@@ -555,11 +633,7 @@ def run_case_args(rng: random.Random, texts: dict[str, str]) -> Case:
     readings, run = f"{stem}-readings.csv", f"{stem}-run.csv"
     prepare: Callable[[Path], None] = nothing
     inputs = [name]
-    param = []
-    if rng.random() < 0.25:
-        key = {"furuta.yaml": ["m2", "L2", "b1", "g", "tilt", "J2a", "K"], "bricard.yaml": [
-            "m", "L", "a", "g"], "pendulum.yaml": ["m1", "L1", "b1", "g", "K"]}[name]
-        param = ["--param", f"{rng.choice(key)}={_number(rng, ['0.5', '2', '1e-3'], 0.6)}"]
+    param, impossible = param_options(rng, name) if rng.random() < 0.3 else ([], None)
     if kind == "simulate":
         t_end = _number(rng, ["0.02", "0.05", "0.1"], 0.25)
         dt = _number(rng, ["0.01", "0.005", "0.001"], 0.25)
@@ -591,7 +665,8 @@ def run_case_args(rng: random.Random, texts: dict[str, str]) -> Case:
             check = finite_table(out, float(t_end))
         except ValueError:
             check = finite_table(out)
-        return Case(" ".join(args), args, outputs, inputs, check, prepare)
+        return Case(" ".join(args), args, outputs, inputs,
+                    refused(impossible) if impossible else check, prepare)
     if kind in ("estimate", "identify"):
         data = readings
         label = ""
@@ -611,8 +686,14 @@ def run_case_args(rng: random.Random, texts: dict[str, str]) -> Case:
             prepare = _both(prepare, _rename(readings, target))
             data, inputs = target, [name, target]
         args = ["estimate", name, "--data", data, "--out", out, *param]
-        if rng.random() < 0.5:
-            args += ["--method", "ekf"]
+        method = rng.choices(["particle", "ekf", "ukf", "smoother"], weights=[3, 3, 2, 2])[0]
+        if method == "smoother":
+            args += ["--method", "smoother"]
+            if rng.random() < 0.4:
+                args += ["--lag", rng.choice(["all", "0.05", "0.1", "0", "-1", "nan", "inf",
+                                              "1e308", "1e-9", "x", "ALL", "5e-324"])]
+        elif method in ("ekf", "ukf"):
+            args += ["--method", method]
             if rng.random() < 0.25:
                 coordinate = {"furuta.yaml": "theta1", "bricard.yaml": "thetaA",
                               "pendulum.yaml": "theta1"}[name]
@@ -629,8 +710,8 @@ def run_case_args(rng: random.Random, texts: dict[str, str]) -> Case:
                 args += [option, _number(rng, good, 0.5)]
         if rng.random() < 0.1:
             args.append("--covariance")
-        return Case(f"{' '.join(args)} {label}", args, [out], inputs, finite_table(out),
-                    prepare)
+        return Case(f"{' '.join(args)} {label}", args, [out], inputs,
+                    refused(impossible) if impossible else finite_table(out), prepare)
     if kind == "identify":
         out = _output(rng, ".yaml", [name, readings])
         unknown = {"furuta.yaml": ["b1", "b2", "m2", "offset2"], "bricard.yaml": ["m", "g"],
@@ -653,8 +734,9 @@ def run_case_args(rng: random.Random, texts: dict[str, str]) -> Case:
                 args += [option, _number(rng, good, 0.6)]
         if rng.random() < 0.15:
             args += ["--coordinates", rng.choice(["dependent", "independent"])]
-        return Case(f"{' '.join(args)} {label}", args, [out], inputs, identified(out),
-                    prepare, TIME_LIMIT * 2)
+        return Case(f"{' '.join(args)} {label}", args, [out], inputs,
+                    refused(impossible) if impossible else identified(out), prepare,
+                    TIME_LIMIT * 2)
     if kind == "animate":
         out = _output(rng, rng.choice([".gif", ".html"]), [name, run])
         label = ""
@@ -754,25 +836,33 @@ def warm_up(warm: Path, build_dir: Path) -> dict[str, str]:
         assert result is not None and result.exit_code == 0, (name, result and result.output)
         texts[f"{stem}-readings.csv"] = (warm / f"{stem}-readings.csv").read_text()
         texts[f"{stem}-run.csv"] = (warm / f"{stem}-run.csv").read_text()
+        args = ["estimate", name, "--data", f"{stem}-readings.csv", "--method", "smoother",
+                "--out", f"{stem}-smoothed.csv", "--build-dir", str(build_dir)]
+        result = invoke_within(warm, args, 1200)  # the factor graph's one-time builds
+        assert result is not None and result.exit_code in (0, 1, 4), (name, result.output)
     return texts
 
 
 def campaign(count: int, seed: int, workdir: Path,
              progress: Callable[[int], None] | None = None,
-             stop: float = float("inf")) -> tuple[Report, Counter]:
-    """``count`` cases from ``seed`` (none started after the time ``stop``, epoch
-    seconds); the report and the count of each command run."""
-    build_dir, warm = workdir / "gen", workdir / "warm"
+             stop: float = float("inf"), skip: int = 0,
+             build_dir: Path | None = None) -> tuple[Report, Counter]:
+    """Cases ``skip`` to ``count`` of the sequence from ``seed`` (none started after the
+    time ``stop``, epoch seconds; ``build_dir``: builds of an earlier chunk to reuse);
+    the report and the count of each command run."""
+    build_dir, warm = build_dir or workdir / "gen", workdir / "warm"
     warm.mkdir()
     texts = warm_up(warm, build_dir)
     rng = random.Random(seed)
     commands: Counter = Counter()
 
     def generated() -> Iterator[Case]:
-        for _ in range(count):
+        for k in range(count):
+            case = make_case(rng, texts)  # drawn even when skipped: the same sequence
+            if k < skip:
+                continue
             if time.time() > stop:
                 return
-            case = make_case(rng, texts)
             commands[case.args[0]] += 1
             yield case
     def judged(case: Case, root: Path, gen: Path) -> tuple[str, str]:
@@ -786,6 +876,51 @@ def campaign(count: int, seed: int, workdir: Path,
     return report, commands
 
 
+def figures_of(counts: Counter, commands: Counter, slowest: float, seed: int,
+               note: str) -> list[Figure]:
+    run = sum(counts.values())
+    figures = [Figure("cases", run, "", note=f"seed {seed}; {note}; " + ", ".join(
+        f"{name} {n}" for name, n in commands.most_common()))]
+    figures += [Figure(category, counts[category], "") for category in
+                ("clean error", "untrusted", "correct")]
+    figures += [Figure(category, counts[category], "", 0) for category in FAILURES]
+    figures.append(Figure("slowest case", slowest, "s", COMPILE_LIMIT))
+    return figures
+
+
+def combine(parts: list[Path]) -> int:
+    """The chunks' reports (``--save-part``) of one seed's sequence added up into the
+    results: they must cover cases 0 to N without a gap or an overlap."""
+    import json
+
+    loaded = sorted((json.loads(path.read_text()) for path in parts), key=lambda p: p["skip"])
+    seeds = {part["seed"] for part in loaded}
+    assert len(seeds) == 1, f"chunks of different seeds: {seeds}"
+    end = 0
+    for part in loaded:
+        assert part["skip"] == end, f"chunks not contiguous at case {end}: {part['skip']}"
+        end = part["skip"] + part["run"]
+    counts, commands = Counter(), Counter()
+    failures: list[list[str]] = []
+    for part in loaded:
+        counts.update(part["counts"])
+        commands.update(part["commands"])
+        failures += part["failures"]
+    elapsed = sum(part["elapsed"] for part in loaded)
+    figures = figures_of(counts, commands, max(part["slowest"] for part in loaded),
+                         seeds.pop(), f"{elapsed:.0f} s in {len(loaded)} chunks")
+    print_table("hostile spatial files, readings and options", figures)
+    for case, detail in failures[:40]:
+        print(f"--- {detail}\n    {case}")
+    if end < 5_000:
+        print(f"{end} cases, fewer than 5 000: results not written")
+        return 1
+    path = write_results("fuzz_spatial", figures, {"failures": failures[:100],
+                                                   "commands": dict(commands)})
+    print(f"wrote {path}")
+    return 1 if failures else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=5_000)
@@ -793,7 +928,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="40 cases, no results written")
     parser.add_argument("--minutes", type=float, default=float("inf"),
                         help="start no case after this many minutes (the figures say so)")
+    parser.add_argument("--skip", type=int, default=0,
+                        help="start at this case of the sequence (a later chunk)")
+    parser.add_argument("--build-dir", type=Path, help="reuse an earlier chunk's builds")
+    parser.add_argument("--save-part", type=Path,
+                        help="write this chunk's report here (JSON) for --combine")
+    parser.add_argument("--combine", type=Path, nargs="+",
+                        help="add up the chunks' reports into the results; run nothing")
     args = parser.parse_args(argv)
+    if args.combine:
+        return combine(args.combine)
     count = 40 if args.quick else args.count
     from rich.progress import Progress
 
@@ -801,25 +945,29 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="mbgen-spatial-campaign-"))
     start = time.perf_counter()
     with Progress() as bar:
-        task = bar.add_task("cases", total=count)
+        task = bar.add_task("cases", total=count - args.skip)
         report, commands = campaign(count, args.seed, workdir,
                                     progress=lambda _k: bar.advance(task),
-                                    stop=time.time() + 60 * args.minutes)
+                                    stop=time.time() + 60 * args.minutes, skip=args.skip,
+                                    build_dir=args.build_dir)
     elapsed = time.perf_counter() - start
     run = sum(report.counts.values())
-    stopped = f"; stopped after {args.minutes:g} min" if run < count else ""
+    stopped = f"; stopped after {args.minutes:g} min" if run < count - args.skip else ""
     shutil.rmtree(workdir, ignore_errors=True)
-    figures = [Figure("cases", run, "", note=f"seed {args.seed}; {elapsed:.0f} s{stopped}; "
-                      + ", ".join(f"{name} {n}" for name, n in commands.most_common()))]
-    figures += [Figure(category, report.counts[category], "") for category in
-                ("clean error", "untrusted", "correct")]
-    figures += [Figure(category, report.counts[category], "", 0) for category in FAILURES]
-    figures.append(Figure("slowest case", report.slowest, "s", COMPILE_LIMIT))
+    if args.save_part:
+        import json
+
+        args.save_part.write_text(json.dumps({
+            "seed": args.seed, "skip": args.skip, "run": run, "elapsed": elapsed,
+            "slowest": report.slowest, "counts": dict(report.counts),
+            "commands": dict(commands), "failures": report.failures}, indent=1))
+    figures = figures_of(report.counts, commands, report.slowest, args.seed,
+                         f"cases {args.skip}-{args.skip + run}; {elapsed:.0f} s{stopped}")
     print_table("hostile spatial files, readings and options", figures)
     for case, detail in report.failures[:40]:
         print(f"--- {detail}\n    {case}")
-    if count < 5_000:
-        print("fewer than 5 000 cases asked: results not written")
+    if count < 5_000 or args.skip or run < count:
+        print("fewer than 5 000 cases in one run: results not written (--combine chunks)")
         return 1 if report.failures else 0
     path = write_results("fuzz_spatial", figures, {"failures": report.failures[:100],
                                                    "commands": dict(commands)})
