@@ -40,6 +40,8 @@ from _common import Figure, best_time, fresh_dir, print_table, remove_dir, write
 import mbgen
 from mbgen.codegen.build import CORE_FLAGS
 from mbgen.cpu import march_flags, vector_level
+from mbgen.model import load_mechanism
+from mbgen.symbolic.joint_space import placed_coordinates
 
 LOOP_SOURCE = Path(__file__).resolve().parent / "pinocchio_loop.cpp"
 # what Pinocchio's CMake config gives its users (a joint variant of 25 types)
@@ -114,6 +116,32 @@ def reduced_model(path: Path, locked: dict[str, float]):
     return pin.buildReducedModel(model, [model.getJointId(j) for j in locked], reference)
 
 
+def assemble(mech, mechanism, names: list[str], angles: np.ndarray) -> tuple[np.ndarray, str]:
+    """Consistent states (N, n) at the joint angles (N, d), and how they were found.
+
+    A tree of revolute joints: each state placed body after body with numbers
+    (``placed_coordinates``), then the constraint rows the dynamics keep chosen again at
+    the first of them (the rows independent at the URDF's zero pose, where many axes are
+    parallel, lose rank away from it: the g1's did), and Newton polishes. Otherwise
+    (sliding joints), Newton from the zero pose in four steps (a full turn of ±1 rad on
+    every joint at once diverged on 5 of 2000 Panda states)."""
+    index = mech.coordinate_indices(names)
+    try:
+        placed = np.array([placed_coordinates(mechanism, dict(zip(names, a, strict=True)))
+                           for a in angles])
+    except ValueError:
+        q = np.repeat(mech.q0[None], len(angles), axis=0)
+        for fraction in (0.25, 0.5, 0.75, 1.0):
+            guess = q.copy()
+            guess[:, index] = fraction * angles
+            q = mech.solve_position(guess, z=names)
+        return q, "Newton from the zero pose in four steps"
+    reselected = mech.reselect_rows(placed[0])
+    return mech.solve_position(placed, z=names), (
+        "placed by the joint angles" + ("; rows chosen again at the first state"
+                                        if reselected else ""))
+
+
 def measure(name: str, path: Path, out: Path, count: int, repeat: int,
             program: Path) -> dict:
     import pinocchio as pin
@@ -121,7 +149,7 @@ def measure(name: str, path: Path, out: Path, count: int, repeat: int,
     locked = LOCKED.get(name, {})
     source = path
     if locked:  # a mechanism file including the URDF with the joints held
-        source = out / f"{name}.yaml"
+        source = out / f"{name.replace('-', '_')}.yaml"  # its build folder's name
         source.write_text(f"urdf: {json.dumps(str(path))}\nlocked: {json.dumps(locked)}\n")
     reused = any(out.glob(f"{source.stem}/*/meta.json"))  # then nothing is built here
     start = time.perf_counter()
@@ -140,11 +168,7 @@ def measure(name: str, path: Path, out: Path, count: int, repeat: int,
     angles = rng.uniform(np.maximum(low, -1.0), np.minimum(high, 1.0), (count, len(names)))
     rates = rng.normal(0.0, 1.0, (count, len(names)))
     index = mech.coordinate_indices(names)
-    q = np.repeat(mech.q0[None], count, axis=0)
-    for fraction in (0.25, 0.5, 0.75, 1.0):  # Newton from the zero pose in steps: a full
-        guess = q.copy()  # turn of ±1 rad on every joint at once diverged on 5 of 2000
-        guess[:, index] = fraction * angles
-        q = mech.solve_position(guess, z=names)
+    q, assembly = assemble(mech, load_mechanism(source), names, angles)
     qd = mech.solve_velocity(q, rates, z=names)
     damping = model.damping
     zdd, jz, jzd, jq = mech.independent_dynamics(q, qd, z=names)
@@ -173,7 +197,8 @@ def measure(name: str, path: Path, out: Path, count: int, repeat: int,
             call(model, data, a, r, zeros)
 
     return {
-        "joints": len(names), "locked": locked, "n": mech.n, "m": mech.m,
+        "joints": len(names), "locked": locked, "assembly": assembly, "n": mech.n,
+        "m": mech.m,
         "route": mech.meta.get("joint_space"),
         "build_s": timings, "load_s": load_seconds, "agreement": worst,
         "peak MiB": None if reused else {"python": peak, "compiler": children},

@@ -233,3 +233,23 @@ def test_info_says_whether_a_spatial_mechanism_has_joint_space_dynamics(out_dir:
 
     assert "joint-space dynamics in theta1, theta2" in info("furuta.yaml")
     assert "joint-space dynamics none: body BC is not placed" in info("bricard.yaml")
+
+
+def test_placed_coordinates_are_a_consistent_state_at_the_angles() -> None:
+    """placed_coordinates (forward kinematics with numbers) at random angles of a spatial
+    chain of 4 revolute joints, far from the file's pose: Φ = 0 to rounding (every
+    constraint of the file, evaluated symbolically), the angles kept."""
+    from mbgen.symbolic.joint_space import placed_coordinates
+
+    text = spatial_chain_yaml(4, joint_angles=True)
+    mechanism = parse_mechanism(text, "chain.yaml")
+    names = mechanism.independent
+    angles = dict(zip(names, np.random.default_rng(2).uniform(-1.5, 1.5, len(names)),
+                      strict=True))
+    q = placed_coordinates(mechanism, angles)
+    model = build_symbolic_model(mechanism)
+    phi = [float(c.expr.xreplace(mechanism.parameter_values).xreplace(dict(zip(
+        model.q, q, strict=True)))) for c in model.constraints]
+    assert np.max(np.abs(phi)) <= 1e-12
+    index = [mechanism.coordinate_names.index(name) for name in names]
+    assert np.array_equal(q[index], list(angles.values()))

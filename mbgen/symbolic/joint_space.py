@@ -37,7 +37,8 @@ from mbgen.symbolic.spatial import file_value
 CHECKS = 3  # random placements J is checked at
 # Joint angles beyond which the joint-space kernels are not written: their code grows as
 # d³ (∂Mz/∂z), and a serial arm's cold build took 6.3 → 13 s with them at 6 joints, 14 →
-# 150 s at 10 (2026-11-26)
+# 150 s at 10 (2026-11-26); 7 for the Panda's arm (benchmarks/robots.py, a loaded
+# machine: 4.4 MB of C, built in 433 s against the UR5's 2.0 MB and 254 s)
 MAX_JOINTS = 7
 TOLERANCE = 1e-8  # on |Φ| and |Φq J| (relative to the mechanism's size), and on J's z rows
 
@@ -185,6 +186,17 @@ def _place_all(mechanism: Mechanism, angles: dict[str, float]) -> _Placement:
             raise _NoJointSpace(f"body {left[0].name} is not placed by the joint angles")
         waiting = left
     return placement
+
+
+def placed_coordinates(mechanism: Mechanism, angles: dict[str, float]) -> np.ndarray:
+    """The natural coordinates q (n,) of a tree of revolute joints at ``angles`` (every
+    independent angle by name), each body placed from those before with numbers, as J is
+    found: a consistent state far from the file's pose without Newton's steps from it.
+    ValueError where the angles do not place every body."""
+    try:
+        return _state(kinematics(mechanism), _place_all(mechanism, angles))
+    except _NoJointSpace as failure:
+        raise ValueError(str(failure)) from None
 
 
 def joint_space(mechanism: Mechanism, kin: Kinematics,
