@@ -42,3 +42,18 @@ def test_param_with_a_possible_value_runs(run, tmp_path: Path) -> None:
     code, output = run("simulate", str(PENDULUM), "--t-end", "0.02", "--dt", "0.01",
                        "--out", str(tmp_path / "huge.csv"), "--param", "b1=1e308")
     assert code not in (EXIT_OK, 3) and "impossible" not in output, output
+
+
+def test_an_inertia_tensor_too_large_for_a_double_is_impossible_not_an_error() -> None:
+    """`--param a=1e308` on Bricard's linkage (Jl = m·2a²/12 overflows) reached
+    eigvalsh with an infinity: LinAlgError, exit 3 (benchmarks/fuzz_spatial.py, ekf and
+    ukf cases). The rule names it as the loader and --param report other impossibilities."""
+    import numpy as np
+
+    from mbgen.model.spatial import spatial_inertia_problem
+
+    tensor = np.diag([np.inf, 1.0, 1.0])
+    assert spatial_inertia_problem(1.0, tensor) == (
+        "the inertia tensor is not a finite number (a value too large for a double)")
+    assert spatial_inertia_problem(1.0, np.diag([1.0, 1.0, 1.5])) is None
+    assert "triangle" in str(spatial_inertia_problem(1.0, np.diag([1.0, 1.0, 3.0])))

@@ -55,6 +55,8 @@ def spatial_inertia_problem(mass: float, tensor: np.ndarray) -> str | None:
     not be negative). The one statement of the rule, for the loader and identification."""
     if mass < 0:
         return f"mass must not be negative, got {mass}"
+    if not np.isfinite(tensor).all():  # eigvalsh does not converge on an infinity
+        return "the inertia tensor is not a finite number (a value too large for a double)"
     moments = np.linalg.eigvalsh(tensor)
     scale = max(float(np.abs(moments).max()), 1e-300)
     if moments[0] < -1e-9 * scale:
