@@ -40,7 +40,7 @@ def test_param_with_a_possible_value_runs(run, tmp_path: Path) -> None:
     assert code == EXIT_OK, output
     assert out.is_file()
     code, output = run("simulate", str(PENDULUM), "--t-end", "0.02", "--dt", "0.01",
-                       "--out", str(tmp_path / "huge.csv"), "--param", "b1=1e308")
+                       "--out", str(tmp_path / "huge.csv"), "--param", "b1=1e15")
     assert code not in (EXIT_OK, 3) and "impossible" not in output, output
 
 
@@ -57,3 +57,16 @@ def test_an_inertia_tensor_too_large_for_a_double_is_impossible_not_an_error() -
         "the inertia tensor is not a finite number (a value too large for a double)")
     assert spatial_inertia_problem(1.0, np.diag([1.0, 1.0, 1.5])) is None
     assert "triangle" in str(spatial_inertia_problem(1.0, np.diag([1.0, 1.0, 3.0])))
+
+
+def test_param_values_are_bounded_as_the_file_s_numbers_are(run, tmp_path: Path) -> None:
+    """A file's `b1: 1e308` is refused (larger than 1e15 in magnitude); `--param b1=1e308`
+    ran into a non-finite step (exit 4) and `a=1e308` on Bricard into an inertia that
+    overflows: the same bound for both."""
+    from mbgen.cli.conventions import EXIT_USAGE
+
+    for value in ("b1=1e308", "m1=-1e16"):
+        code, output = run("simulate", str(PENDULUM), "--t-end", "0.02", "--dt", "0.01",
+                           "--out", str(tmp_path / "run.csv"), "--param", value)
+        assert code == EXIT_USAGE and "--param" in output and "1e+15" in output, output
+    assert not (tmp_path / "run.csv").exists()

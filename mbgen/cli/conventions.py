@@ -286,7 +286,12 @@ class ParameterValue(click.ParamType):
         name, equals, number = str(value).partition("=")
         if not equals or not name.strip():
             self.fail(f"{value!r}: expected NAME=VALUE, e.g. m1=0.6", param, ctx)
-        return name.strip(), FINITE.convert(number.strip(), param, ctx)
+        # the bound of a number written in the file (its 1e308 is refused by file:line;
+        # the same value set for a run is too); the parser's, imported when used (SymPy)
+        from mbgen.model.expressions import MAX_MAGNITUDE
+
+        bounded = Real(-MAX_MAGNITUDE, high=MAX_MAGNITUDE)
+        return name.strip(), bounded.convert(number.strip(), param, ctx)
 
 
 #: ``--param NAME=VALUE`` (repeatable), the same in every command that runs a mechanism:
