@@ -205,9 +205,10 @@ def estimate(file: Path, readings_path: Path, method: str, unknown_forces: str |
             f"the estimate is not finite from t = {data[broken[0], 0]:g} s on (the "
             f"particles' prediction over steps of {step:g} s diverged): nothing written; a "
             "smaller --dt may help")
+    doubt = track.distrust()
     csv_path, pictures = _written(mech, file, readings_path, csv_path, header, data, names,
-                                  not track.recovered, plot)
-    report(track, mech.name, step, particles, csv_path, pictures)
+                                  doubt is not None, plot)
+    report(track, doubt, mech.name, step, particles, csv_path, pictures)
 
 
 def _readings(mech: CompiledMechanism, readings_path: Path, dt: float | None,
@@ -347,18 +348,19 @@ def _kalman(method: str, mech: CompiledMechanism, file: Path, readings_path: Pat
         raise UntrustedResultError(f"{doubt}; the estimate is in {csv_path}")
 
 
-def report(track: Track, name: str, step: float, particles: int, csv_path: Path,
-           pictures: list[Path]) -> None:
-    """✓ for a filter that never started over; ! when it did and has weighed enough
-    readings since; ✗ and exit code 4 when it has not."""
+def report(track: Track, doubt: str | None, name: str, step: float, particles: int,
+           csv_path: Path, pictures: list[Path]) -> None:
+    """✓ for a trusted track (``doubt``: Track.distrust's words, None) that never started
+    over; ! when it did and is trusted since; ✗ and exit code 4 when it is not trusted
+    (gave up, not recovered, or readings inconsistent with the cloud)."""
     from mbgen.estimation.particle_filter import GIVE_UP_READINGS, RECOVERY_READINGS
 
     final = np.round(track.branch_probability[-1], 3).tolist()
     restarts = track.restarts
     at = ", ".join(f"{t:g}" for t in track.t[track.reinitialized][:5])
     at += ", ..." if restarts > 5 else ""
-    mark = "[green]✓[/]" if not restarts else "[yellow]![/]" if track.recovered \
-        else "[red]✗[/]"
+    mark = "[red]✗[/]" if doubt is not None else "[green]✓[/]" if not restarts \
+        else "[yellow]![/]"
     status_console.print(f"{mark} {escape(name)}: {len(track.t)} steps of {step:g} s, "
                          f"{particles} particles; branch probabilities at the end {final}"
                          + (f"; started over {restarts} time(s) (no particle near the "
@@ -377,6 +379,8 @@ def report(track: Track, name: str, step: float, particles: int, csv_path: Path,
             f"the filter started over at t = {track.t[track.reinitialized][-1]:g} s and "
             f"weighed fewer than {RECOVERY_READINGS} readings after that: the estimate is "
             f"in {csv_path} (check --noise-sensor and --noise-accel against the data)")
+    if doubt is not None:
+        raise UntrustedResultError(f"{doubt}; the estimate is in {csv_path}")
 
 
 def _written(mech: Any, file: Path, readings_path: Path, csv_path: Path, header: list[str],
