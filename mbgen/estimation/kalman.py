@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+import mbgen.columns as columns
 from mbgen.runtime.compiled import CompiledMechanism
 
 if TYPE_CHECKING:
@@ -140,16 +141,16 @@ class KalmanTrack:
         ``sigma``, _sigma, then force_<c> likewise, then nis (0 on a step without a
         reading: the sum over none of them; a NaN cell made the table unreadable by
         `animate`) and lost."""
-        header, columns = ["t"], [self.t]
+        header, cells = [columns.TIME], [self.t]
         for label, mean, sd in [*zip(names, self.q.T, self.sigma_q.T, strict=True),
-                                *zip([f"force_{c}" for c in force_names], self.force.T,
+                                *zip([columns.force(c) for c in force_names], self.force.T,
                                      self.sigma_force.T, strict=True)]:
-            header += [label, f"{label}_lo", f"{label}_hi"] + ([f"{label}_sigma"]
-                                                              if sigma else [])
-            columns += [mean, mean - Z95 * sd, mean + Z95 * sd] + ([sd] if sigma else [])
-        header += ["nis", "lost"]
-        columns += [np.where(np.isnan(self.nis), 0.0, self.nis), self.lost.astype(float)]
-        return header, np.column_stack(columns)
+            header += [label, *columns.interval(label)] + ([columns.sigma(label)]
+                                                           if sigma else [])
+            cells += [mean, mean - Z95 * sd, mean + Z95 * sd] + ([sd] if sigma else [])
+        header += [columns.NIS, columns.LOST]
+        cells += [np.where(np.isnan(self.nis), 0.0, self.nis), self.lost.astype(float)]
+        return header, np.column_stack(cells)
 
 
 class ErrorEKF:

@@ -196,7 +196,7 @@ class Track:
         if sigma:
             parts.append((columns.SIGMA_SUFFIX, self.sigma))
         header = [columns.TIME] + [f"{n}{suffix}" for n in names for suffix, _ in parts] + [
-            "ess", "restart"] + [columns.branch(b)
+            columns.ESS, columns.RESTART] + [columns.branch(b)
                                  for b in range(self.branch_probability.shape[1])]
         interleaved = np.stack([values for _, values in parts], axis=2).reshape(
             len(self.t), -1)
