@@ -312,7 +312,9 @@ def _kalman(method: str, mech: CompiledMechanism, file: Path, readings_path: Pat
     if sigma_f == AUTO and not forces:
         raise click.UsageError("--noise-force auto needs forces to estimate: "
                                "--unknown-forces or --model-error")
-    steps_of_lag = None if lag is None else int(round(lag / step))
+    # a lag at least as long as the file smooths it all in one batch (and a huge one
+    # must not overflow the step count)
+    steps_of_lag = None if lag is None or lag / step >= len(t) else int(round(lag / step))
     if steps_of_lag is not None and steps_of_lag < 1:
         raise click.BadParameter(f"{lag:g} s is shorter than one step of {step:g} s",
                                  param_hint="--lag")
