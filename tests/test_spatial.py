@@ -360,12 +360,15 @@ def test_every_command_runs_on_the_spatial_mechanisms(tmp_path: Path, out_dir: P
         run("inverse", furuta, *motion, "--method", method, "--out", str(out / "inv.csv"))
         run("inverse", bricard, "--motion", "thetaA=1+0.5*sin(2*t)", "--t-end", "0.5",
             "--dt", "0.01", "--method", method, "--out", str(out / "inv-b.csv"))
-    for path, start in ((furuta, ["--q0", "theta1=0,theta2=1"]), (bricard, [])):
-        run("simulate", path, "--t-end", "0.2", "--dt", "1e-3", *start, "--out",
+    # the Furuta pendulum by the errorEKF from its file's q0 (its 95 % intervals held the
+    # truth 92-100 % of the time); the particle filter's first 0.2 s on it, from a
+    # uniform belief, held it 50-73 % (issue 55) and is refused or not by chance
+    for path, method in ((furuta, "ekf"), (bricard, "particle")):
+        run("simulate", path, "--t-end", "0.2", "--dt", "1e-3", "--out",
             str(out / "truth.csv"), "--sensors-out", str(out / "readings.csv"),
             "--noise-sensor", "0.02")
         run("estimate", path, "--data", str(out / "readings.csv"), "--noise-sensor", "0.02",
-            "--out", str(out / "estimate.csv"))
+            "--method", method, "--out", str(out / "estimate.csv"))
     run("simulate", furuta, "--t-end", "2", "--dt", "1e-3", "--q0", "theta1=0,theta2=1",
         "--out", str(out / "swing.csv"), "--sensors-out", str(out / "recorded.csv"),
         "--noise-sensor", "1e-4", "--sensor-period", "0.01")
