@@ -353,6 +353,26 @@ EXAMPLES = SHIPPED_DIR.parent / "examples"
 CLOSED = EXAMPLES / "fourbar-closed.yaml"  # urdf: fourbar.urdf, closed, with sensors
 
 
+def including_fault(tmp_path: Path, change: tuple[str, str], file: str, line: str, key: str,
+                    run: Callable[..., tuple[int, str]]) -> str:
+    """examples/fourbar-closed.yaml with ``change`` made (its text returned): the loader
+    names ``file``, the line holding ``line`` and ``key``; ``mbgen check`` exits 1 with
+    that place and no traceback."""
+    (tmp_path / "fourbar.urdf").write_text((EXAMPLES / "fourbar.urdf").read_text())
+    text = CLOSED.read_text().replace(*change)
+    assert text != CLOSED.read_text()
+    (tmp_path / "closed.yaml").write_text(text)
+    with pytest.raises(MechanismError) as caught:
+        load_mechanism(tmp_path / "closed.yaml")
+    error = caught.value
+    assert (Path(error.file or "").name, error.line, error.key) == (
+        file, line_of(text, line), key), error
+    code, output = run("check", str(tmp_path / "closed.yaml"))
+    assert code == 1 and "Traceback" not in output
+    assert f"closed.yaml:{line_of(text, line)}" in output.replace("\n", "")
+    return text
+
+
 def test_a_yaml_file_adds_a_loop_sensors_and_gravity_to_a_urdf(
         tmp_path: Path, run: Callable[..., tuple[int, str]]) -> None:
     """examples/fourbar-closed.yaml: the four-bar's links as a URDF chain, closed at the
@@ -397,18 +417,7 @@ def test_a_yaml_file_adds_a_loop_sensors_and_gravity_to_a_urdf(
 def test_an_including_file_names_its_faults(tmp_path: Path, change: tuple[str, str],
                                             file: str, line: str, key: str,
                                             run: Callable[..., tuple[int, str]]) -> None:
-    (tmp_path / "fourbar.urdf").write_text((EXAMPLES / "fourbar.urdf").read_text())
-    text = CLOSED.read_text().replace(*change)
-    assert text != CLOSED.read_text()
-    (tmp_path / "closed.yaml").write_text(text)
-    with pytest.raises(MechanismError) as caught:
-        load_mechanism(tmp_path / "closed.yaml")
-    error = caught.value
-    assert (Path(error.file or "").name, error.line, error.key) == (
-        file, line_of(text, line), key), error
-    code, output = run("check", str(tmp_path / "closed.yaml"))
-    assert code == 1 and "Traceback" not in output
-    assert f"closed.yaml:{line_of(text, line)}" in output.replace("\n", "")
+    including_fault(tmp_path, change, file, line, key, run)
 
 
 # (change to examples/fourbar-closed.yaml, the fragment on the faulty line, the key the
@@ -448,18 +457,7 @@ def test_the_loader_and_the_schema_find_an_including_files_fault_at_one_key(
 
     from mbgen.model.schema import mechanism_schema
 
-    (tmp_path / "fourbar.urdf").write_text((EXAMPLES / "fourbar.urdf").read_text())
-    text = CLOSED.read_text().replace(*change)
-    assert text != CLOSED.read_text()
-    (tmp_path / "closed.yaml").write_text(text)
-    with pytest.raises(MechanismError) as caught:
-        load_mechanism(tmp_path / "closed.yaml")
-    error = caught.value
-    assert (Path(error.file or "").name, error.line, error.key) == (
-        "closed.yaml", line_of(text, line), key), error
-    code, output = run("check", str(tmp_path / "closed.yaml"))
-    assert code == 1 and "Traceback" not in output
-    assert f"closed.yaml:{line_of(text, line)}" in output.replace("\n", "")
+    text = including_fault(tmp_path, change, "closed.yaml", line, key, run)
     validator = jsonschema.Draft202012Validator(mechanism_schema())
     assert validator.is_valid(yaml.safe_load(CLOSED.read_text()))
     errors = list(validator.iter_errors(yaml.safe_load(text)))
