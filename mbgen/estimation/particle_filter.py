@@ -57,6 +57,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from scipy.special import ndtri
@@ -84,6 +85,15 @@ def belief_bytes(mech: CompiledMechanism) -> float:
     return 8.0 * (12 * mech.n + 2 * d * mech.n + 2 * outputs * (mech.n + d) + 16)
 
 Members = list[tuple[int, Array | slice]]  # each branch held, with its particles' index
+
+
+class AccelerometerModel(NamedTuple):
+    """The accelerometers' readings at a cloud's states
+    (ParticleFilter._accelerometer_model)."""
+
+    a: Array  # (M, k) the readings at the states' dynamics
+    b: Array  # (M, k, d) their change per unit of z̈ noise
+    ok: Array  # (M,) bool: the dynamics and the partition succeeded
 HOPELESS = 30.0  # readings this many σ from every particle: the belief has lost the truth
 #: The tempered first reading's Metropolis–Hastings moves per stage, and their first step
 #: as a factor of the cloud's spread (adapted to the acceptance after each move).
@@ -370,10 +380,16 @@ class ParticleFilter:
         self._innovation = np.full(len(y), np.nan)
         if not seen.any():  # no reading: the weights stay as they are
             return False
-        predicted = None if self._fresh else self._predicted_readings(self.q, self.qd, seen)
+        seen_a = seen[len(self.mech.sensor_labels):]
+        # the accelerometers' model at the predicted states, evaluated once for the
+        # innovations and the likelihood (a fresh belief draws new velocities instead)
+        model = self._accelerometer_model(self.q, self.qd, seen_a) \
+            if not self._fresh and seen_a.any() else None
+        predicted = None if self._fresh else self._predicted_readings(self.q, self.qd, seen,
+                                                                       model)
         if predicted is not None:
             self._innovation[seen] = self._normalized_innovation(y[seen], seen, *predicted)
-        likelihood, velocities, self._noise = self._likelihood(y, seen)
+        likelihood, velocities, self._noise = self._likelihood(y, seen, model=model)
         if self._fresh and self._tempering_needed(likelihood):
             if self._temper(y, seen, likelihood, velocities):
                 return False
@@ -418,10 +434,12 @@ class ParticleFilter:
         return False
 
     # -- precise readings ----------------------------------------------------------------
-    def _predicted_readings(self, q: Array, qd: Array, seen: Array) -> tuple[Array, Array]:
+    def _predicted_readings(self, q: Array, qd: Array, seen: Array,
+                            model: AccelerometerModel | None = None) -> tuple[Array, Array]:
         """Each state's readings where ``seen`` (M, k) and the variance (M, k) the next
         acceleration noise adds to them (accelerometers: σa² Σ (∂a/∂q̈ R)²; state sensors:
-        none), the sensor noise left out. A broken state reads NaN."""
+        none), the sensor noise left out. A broken state reads NaN. ``model``: the
+        accelerometers' at these states, when already evaluated."""
         mech, count = self.mech, len(self.mech.sensor_labels)
         seen_s, seen_a = seen[:count], seen[count:]
         parts, extra = [], []
@@ -430,14 +448,10 @@ class ParticleFilter:
             parts.append(h)
             extra.append(np.zeros_like(h))
         if seen_a.any():
-            qdd, status = mech.forward_dynamics(q, qd, errors="status")
-            _, basis, _, status_r = mech.partition(q, z=(), errors="status")
-            a = mech.accelerometers(q, qdd).reshape(len(q), -1)[:, seen_a]
-            b = mech.accelerometers_qdd(q, qdd).reshape(len(q), len(seen_a), -1)[:, seen_a]
-            spread = self.sigma_a**2 * np.square(b @ basis).sum(axis=2)
-            a[(status != 0) | (status_r != 0)] = np.nan
-            parts.append(a)
-            extra.append(spread)
+            a, b, ok = model if model is not None else self._accelerometer_model(q, qd,
+                                                                                 seen_a)
+            parts.append(np.where(ok[:, None], a, np.nan))
+            extra.append(self.sigma_a**2 * np.square(b).sum(axis=2))
         return np.hstack(parts), np.hstack(extra)
 
     def _normalized_innovation(self, y: Array, seen: Array, h: Array, extra: Array) -> Array:
@@ -620,14 +634,16 @@ class ParticleFilter:
             self.moved += int(ok.sum())
 
     def _likelihood(self, y: Array, seen: Array, states: tuple[Array, Array, Array] | None
-                    = None) -> tuple[Array, Array | None, tuple[Array, Array] | None]:
+                    = None, model: AccelerometerModel | None = None
+                    ) -> tuple[Array, Array | None, tuple[Array, Array] | None]:
         """log p(y | particle) (M,) of the readings y (``labels``) where ``seen``, by the
         Gaussian sensor model; for a fresh uniform belief, with new velocities (M, n)
         drawn given the sensors' readings (_from_reading), else None. The accelerometers'
         readings are weighed at the particles' (new) velocities; with them, the posterior
         (mean (M, d), root (M, d, d)) of the next step's acceleration noise, else None.
         ``states``: (q, q̇, group) to weigh instead of the particles' (the tempered first
-        reading's moves)."""
+        reading's moves); ``model``: the accelerometers' at those states and velocities,
+        when already evaluated (unused where new velocities are drawn)."""
         q, qd, group = states if states is not None else (self.q, self.qd, self._group)
         count = len(self.mech.sensor_labels)
         y_s, seen_s, y_a, seen_a = y[:count], seen[:count], y[count:], seen[count:]
@@ -643,12 +659,26 @@ class ParticleFilter:
         noise = None
         if seen_a.any():
             weighed, noise = self._accelerometer_likelihood(
-                y_a[seen_a], seen_a, q, qd if velocities is None else velocities)
+                y_a[seen_a], seen_a, q, qd if velocities is None else velocities,
+                model if velocities is None else None)
             likelihood = likelihood + weighed
         likelihood[np.isnan(likelihood)] = -np.inf  # a broken particle weighs nothing
         return likelihood, velocities, noise
 
-    def _accelerometer_likelihood(self, y: Array, seen: Array, q: Array, qd: Array
+    def _accelerometer_model(self, q: Array, qd: Array, seen: Array) -> AccelerometerModel:
+        """The accelerometers' readings where ``seen`` at the states' dynamics, a (M, k),
+        their change per unit of z̈ noise, B = (∂a/∂q̈) R (M, k, d) (z by full pivoting
+        as the prediction chooses it), and which states' dynamics and partition succeeded
+        (M,)."""
+        mech = self.mech
+        qdd, status = mech.forward_dynamics(q, qd, errors="status")
+        _, basis, _, status_r = mech.partition(q, z=(), errors="status")
+        a = mech.accelerometers(q, qdd).reshape(len(q), -1)[:, seen]
+        seen_by = mech.accelerometers_qdd(q, qdd).reshape(len(q), len(seen), -1)[:, seen]
+        return AccelerometerModel(a, seen_by @ basis, (status == 0) & (status_r == 0))
+
+    def _accelerometer_likelihood(self, y: Array, seen: Array, q: Array, qd: Array,
+                                  model: AccelerometerModel | None = None
                                   ) -> tuple[Array, tuple[Array, Array]]:
         """log p(y | particle) (M,) of accelerometer readings y (where ``seen``), as the
         state sensors' are, without the constant every particle shares, and the posterior
@@ -659,16 +689,10 @@ class ParticleFilter:
         reading with ε integrated out, and the next prediction draws its ε from ε's
         posterior given the reading (mean, root; kept as ``_noise`` by :meth:`update`),
         not from the prior again."""
-        mech = self.mech
-        count, d = len(q), mech.dof
-        qdd, status = mech.forward_dynamics(q, qd, errors="status")
-        _, basis, _, status_r = mech.partition(q, z=(), errors="status")
-        a = mech.accelerometers(q, qdd).reshape(count, -1)[:, seen]
-        seen_by = mech.accelerometers_qdd(q, qdd).reshape(count, len(seen), -1)[:, seen]
-        b = seen_by @ basis  # (M, k, d): the readings per unit of z̈ noise
+        count, d = len(q), self.mech.dof
+        a, b, ok = model if model is not None else self._accelerometer_model(q, qd, seen)
         r = y - a
-        good = ((status == 0) & (status_r == 0) & np.isfinite(b).all(axis=(1, 2))
-                & np.isfinite(r).all(axis=1))
+        good = ok & np.isfinite(b).all(axis=(1, 2)) & np.isfinite(r).all(axis=1)
         likelihood = np.full(count, -np.inf)  # a broken particle weighs nothing
         noise = self.sigma_acc[seen] ** 2
         mean, root = np.zeros((count, d)), np.repeat(np.eye(d)[None] / self.sigma_a, count, 0)
