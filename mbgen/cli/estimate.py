@@ -355,8 +355,6 @@ def report(track: Track, doubt: str | None, name: str, step: float, particles: i
     """✓ for a trusted track (``doubt``: Track.distrust's words, None) that never started
     over; ! when it did and is trusted since; ✗ and exit code 4 when it is not trusted
     (gave up, not recovered, or readings inconsistent with the cloud)."""
-    from mbgen.estimation.particle_filter import GIVE_UP_READINGS, RECOVERY_READINGS
-
     final = np.round(track.branch_probability[-1], 3).tolist()
     restarts = track.restarts
     at = ", ".join(f"{t:g}" for t in track.t[track.reinitialized][:5])
@@ -369,18 +367,6 @@ def report(track: Track, doubt: str | None, name: str, step: float, particles: i
                             f"readings at t = {at} s)" if restarts else ""))
     status_console.print(escape(f"  wrote {csv_path}"
                                 + "".join(f"\n  wrote {p}" for p in pictures)))
-    if track.gave_up:
-        raise UntrustedResultError(
-            f"the filter started over at each of {GIVE_UP_READINGS} readings in a row and "
-            f"stopped at t = {track.t[-1]:g} s: no particle of a fresh belief comes near "
-            f"the readings; the estimate so far is in {csv_path} (check --noise-sensor and "
-            "--noise-accel against the data; readings far more precise than the particles "
-            "can meet need a larger --noise-sensor or more --particles)")
-    if not track.recovered:
-        raise UntrustedResultError(
-            f"the filter started over at t = {track.t[track.reinitialized][-1]:g} s and "
-            f"weighed fewer than {RECOVERY_READINGS} readings after that: the estimate is "
-            f"in {csv_path} (check --noise-sensor and --noise-accel against the data)")
     if doubt is not None:
         raise UntrustedResultError(f"{doubt}; the estimate is in {csv_path}")
 

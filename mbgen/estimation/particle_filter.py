@@ -162,10 +162,14 @@ class Track:
         distance from it, a collapsed cloud; estimation/consistency.py)."""
         if self.gave_up:
             return (f"the filter started over at each of {GIVE_UP_READINGS} readings in a "
-                    f"row and stopped at t = {self.t[-1]:g} s")
+                    f"row and stopped at t = {self.t[-1]:g} s: no particle of a fresh belief "
+                    "comes near the readings (check --noise-sensor and --noise-accel against "
+                    "the data; readings far more precise than the particles can meet need a "
+                    "larger --noise-sensor or more --particles)")
         if not self.recovered:
             return (f"the filter started over at t = {self.t[self.reinitialized][-1]:g} s "
-                    f"and weighed fewer than {RECOVERY_READINGS} readings after that")
+                    f"and weighed fewer than {RECOVERY_READINGS} readings after that (check "
+                    "--noise-sensor and --noise-accel against the data)")
         if self.innovation is None or not np.isfinite(self.innovation).any():
             return None
         from mbgen.estimation.consistency import describe, innovation_tests
