@@ -46,6 +46,7 @@ from mbgen.factors.linear import equality_factor, linear_factor, prior_factor
 from mbgen.factors.mechanism import MechanismFactors
 from mbgen.factors.noise import isotropic
 from mbgen.runtime.compiled import CompiledMechanism
+from mbgen.runtime.integration import IntegrationError
 
 Array = np.ndarray
 #: σ of the constraint factors [the constraints' units]: tight, they are exact.
@@ -303,7 +304,7 @@ class FactorSmoother:
         try:
             path = self.mech.integrate(q, qd, dt, 1, "rk4", forces=table)
             return path[0][1], path[1][1]
-        except Exception:  # near a singular configuration the graph may still pass
+        except IntegrationError:  # near a singular configuration the graph may still pass
             qdd = self.mech.forward_dynamics(q, qd, self._external(f))
             return q + dt * qd + 0.5 * dt * dt * qdd, qd + dt * qdd
 
@@ -316,7 +317,7 @@ class FactorSmoother:
         try:
             path = self.mech.integrate(q, qd, dt, steps, "rk4", forces=table)
             return path[0][1:], path[1][1:], path[2][1:]
-        except Exception:  # near a singular configuration the graph may still pass
+        except IntegrationError:  # near a singular configuration the graph may still pass
             qs, qds = np.empty((steps, self.mech.n)), np.empty((steps, self.mech.n))
             for i in range(steps):
                 q, qd = self.predict(q, qd, f, dt)
